@@ -1,0 +1,53 @@
+// FlashKit public API: dense attention forward.
+//
+//   out = softmax(q k^T * softmax_scale [+ causal mask]) v,   lse = logsumexp of each row
+//
+// Layout (SPEC §2): q [B, S_q, H_q, D], k [B, S_k, H_kv, D], v [B, S_k, H_kv, D_v],
+// out [B, S_q, H_q, D_v]; or varlen (cu_seqlens_q/k set): q [total_q, H_q, D],
+// k/v [total_k, H_kv, D], out [total_q, H_q, D_v]. Any strides in elements, last
+// dimension contiguous. lse is fp32, natural log, [B, H_q, S_q] (varlen: [H_q, total_q]),
+// contiguous. A row that sees no key gets out = 0 and lse = -inf.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashkit/tensor.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashkit {
+
+struct AttentionFwdArgs {
+  TensorRef q;
+  TensorRef k;
+  TensorRef v;
+  TensorRef out;
+  TensorRef lse;           // optional (ndim == 0: not written)
+  TensorRef cu_seqlens_q;  // optional int32 [B+1]; set together with cu_seqlens_k for varlen
+  TensorRef cu_seqlens_k;
+  int64_t max_seqlen_q = 0;  // varlen only: an upper bound of the per-sequence lengths
+  int64_t max_seqlen_k = 0;
+  float softmax_scale = 0.f;  // <= 0 or NaN: 1/sqrt(D)
+  bool causal = false;        // bottom-right aligned: row i sees keys j <= i + S_k - S_q
+};
+
+// Checks every argument (SPEC §2) without touching device memory or the GPU.
+// Returns Status::Invalid with a message naming the argument on the first problem,
+// or Status::NotCompiled when the (dtype, head_dim) variant is not in this build.
+Status validate_attention_fwd(const AttentionFwdArgs& args);
+
+// Validates, then launches on `stream`. Nothing is written unless validation passes.
+// Errors from the CUDA runtime (no device, unsupported architecture, launch failure)
+// come back as Status::Unsupported / Status::Cuda.
+Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream);
+
+// The forward variants compiled into this build, e.g. {"float16/64", "bfloat16/128", ...}.
+std::vector<std::string> compiled_fwd_variants();
+bool is_fwd_variant_compiled(DType dtype, int head_dim);
+
+// Library version string, e.g. "0.1.0".
+const char* version();
+
+}  // namespace flashkit

@@ -1,0 +1,5 @@
+// FlashKit umbrella header: include this to get the whole public C++ API.
+#pragma once
+
+#include "flashkit/tensor.h"
+#include "flashkit/attention.h"

@@ -1,0 +1,39 @@
+// Plain-data parameters of the dense attention forward kernels (all families).
+// Filled by the launch layer from validated TensorRefs; strides are in elements.
+#pragma once
+
+#include <cstdint>
+
+namespace flashkit {
+
+struct FwdParams {
+  const void* __restrict__ q;
+  const void* __restrict__ k;
+  const void* __restrict__ v;
+  void* __restrict__ o;
+  float* __restrict__ lse;  // nullptr: not written
+
+  // Strides in elements. In varlen mode the batch strides are unused: sequence b starts
+  // at row cu_seqlens[b] of a [total, H, D] tensor.
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+  // lse[b, h, i] = lse[b * lse_batch_stride + h * lse_head_stride + i]; varlen: b's rows
+  // start at cu_seqlens_q[b] and lse_batch_stride is 0.
+  int64_t lse_batch_stride, lse_head_stride;
+
+  const int32_t* __restrict__ cu_seqlens_q;  // nullptr unless varlen
+  const int32_t* __restrict__ cu_seqlens_k;
+
+  int batch;
+  int h_q, h_kv, h_ratio;  // h_ratio = h_q / h_kv (GQA group size)
+  int seqlen_q, seqlen_k;  // fixed lengths, or upper bounds in varlen mode
+  int head_dim;
+
+  float softmax_scale;       // applied to q k^T
+  float softmax_scale_log2;  // softmax_scale * log2(e): the kernel works in base 2
+  bool causal;
+};
+
+}  // namespace flashkit
