@@ -1,0 +1,3 @@
+// Instantiation: portable forward, fp16, head dim 192.
+#include "launch/fwd_sm80_launch.cuh"
+FLASHKIT_INSTANTIATE_FWD_SM80(fp16_t, 192)

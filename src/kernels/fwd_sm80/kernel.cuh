@@ -1,0 +1,252 @@
+// Portable dense attention forward (FlashAttention-2 algorithm), sm_80 and newer.
+//
+// One CTA = kBlockM query rows of one (batch, head). Per key tile (walking from the last
+// visible tile to the first, so the tiles that need masking come first):
+//
+//   wait K(n) ─ sync ─ issue V(n) ─ S = Q K(n)^T ─ mask ─ online softmax ─ wait V(n) ─ sync
+//     ─ issue K(n-1) ─ O += P V(n)
+//
+// so the V load overlaps QK^T + softmax and the next K load overlaps PV (one K and one V
+// buffer, as FA2 on sm80). S and P never leave registers: P's fp32 C fragments are packed
+// to 16 bits and used directly as the A operand of P V (see prims/mma.cuh).
+//
+// Naming (CuTe-style): sQ/sK/sV shared tiles, qa/kb/vb register fragments, s/o accumulators.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/attention_params.h"
+#include "kernels/fwd_sm80/mask.cuh"
+#include "kernels/fwd_sm80/softmax.cuh"
+#include "kernels/fwd_sm80/traits.cuh"
+#include "prims/cp_async.cuh"
+#include "prims/ldmatrix.cuh"
+#include "prims/mma.cuh"
+#include "prims/numeric.cuh"
+#include "tiles/tile_copy.cuh"
+
+namespace flashkit::fwd_sm80 {
+
+// S[kMTiles][kNTiles] = Q (warp rows) x K(tile)^T, Q and K from shared memory.
+template <class Tr>
+__device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
+                                        const typename Tr::T* sQ, const typename Tr::T* sK,
+                                        int warp_row0, int lane) {
+  using T = typename Tr::T;
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+
+  // Lane address patterns of ldmatrix.x4 (see prims/ldmatrix.cuh):
+  //   A (Q, 16x16): row lane%16, column 8*(lane/16)
+  //   B (K, two n8 tiles x k16): key lane%8 + 8*(lane/16), column 8*((lane/8)%2)
+  const uint32_t q_addr = prims::opaque(
+      prims::smem_addr(sQ + Tr::QTile::offset(warp_row0 + (lane % 16), (lane / 16) * 8)));
+  const uint32_t k_addr = prims::opaque(
+      prims::smem_addr(sK + Tr::KTile::offset((lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8)));
+  constexpr int kElt = sizeof(T);
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+    uint32_t qa[Tr::kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+      prims::ldmatrix_x4(qa[mt], q_addr + Tr::QTile::offset(mt * 16, ks * 16) * kElt);
+    }
+#pragma unroll
+    for (int np = 0; np < Tr::kNTiles / 2; ++np) {
+      uint32_t kb[4];
+      prims::ldmatrix_x4(kb, k_addr + Tr::KTile::offset(np * 16, ks * 16) * kElt);
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+        prims::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+        prims::mma_m16n8k16<T>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+      }
+    }
+  }
+}
+
+// Packs the probabilities P (fp32 C fragments) into 16-bit A fragments of P V: the C
+// fragments of n8 tiles 2j and 2j+1 form the A fragment of k16 step j. Packing right
+// after the softmax halves the registers P occupies during P V.
+template <class Tr>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kMTiles][Tr::kPSteps][4],
+                                       const float (&p)[Tr::kMTiles][Tr::kNTiles][4]) {
+  using T = typename Tr::T;
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+#pragma unroll
+    for (int ps = 0; ps < Tr::kPSteps; ++ps) {
+      pa[mt][ps][0] = prims::pack2<T>(p[mt][2 * ps][0], p[mt][2 * ps][1]);
+      pa[mt][ps][1] = prims::pack2<T>(p[mt][2 * ps][2], p[mt][2 * ps][3]);
+      pa[mt][ps][2] = prims::pack2<T>(p[mt][2 * ps + 1][0], p[mt][2 * ps + 1][1]);
+      pa[mt][ps][3] = prims::pack2<T>(p[mt][2 * ps + 1][2], p[mt][2 * ps + 1][3]);
+    }
+  }
+}
+
+// O += P V(tile): P from registers, V from shared memory (transposed ldmatrix, since V is
+// stored [key][d] and the MMA wants B as k x n = key x d).
+template <class Tr>
+__device__ __forceinline__ void gemm_pv(float (&o)[Tr::kMTiles][Tr::kDTiles][4],
+                                        const uint32_t (&pa)[Tr::kMTiles][Tr::kPSteps][4],
+                                        const typename Tr::T* sV, int lane) {
+  using T = typename Tr::T;
+  const uint32_t v_addr = prims::opaque(
+      prims::smem_addr(sV + Tr::VTile::offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8)));
+  constexpr int kElt = sizeof(T);
+#pragma unroll
+  for (int ps = 0; ps < Tr::kPSteps; ++ps) {
+#pragma unroll
+    for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
+      uint32_t vb[4];
+      prims::ldmatrix_x4_trans(vb, v_addr + Tr::VTile::offset(ps * 16, dp * 16) * kElt);
+#pragma unroll
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+        prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt][ps], vb[0], vb[1]);
+        prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt][ps], vb[2], vb[3]);
+      }
+    }
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const FwdParams p) {
+  using T = typename Tr::T;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kThreads = Tr::kThreads;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  // Row blocks run last-to-first: with a causal mask the last rows see the most keys,
+  // so the longest CTAs start first and the short ones fill the tail.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  // Sequence extents (varlen: from cu_seqlens; a zero-length sequence exits here).
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  if (varlen) {
+    q_start = p.cu_seqlens_q[batch];
+    seqlen_q = p.cu_seqlens_q[batch + 1] - q_start;
+    k_start = p.cu_seqlens_k[batch];
+    seqlen_k = p.cu_seqlens_k[batch + 1] - k_start;
+  }
+  const int m0 = m_block * kBlockM;
+  if (m0 >= seqlen_q) return;
+  const int rows_here = min(kBlockM, seqlen_q - m0);
+
+  const int head_kv = head / p.h_ratio;
+  const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
+  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
+  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
+  const int64_t o_off = varlen ? int64_t(q_start) * p.o_row_stride : int64_t(batch) * p.o_batch_stride;
+  const T* gQ = static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride;
+  const T* gK = static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride;
+  const T* gV = static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride;
+  T* gO = static_cast<T*>(p.o) + o_off + head * p.o_head_stride + int64_t(m0) * p.o_row_stride;
+  float* gLse = p.lse == nullptr ? nullptr
+                                 : p.lse + (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
+                                       head * p.lse_head_stride + m0;
+
+  const Mask mask{seqlen_q, seqlen_k, p.causal};
+  const int n_tiles = mask.num_key_tiles(m0, kBlockM, kBlockN);
+  if (n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
+    tiles::zero_tile<typename Tr::QTile, kThreads>(gO, p.o_row_stride, rows_here, tid);
+    if (gLse != nullptr) {
+      for (int r = tid; r < rows_here; r += kThreads) gLse[r] = -INFINITY;
+    }
+    return;
+  }
+
+  // Prologue: Q and the last visible K tile.
+  tiles::load_tile_async<typename Tr::QTile, kThreads>(sQ, gQ, p.q_row_stride, rows_here, tid);
+  int n_block = n_tiles - 1;
+  tiles::load_tile_async<typename Tr::KTile, kThreads>(
+      sK, gK + int64_t(n_block) * kBlockN * p.k_row_stride, p.k_row_stride,
+      seqlen_k - n_block * kBlockN, tid);
+  prims::cp_async_commit();
+
+  float o[Tr::kMTiles][Tr::kDTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+  OnlineSoftmax<Tr::kMTiles> softmax;
+  softmax.init();
+
+  const int warp_row0 = warp * Tr::kWarpM;
+  const float scale_log2 = p.softmax_scale_log2;
+
+  auto step = [&](auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
+    const int n0 = n_block * kBlockN;
+    prims::cp_async_wait<0>();
+    __syncthreads();  // K(n) visible to all; every warp is done with V(n+1)
+    tiles::load_tile_async<typename Tr::VTile, kThreads>(sV, gV + int64_t(n0) * p.v_row_stride,
+                                                         p.v_row_stride, seqlen_k - n0, tid);
+    prims::cp_async_commit();
+
+    float s[Tr::kMTiles][Tr::kNTiles][4];
+    gemm_qk<Tr>(s, sQ, sK, warp_row0, lane);
+    if constexpr (kMasked) mask.apply(s, m0 + warp_row0, n0, lane);
+    softmax.update(s, o, scale_log2);
+    uint32_t pa[Tr::kMTiles][Tr::kPSteps][4];
+    pack_p<Tr>(pa, s);
+
+    prims::cp_async_wait<0>();
+    __syncthreads();  // V(n) visible to all; every warp is done with K(n)
+    if (n_block > 0) {
+      tiles::load_tile_async<typename Tr::KTile, kThreads>(
+          sK, gK + int64_t(n0 - kBlockN) * p.k_row_stride, p.k_row_stride, kBlockN, tid);
+      prims::cp_async_commit();
+    }
+    gemm_pv<Tr>(o, pa, sV, lane);
+  };
+
+  for (; n_block >= 0 && mask.tile_needs_mask(n_block * kBlockN, kBlockN, m0); --n_block) {
+    step(std::true_type{});
+  }
+  for (; n_block >= 0; --n_block) step(std::false_type{});
+
+  // Epilogue: normalize, stage O through shared memory (the Q tile: each warp overwrites
+  // only its own rows, which only it has read), then coalesced 16-byte stores.
+  float lse[Tr::kMTiles][2];
+  softmax.finalize(o, scale_log2, lse);
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < Tr::kMTiles; ++mt) {
+    const int r = warp_row0 + mt * 16 + g;
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+      const int c = dt * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r, c)) = prims::pack2<T>(o[mt][dt][0], o[mt][dt][1]);
+      *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r + 8, c)) = prims::pack2<T>(o[mt][dt][2], o[mt][dt][3]);
+    }
+    if (gLse != nullptr && t == 0) {
+      if (r < rows_here) gLse[r] = lse[mt][0];
+      if (r + 8 < rows_here) gLse[r + 8] = lse[mt][1];
+    }
+  }
+  __syncthreads();
+  tiles::store_tile<typename Tr::QTile, kThreads>(gO, p.o_row_stride, sQ, rows_here, tid);
+}
+
+}  // namespace flashkit::fwd_sm80

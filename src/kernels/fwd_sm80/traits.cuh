@@ -1,0 +1,44 @@
+// Tile shapes of the portable (sm_80+) forward kernel and the shared-memory plan.
+//
+// A CTA owns kBlockM query rows of one (batch, head) and streams K/V in tiles of kBlockN
+// keys. Each of the kNWarps warps owns kWarpM = kBlockM / kNWarps consecutive rows
+// (split-Q: no cross-warp reduction), i.e. kMTiles = kWarpM / 16 MMA row tiles. Two
+// row tiles per warp reuse every K/V fragment loaded from shared memory twice, which
+// halves shared-memory traffic per MMA; the price is registers (O and S accumulators).
+#pragma once
+
+#include "tiles/smem_tile.cuh"
+
+namespace flashkit::fwd_sm80 {
+
+template <typename T_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_ = 1>
+struct FwdTraits {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kThreads = kNWarps * 32;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kWarpM = kBlockM / kNWarps;
+  static constexpr int kMTiles = kWarpM / 16;     // 16-row MMA tiles per warp
+  static constexpr int kNTiles = kBlockN / 8;     // 8-key MMA tiles of S
+  static constexpr int kDTiles = kHeadDim / 8;    // 8-column MMA tiles of O
+  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of Q K^T
+  static constexpr int kPSteps = kBlockN / 16;    // k16 steps of P V
+
+  static_assert(kWarpM % 16 == 0 && kMTiles >= 1, "a warp owns whole 16-row MMA tiles");
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0, "MMA k-steps of 16");
+
+  using QTile = tiles::PaddedTile<T, kBlockM, kHeadDim>;  // reused for O in the epilogue
+  using KTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
+  using VTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
+
+  // Shared-memory plan: [Q | K | V]; its size is the dynamic shared memory of a CTA.
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + QTile::kBytes;
+  static constexpr int kSmemV = kSmemK + KTile::kBytes;
+  static constexpr int kSmemBytes = kSmemV + VTile::kBytes;
+};
+
+}  // namespace flashkit::fwd_sm80

@@ -1,0 +1,70 @@
+// Launcher of the portable forward kernel: the tile configuration of each head dim and
+// the grid. Included only by the per-variant instantiation files in
+// src/kernels/fwd_sm80/inst/, which each define one launch_fwd_sm80<dtype, head_dim>.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+
+#include "kernels/fwd_sm80/kernel.cuh"
+#include "launch/fwd_launch.h"
+
+namespace flashkit {
+
+template <typename Tag> struct ElementOf;
+template <> struct ElementOf<fp16_t> { using type = __half; };
+template <> struct ElementOf<bf16_t> { using type = __nv_bfloat16; };
+
+namespace fwd_sm80 {
+
+// Tile configuration per head dim: (kBlockM, kBlockN, kNWarps). The starting point is
+// FlashAttention-2's sm80 table (128x128/4 warps for d64, 128x64/4 warps up to d128,
+// 128x64/8 warps above); docs/kernels/fwd_sm80.md records the measured alternatives.
+template <typename T, int D> struct Config;
+template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 128, 4>; };
+template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 64, 4>; };
+template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 64, 4>; };
+template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 128, 64, 8>; };
+template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 128, 64, 8>; };
+
+// Fallback for GPUs whose per-block shared memory (99 KB on sm_86/89) can't hold the main
+// configuration's tiles: 64-row blocks, 32-key tiles.
+template <typename T, int D> struct SmallSmemConfig { using Tr = FwdTraits<T, D, 64, 32, 4>; };
+
+template <class Tr>
+cudaError_t launch(const FwdParams& p, cudaStream_t stream) {
+  auto kernel = &fwd_kernel<Tr>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.h_q, p.batch);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace fwd_sm80
+
+template <typename Tag, int kHeadDim>
+int launch_fwd_sm80(const FwdParams& p, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  using Main = typename fwd_sm80::Config<T, kHeadDim>::Tr;
+  using Small = typename fwd_sm80::SmallSmemConfig<T, kHeadDim>::Tr;
+  int device = 0, smem_optin = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  // FLASHKIT_FWD_SMALL_TILES=1 forces the fallback so tests can cover it on any GPU.
+  static const bool force_small = [] {
+    const char* e = std::getenv("FLASHKIT_FWD_SMALL_TILES");
+    return e != nullptr && e[0] == '1';
+  }();
+  if (force_small || smem_optin < Main::kSmemBytes) return fwd_sm80::launch<Small>(p, stream);
+  return fwd_sm80::launch<Main>(p, stream);
+}
+
+}  // namespace flashkit
+
+// Defines launch_fwd_sm80<TAG, D> in an instantiation file.
+#define FLASHKIT_INSTANTIATE_FWD_SM80(TAG, D) \
+  template int flashkit::launch_fwd_sm80<flashkit::TAG, D>(const flashkit::FwdParams&, cudaStream_t);

@@ -1,0 +1,93 @@
+// Whole-CTA copies of a row-major tile between global and shared memory in 16-byte
+// chunks: consecutive threads take consecutive chunks of a row, so global accesses are
+// coalesced 128-bit transactions.
+#pragma once
+
+#include <cstdint>
+
+#include "prims/cp_async.cuh"
+#include "tiles/smem_tile.cuh"
+
+namespace flashkit::tiles {
+
+// Thread -> chunk assignment shared by the copies below: thread `tid` takes column chunk
+// tid % kChunksPerRow of rows tid / kChunksPerRow + i * kRowsPerPass. When the threads
+// don't split evenly into rows (head dims 96 and 192), the few left-over threads idle.
+// Keeping one row pointer per thread (instead of an address per chunk) matters: the
+// per-chunk 64-bit addresses are loop-invariant and would otherwise be hoisted out of
+// the key loop, pinning dozens of registers.
+template <typename Tile, int kThreads, typename T>
+struct TileCopyPlan {
+  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kChunksPerRow = Tile::kCols / kElemsPerChunk;
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = (Tile::kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kRowsPerPass >= 1, "a row must not need more chunks than there are threads");
+  static constexpr bool kEven = kThreads % kChunksPerRow == 0 && Tile::kRows % kRowsPerPass == 0;
+
+  int row;  // this thread's first row (may be >= kRows for idle threads)
+  int col;  // element column of this thread's chunk
+  __device__ __forceinline__ explicit TileCopyPlan(int tid)
+      : row(tid / kChunksPerRow), col((tid % kChunksPerRow) * kElemsPerChunk) {}
+  __device__ __forceinline__ bool active(int pass) const {
+    return kEven || row + pass * kRowsPerPass < Tile::kRows;
+  }
+};
+
+// Starts copying rows [0, Tile::kRows) of a global tile (row stride `gstride` elements,
+// contiguous columns) into `smem`. Rows >= `valid_rows` are zero-filled and not read, so
+// memory past the end of a sequence (garbage, NaN) never reaches the tile.
+template <typename Tile, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, int64_t gstride,
+                                                int valid_rows, int tid) {
+  using Plan = TileCopyPlan<Tile, kThreads, T>;
+  const Plan plan(tid);
+  const T* src = gmem + plan.row * gstride + plan.col;
+  T* dst = smem + Tile::offset(plan.row, plan.col);
+#pragma unroll
+  for (int i = 0; i < Plan::kPasses; ++i) {
+    const int row = plan.row + i * Plan::kRowsPerPass;
+    if (plan.active(i)) {
+      const bool pred = row < valid_rows;
+      prims::cp_async_16(dst + i * Plan::kRowsPerPass * Tile::kStride,
+                         pred ? src + i * Plan::kRowsPerPass * gstride : gmem, pred);
+    }
+  }
+}
+
+// Copies rows [0, valid_rows) of a shared tile to global memory (16-byte stores).
+template <typename Tile, int kThreads, typename T>
+__device__ __forceinline__ void store_tile(T* gmem, int64_t gstride, const T* smem, int valid_rows,
+                                           int tid) {
+  constexpr int kChunksPerRow = Tile::kCols * static_cast<int>(sizeof(T)) / 16;
+  constexpr int kElemsPerChunk = 16 / sizeof(T);
+  constexpr int kChunks = Tile::kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "tile must split evenly over the CTA");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int c = tid + i * kThreads;
+    const int row = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * kElemsPerChunk;
+    if (row < valid_rows) {
+      *reinterpret_cast<uint4*>(gmem + row * gstride + col) =
+          *reinterpret_cast<const uint4*>(smem + Tile::offset(row, col));
+    }
+  }
+}
+
+// Writes zeros to rows [0, valid_rows) of a global tile (rows that see no key).
+template <typename Tile, int kThreads, typename T>
+__device__ __forceinline__ void zero_tile(T* gmem, int64_t gstride, int valid_rows, int tid) {
+  constexpr int kChunksPerRow = Tile::kCols * static_cast<int>(sizeof(T)) / 16;
+  constexpr int kElemsPerChunk = 16 / sizeof(T);
+  constexpr int kChunks = Tile::kRows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int c = tid + i * kThreads;
+    const int row = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * kElemsPerChunk;
+    if (row < valid_rows) *reinterpret_cast<uint4*>(gmem + row * gstride + col) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+}  // namespace flashkit::tiles
