@@ -1,0 +1,140 @@
+// Dense attention forward entry point: validate, convert to FwdParams, dispatch.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "api/attention_internal.h"
+#include "flashkit/attention.h"
+#include "launch/fwd_dispatch.h"
+
+namespace flashkit {
+namespace detail {
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634074;
+
+// Strides of a [.., rows, heads, dim] view with every size-<=1 dim given the stride a
+// contiguous tensor would have there (DLPack exporters may put anything in those).
+void effective_strides(const TensorRef& t, int64_t* out) {
+  int64_t contiguous = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    out[i] = t.shape[i] > 1 ? t.stride[i] : contiguous;
+    contiguous = (t.shape[i] > 1 ? t.shape[i] : 1) * out[i];
+  }
+}
+
+struct RowHeadStrides {
+  int64_t batch, row, head;
+};
+
+RowHeadStrides bshd_strides(const TensorRef& t, bool varlen) {
+  int64_t s[kMaxDims] = {0, 0, 0, 0};
+  effective_strides(t, s);
+  if (varlen) return {0, s[0], s[1]};  // [total, H, D]
+  return {s[0], s[1], s[2]};           // [B, S, H, D]
+}
+
+}  // namespace
+
+FLASHKIT_EXPORT bool fwd_is_empty(const AttentionFwdArgs& args) {
+  if (args.cu_seqlens_q.defined()) {
+    return args.cu_seqlens_q.shape[0] <= 1 || args.q.shape[0] == 0;  // B == 0 or total_q == 0
+  }
+  return args.q.shape[0] == 0 || args.q.shape[1] == 0;  // B == 0 or S_q == 0
+}
+
+FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
+  const bool varlen = args.cu_seqlens_q.defined();
+  const int o = varlen ? 0 : 1;  // dim offset: varlen tensors have no batch dim
+  FwdParams p{};
+
+  p.q = args.q.data;
+  p.k = args.k.data;
+  p.v = args.v.data;
+  p.o = args.out.data;
+
+  const RowHeadStrides q = bshd_strides(args.q, varlen);
+  const RowHeadStrides k = bshd_strides(args.k, varlen);
+  const RowHeadStrides v = bshd_strides(args.v, varlen);
+  const RowHeadStrides out = bshd_strides(args.out, varlen);
+  p.q_batch_stride = q.batch, p.q_row_stride = q.row, p.q_head_stride = q.head;
+  p.k_batch_stride = k.batch, p.k_row_stride = k.row, p.k_head_stride = k.head;
+  p.v_batch_stride = v.batch, p.v_row_stride = v.row, p.v_head_stride = v.head;
+  p.o_batch_stride = out.batch, p.o_row_stride = out.row, p.o_head_stride = out.head;
+
+  const int64_t s_q = args.q.shape[o];  // total_q in varlen mode
+  const int64_t s_k = args.k.shape[o];  // total_k in varlen mode
+  const int64_t h_q = args.q.shape[o + 1];
+  const int64_t h_kv = args.k.shape[o + 1];
+  const int64_t d = args.q.shape[o + 2];
+
+  if (args.lse.defined()) {
+    p.lse = static_cast<float*>(args.lse.data);
+    p.lse_batch_stride = varlen ? 0 : h_q * s_q;
+    p.lse_head_stride = s_q;
+  } else {
+    p.lse = nullptr;
+    p.lse_batch_stride = 0;
+    p.lse_head_stride = 0;
+  }
+
+  if (varlen) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(args.cu_seqlens_q.data);
+    p.cu_seqlens_k = static_cast<const int32_t*>(args.cu_seqlens_k.data);
+    p.batch = static_cast<int>(args.cu_seqlens_q.shape[0] - 1);
+    // Every sequence fits in the packed tensor, so total is an upper bound as well.
+    p.seqlen_q = static_cast<int>(std::min(args.max_seqlen_q, s_q));
+    p.seqlen_k = static_cast<int>(std::min(args.max_seqlen_k, s_k));
+  } else {
+    p.cu_seqlens_q = nullptr;
+    p.cu_seqlens_k = nullptr;
+    p.batch = static_cast<int>(args.q.shape[0]);
+    p.seqlen_q = static_cast<int>(s_q);
+    p.seqlen_k = static_cast<int>(s_k);
+  }
+
+  p.h_q = static_cast<int>(h_q);
+  p.h_kv = static_cast<int>(h_kv);
+  p.h_ratio = h_kv > 0 ? static_cast<int>(h_q / h_kv) : 0;
+  p.head_dim = static_cast<int>(d);
+
+  const float scale = args.softmax_scale > 0.f  // false for NaN
+                          ? args.softmax_scale
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  p.softmax_scale = scale;
+  p.softmax_scale_log2 = static_cast<float>(static_cast<double>(scale) * kLog2e);
+  p.causal = args.causal;
+  return p;
+}
+
+}  // namespace detail
+
+FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream) {
+  Status status = validate_attention_fwd(args);
+  if (!status.ok()) return status;
+  if (detail::fwd_is_empty(args)) return Status::Ok();  // nothing to compute or write
+
+  const FwdParams params = detail::make_fwd_params(args);
+
+  // Launch on the tensors' device; restore the caller's current device afterwards.
+  int prev_device = 0;
+  cudaError_t err = cudaGetDevice(&prev_device);
+  if (err != cudaSuccess) {
+    return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  }
+  const int device = args.q.device_id;
+  if (device != prev_device) {
+    err = cudaSetDevice(device);
+    if (err != cudaSuccess) {
+      return Status::Unsupported("cannot make CUDA device " + std::to_string(device) +
+                                 " (the device of q) current: " + cudaGetErrorString(err));
+    }
+  }
+  status = run_attention_fwd(params, args.q.dtype, stream);
+  if (device != prev_device) cudaSetDevice(prev_device);
+  return status;
+}
+
+}  // namespace flashkit

@@ -1,0 +1,38 @@
+// Internal pieces of the attention API that tests (and the launch layer) use directly.
+// Not installed; include with src/ on the include path.
+#pragma once
+
+#include "flashkit/attention.h"
+#include "flashkit/tensor.h"
+#include "kernels/attention_params.h"
+
+// libflashkit is built with hidden visibility; the public API (and the few internal
+// functions the C++ tests call) are exported explicitly on their definitions.
+#if defined(_WIN32)
+#define FLASHKIT_EXPORT
+#else
+#define FLASHKIT_EXPORT __attribute__((visibility("default")))
+#endif
+
+namespace flashkit {
+namespace detail {
+
+// True when validated `args` describe no work: B == 0, S_q == 0 (dense) or total_q == 0
+// (varlen). attention_fwd then returns Ok without touching the GPU.
+FLASHKIT_EXPORT bool fwd_is_empty(const AttentionFwdArgs& args);
+
+// Converts validated `args` into the kernels' FwdParams:
+//  - q/k/v/out strides (elements) from the TensorRefs; a dim of size <= 1 gets the
+//    stride a contiguous tensor would have there (its stride is never multiplied by a
+//    non-zero index, and callers such as DLPack exporters may put any value there);
+//  - varlen: batch strides 0, rows from cu_seqlens; batch = len(cu_seqlens_q) - 1;
+//    seqlen_q/k = max_seqlen_q/k, clamped to total_q/total_k (both are upper bounds);
+//  - lse: dense [B, H_q, S_q] -> batch stride H_q*S_q, head stride S_q;
+//         varlen [H_q, total_q] -> batch stride 0, head stride total_q; absent -> nullptr;
+//  - softmax_scale: 1/sqrt(D) when args.softmax_scale <= 0 or NaN;
+//    softmax_scale_log2 = softmax_scale * log2(e).
+// Precondition: validate_attention_fwd(args) did not return InvalidArgument.
+FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args);
+
+}  // namespace detail
+}  // namespace flashkit
