@@ -1,0 +1,33 @@
+"""FlashKit: attention kernels for LLM training and inference.
+
+Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
+
+    out = flashkit.attention(q, k, v, causal=False, softmax_scale=None)
+    out, lse = flashkit.attention(q, k, v, return_lse=True)
+    out = flashkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                    max_seqlen_q, max_seqlen_k, causal=False)
+    flashkit.compiled_fwd_variants()   # e.g. ['float16/128', 'bfloat16/128', ...]
+    flashkit.__version__
+
+Layout: q [B, S_q, H_q, D], k/v [B, S_k, H_kv, D] (any strides, last dim contiguous),
+out [B, S_q, H_q, D_v], lse float32 [B, H_q, S_q]; varlen q [total_q, H_q, D],
+lse [H_q, total_q]. Works on torch tensors (as the custom ops
+``torch.ops.flashkit.attention_fwd`` / ``attention_varlen_fwd``: torch.compile and CUDA
+graphs friendly) and on cupy arrays; torch is imported only when needed.
+"""
+
+try:
+    from . import _C
+except ModuleNotFoundError as _e:  # a source checkout without the built extension
+    if _e.name != __name__ + "._C":
+        raise
+    _C = None
+    _C_IMPORT_ERROR = str(_e)
+else:
+    _C_IMPORT_ERROR = None
+
+from .ops import attention, attention_varlen, compiled_fwd_variants
+
+__version__ = _C.version() if _C is not None else "0.1.0"
+
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "__version__"]

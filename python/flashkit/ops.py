@@ -1,0 +1,194 @@
+"""FlashKit operators: allocation of outputs around the native ``flashkit._C`` calls.
+
+The C++ library validates every argument (shape, dtype, device, strides, ...) and its
+message comes back verbatim as ``ValueError`` (bad argument), ``NotImplementedError``
+(variant not compiled into this build) or ``RuntimeError`` (device / CUDA error). This
+module only checks what it needs to allocate the outputs (array types, ranks) and raises
+``TypeError`` / ``ValueError`` for those.
+
+torch tensors go through the custom ops ``torch.ops.flashkit.attention_fwd`` and
+``torch.ops.flashkit.attention_varlen_fwd`` (defined in ``flashkit._torch_ops``, which
+imports torch): ``torch.compile(fullgraph=True)`` traces them without a graph break and
+they can be captured in CUDA graphs. numpy and cupy arrays call the extension directly
+with outputs allocated by their own module (numpy arrays live on the CPU, so they are
+rejected by the C++ validation: useful for checking arguments without a GPU).
+"""
+
+import math
+
+import numpy as np
+
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants"]
+
+_ARRAY_KINDS = "a torch.Tensor, a cupy array or a numpy array"
+
+
+def _native():
+    from . import _C, _C_IMPORT_ERROR
+
+    if _C is None:
+        raise ImportError(
+            "flashkit's native extension (flashkit._C) is not available: "
+            f"{_C_IMPORT_ERROR}. Install the package (pip install --no-build-isolation .) "
+            "or put a build's development package on the path "
+            "(PYTHONPATH=<build>/python)."
+        )
+    return _C
+
+
+def compiled_fwd_variants():
+    """The forward variants compiled into this build, e.g. ``['bfloat16/128', ...]``."""
+    return list(_native().compiled_fwd_variants())
+
+
+def _scale_arg(softmax_scale):
+    """None -> 0.0 (the C++ default, 1/sqrt(D)); otherwise a positive finite float."""
+    if softmax_scale is None:
+        return 0.0
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
+        raise TypeError(
+            "softmax_scale: expected a float or None, got " + type(softmax_scale).__name__
+        )
+    scale = float(softmax_scale)
+    if not (scale > 0.0 and math.isfinite(scale)):
+        raise ValueError(f"softmax_scale: expected a positive finite number or None, got {scale}")
+    return scale
+
+
+def _check_ndim(x, name, ndim, layout):
+    if x.ndim != ndim:
+        raise ValueError(
+            f"{name}: expected {ndim} dimensions {layout}, got shape {list(x.shape)}"
+        )
+
+
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _array_module(x, name, fn):
+    """numpy or cupy, the module that allocates outputs like ``x``; TypeError otherwise."""
+    if isinstance(x, np.ndarray):
+        return np
+    top = type(x).__module__.partition(".")[0]
+    if top == "cupy":
+        import cupy
+
+        return cupy
+    if hasattr(x, "__dlpack__"):
+        raise TypeError(
+            f"flashkit.{fn}: {name} is a {_type_name(x)}; outputs can be allocated for "
+            "torch tensors, cupy and numpy arrays only. For other DLPack arrays call "
+            "flashkit._C.attention_fwd(q, k, v, out, lse, ...) with preallocated outputs."
+        )
+    raise TypeError(f"flashkit.{fn}: {name} must be {_ARRAY_KINDS}, got {_type_name(x)}")
+
+
+def _same_kind(xp, arrays, fn):
+    for name, x in arrays:
+        if xp is np:
+            ok = isinstance(x, np.ndarray)
+        else:
+            ok = type(x).__module__.partition(".")[0] == xp.__name__
+        if not ok:
+            raise TypeError(
+                f"flashkit.{fn}: {name} must be a {xp.__name__} array like q, "
+                f"got {_type_name(x)}"
+            )
+
+
+def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
+               max_seqlen_q, max_seqlen_k, scale, causal, return_lse):
+    """numpy / cupy path: allocate with the array's module, launch on its current stream."""
+    C = _native()
+    if xp is np:
+        out = np.empty(out_shape, dtype=q.dtype)
+        lse = np.empty(lse_shape, dtype=np.float32) if return_lse else None
+        stream = 0
+    else:  # cupy: allocate on q's device, launch on its current stream
+        with q.device:
+            out = xp.empty(out_shape, dtype=q.dtype)
+            lse = xp.empty(lse_shape, dtype=xp.float32) if return_lse else None
+            stream = xp.cuda.get_current_stream().ptr
+            C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                            max_seqlen_q, max_seqlen_k, scale, causal, stream)
+        return (out, lse) if return_lse else out
+    C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q, max_seqlen_k, scale, causal, stream)
+    return (out, lse) if return_lse else out
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
+    """Dense attention forward: ``softmax(q k^T * softmax_scale [+ causal mask]) v``.
+
+    Args:
+        q: ``[B, S_q, H_q, D]`` float16/bfloat16 on a CUDA device (any strides, last
+            dimension contiguous).
+        k: ``[B, S_k, H_kv, D]``; ``H_q % H_kv == 0`` (GQA/MQA).
+        v: ``[B, S_k, H_kv, D_v]``.
+        causal: bottom-right aligned mask: query row i sees keys j <= i + S_k - S_q.
+        softmax_scale: defaults to ``1/sqrt(D)``.
+        return_lse: also return the log-sum-exp of each row (natural log).
+
+    Returns:
+        ``out [B, S_q, H_q, D_v]`` in q's dtype, or ``(out, lse)`` with ``lse`` float32
+        ``[B, H_q, S_q]``. Rows that see no key give out = 0, lse = -inf.
+
+    Raises:
+        TypeError: q/k/v are not arrays of a supported kind.
+        ValueError: a bad argument (message from the C++ validation, naming it).
+        NotImplementedError: this (dtype, head dim) is not compiled into this build.
+        RuntimeError: no usable GPU or a CUDA error.
+    """
+    scale = _scale_arg(softmax_scale)
+    causal = bool(causal)
+    if not isinstance(q, np.ndarray):
+        from . import _torch_ops  # imports torch if installed; a real import under dynamo
+
+        if _torch_ops.is_tensor(q):
+            return _torch_ops.attention(q, k, v, causal, scale, bool(return_lse))
+    xp = _array_module(q, "q", "attention")
+    _same_kind(xp, (("k", k), ("v", v)), "attention")
+    _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
+    _check_ndim(v, "v", 4, "[B, S_k, H_kv, D_v]")
+    B, S_q, H_q, _ = q.shape
+    return _run_array(xp, q, k, v, (B, S_q, H_q, v.shape[3]), (B, H_q, S_q), None, None,
+                      0, 0, scale, causal, bool(return_lse))
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     causal=False, softmax_scale=None, return_lse=False):
+    """Variable-length (packed) attention forward.
+
+    Args:
+        q: ``[total_q, H_q, D]``; sequence i is rows ``cu_seqlens_q[i]:cu_seqlens_q[i+1]``.
+        k: ``[total_k, H_kv, D]``;  v: ``[total_k, H_kv, D_v]``.
+        cu_seqlens_q, cu_seqlens_k: int32 ``[B+1]`` on q's device, starting at 0.
+        max_seqlen_q, max_seqlen_k: upper bounds of the per-sequence lengths (ints).
+        causal, softmax_scale, return_lse: as in :func:`attention`.
+
+    Returns:
+        ``out [total_q, H_q, D_v]`` or ``(out, lse)`` with ``lse`` float32 ``[H_q, total_q]``.
+    """
+    scale = _scale_arg(softmax_scale)
+    causal = bool(causal)
+    if not isinstance(q, np.ndarray):
+        from . import _torch_ops
+
+        if _torch_ops.is_tensor(q):
+            return _torch_ops.attention_varlen(
+                q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                scale, bool(return_lse))
+    for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(val, bool) or not hasattr(val, "__index__"):
+            raise TypeError(f"{name}: expected an int, got {_type_name(val)}")
+    xp = _array_module(q, "q", "attention_varlen")
+    _same_kind(xp, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
+                    ("cu_seqlens_k", cu_seqlens_k)), "attention_varlen")
+    _check_ndim(q, "q", 3, "[total_q, H_q, D]")
+    _check_ndim(v, "v", 3, "[total_k, H_kv, D_v]")
+    total_q, H_q, _ = q.shape
+    return _run_array(xp, q, k, v, (total_q, H_q, v.shape[2]), (H_q, total_q), cu_seqlens_q,
+                      cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale, causal,
+                      bool(return_lse))
