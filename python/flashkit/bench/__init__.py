@@ -1,0 +1,22 @@
+"""flashkit.bench: prefill attention benchmarks, FlashKit side by side with its peers.
+
+Run ``python -m flashkit.bench --help``. Modules:
+
+- ``sweeps``  the SPEC §4 sweeps (fa3, small) and the FLOP model
+- ``timing``  median of CUDA-event-timed repeats (triton's do_bench when available)
+- ``impls``   flashkit, SDPA backends (flash, cudnn, efficient), FlexAttention
+- ``runner``  the measuring loop with the correctness check (needs torch + a GPU)
+- ``report``  results CSV (SPEC schema), tables with ratios, plots
+- ``cli``     the command line
+
+Only ``runner`` and ``impls`` (lazily) import torch; ``import flashkit`` happens only when
+the flashkit implementation is set up, so ``--help`` works without the extension.
+"""
+
+
+def main(argv=None) -> int:
+    from .cli import main as _main
+    return _main(argv)
+
+
+__all__ = ["main"]

@@ -1,0 +1,203 @@
+"""Command line of ``python -m flashkit.bench`` (see docs/benchmarking.md).
+
+Nothing here imports torch or flashkit at module level, so ``--help``, ``--dry-run`` and
+``plot`` work on a machine without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import impls, report, sweeps
+
+NO_GPU_MESSAGE = "flashkit.bench needs a CUDA GPU and PyTorch; none found"
+EXIT_NO_GPU = 2
+
+_EPILOG = """\
+other commands:
+  python -m flashkit.bench plot CSV [CSV ...] [--out PNG] [--no-plot]
+      print the tables of existing results files (and the peer anchors in
+      shared/anchors/*-sdpa-*.csv) and plot them; needs no GPU and no torch.
+
+exit status: 0 ok; 1 measured, but something is wrong (an output did not match the
+SDPA reference, flashkit could not be loaded, the CUDA context broke, nothing
+measured); 2 no CUDA GPU / no PyTorch, or bad arguments; 130 interrupted.
+"""
+
+
+def _split(values: Optional[Sequence[str]]) -> list[str]:
+    """['a,b', 'c'] -> ['a', 'b', 'c'] (lists may be given with spaces or commas)."""
+    out: list[str] = []
+    for v in values or ():
+        out += [x for x in v.split(",") if x.strip()]
+    return [x.strip() for x in out]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m flashkit.bench",
+        description="Prefill attention TFLOPS of FlashKit side by side with PyTorch SDPA "
+                    "backends (and FlexAttention) on this GPU; SPEC §4 sweeps. Writes "
+                    "<out-dir>/prefill-<gpu>-<date>[-tag].csv (+ .png, .notes.txt).",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sweep", choices=(*sweeps.SWEEPS, "all"), default="all",
+                   help="fa3: 16k tokens, hidden 2048, D 64/128/256, S 512..16k; "
+                        "small: B=4 H=8 D 64/128, S 256..16k (default: all)")
+    p.add_argument("--mode", nargs="+", action="extend", metavar="MODE",
+                   help="fwd, bwd, fwd_bwd (several allowed; default fwd)")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    p.add_argument("--impls", nargs="+", action="extend", metavar="IMPL",
+                   help=f"any of {', '.join(impls.ALL_IMPLS)} (default: "
+                        f"{', '.join(impls.DEFAULT_IMPLS)}; flex only with --flex)")
+    p.add_argument("--flex", action="store_true",
+                   help="also measure torch FlexAttention (torch.compile per shape: slow)")
+    p.add_argument("--heads-dims", nargs="+", action="extend", metavar="[HxD|D]",
+                   help="keep only these head dims, or heads x dim pairs (e.g. 128 16x128)")
+    p.add_argument("--seqlens", nargs="+", action="extend", metavar="S",
+                   help="run only these lengths (e.g. 1k 4096 16k)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer lengths (fa3 1k/4k/16k, small 512/2k/8k) and shorter timing")
+    p.add_argument("--out-dir", default="bench/results",
+                   help="where results go (default: bench/results)")
+    p.add_argument("--tag", help="suffix of the results file name")
+    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    p.add_argument("--atol", type=float, default=2e-2,
+                   help="max |out - SDPA reference| before a result is flagged (default 2e-2)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the configurations and exit (no GPU needed)")
+    return p
+
+
+def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
+    """Validated, expanded choices from parsed arguments (no torch)."""
+    modes = _split(args.mode) or ["fwd"]
+    for m in modes:
+        if m not in sweeps.MODES:
+            parser.error(f"--mode: unknown mode {m!r} (choose from {', '.join(sweeps.MODES)})")
+    modes = [m for m in sweeps.MODES if m in modes]  # canonical order, no duplicates
+
+    names = _split(args.impls) or list(impls.DEFAULT_IMPLS)
+    for n in names:
+        if n not in impls.ALL_IMPLS:
+            parser.error(f"--impls: unknown impl {n!r} (choose from {', '.join(impls.ALL_IMPLS)})")
+    if args.flex and impls.FLEX not in names:
+        names.append(impls.FLEX)
+    names = list(dict.fromkeys(names))
+
+    try:
+        seqlens = [sweeps.parse_seqlen(s) for s in _split(args.seqlens)] or None
+    except ValueError as e:
+        parser.error(f"--seqlens: {e}")
+    try:
+        heads_dims = [sweeps.parse_heads_dim(s) for s in _split(args.heads_dims)] or None
+    except ValueError as e:
+        parser.error(f"--heads-dims: {e}")
+    causal = {"both": None, "yes": True, "no": False}[args.causal]
+    chosen = sweeps.SWEEPS if args.sweep == "all" else (args.sweep,)
+    configs = sweeps.build_configs(chosen, seqlens=seqlens, heads_dims=heads_dims,
+                                   causal=causal, quick=args.quick)
+    if not configs:
+        parser.error("no configuration is left after the filters")
+    if args.atol <= 0:
+        parser.error("--atol must be positive")
+    return {"modes": modes, "impls": names, "configs": configs}
+
+
+def cuda_problem() -> Optional[str]:
+    """None when torch imports and sees a CUDA GPU, else why not."""
+    try:
+        import torch
+    except Exception as e:
+        return f"PyTorch is not importable ({type(e).__name__}: {e})"
+    try:
+        ok = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    except Exception as e:
+        return f"torch {torch.__version__}: CUDA query failed ({e})"
+    if not ok:
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU"
+    return None
+
+
+def run_main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sel = resolve(args, parser)
+    if args.dry_run:
+        n = len(sel["configs"]) * len(sel["modes"]) * len(sel["impls"])
+        print(f"{len(sel['configs'])} configs x modes {','.join(sel['modes'])} x impls "
+              f"{','.join(sel['impls'])} = {n} measurements ({args.dtype})")
+        for c in sel["configs"]:
+            print(f"  {c.label()}  fwd GFLOP {sweeps.flops(c, 'fwd') / 1e9:10.1f}")
+        return 0
+    problem = cuda_problem()
+    if problem:
+        print(f"{NO_GPU_MESSAGE} ({problem})", file=sys.stderr)
+        return EXIT_NO_GPU
+    from . import runner  # imports torch
+    opts = runner.RunOptions(configs=sel["configs"], modes=sel["modes"], dtype=args.dtype,
+                             impls=sel["impls"], out_dir=args.out_dir, tag=args.tag,
+                             plot=not args.no_plot, quick=args.quick, atol=args.atol,
+                             argv=list(argv))
+    return runner.run(opts)
+
+
+def build_plot_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m flashkit.bench plot",
+        description="Print tables of results CSVs (SPEC §4 schema, or the peer anchors "
+                    "format) and plot them. No GPU, no torch needed.")
+    p.add_argument("csv", nargs="+", help="results files")
+    p.add_argument("--out", help="PNG path (default: next to the first CSV, or in the "
+                                 "current directory if that is not writable); one file "
+                                 "per GPU/dtype, suffixed when there are several")
+    p.add_argument("--no-plot", action="store_true", help="tables only")
+    p.add_argument("--title", help="figure title")
+    return p
+
+
+def plot_main(argv: Sequence[str]) -> int:
+    parser = build_plot_parser()
+    args = parser.parse_args(argv)
+    rows: list[dict] = []
+    for path in args.csv:
+        try:
+            rows += report.read_csv(path)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            return 2
+    print(report.format_tables(rows))
+    if args.no_plot:
+        return 0
+    if not report.have_matplotlib():
+        print(f"note: {report.MATPLOTLIB_MISSING}")
+        return 0
+    groups = report.plot_groups(rows)
+    if not groups:
+        print("note: no prefill TFLOPS rows to plot")
+        return 0
+    base = Path(args.out) if args.out else Path(args.csv[0]).with_suffix(".png")
+    for (gpu, dtype), grows in groups.items():
+        path = base
+        if len(groups) > 1:
+            path = base.with_name(f"{base.stem}-{report.gpu_slug(gpu)}-{dtype}{base.suffix}")
+        try:
+            written = report.plot_rows(grows, path, title=args.title)
+        except OSError:
+            if args.out:
+                raise
+            written = report.plot_rows(grows, Path.cwd() / path.name, title=args.title)
+        print(f"plot: {written}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "plot":
+        return plot_main(argv[1:])
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    return run_main(argv)

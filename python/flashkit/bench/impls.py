@@ -1,0 +1,160 @@
+"""The implementations measured side by side: FlashKit and its peers (SPEC §5).
+
+Every implementation takes BSHD tensors ``q [B,S,H_q,D]``, ``k/v [B,S,H_kv,D]`` and
+returns a BSHD output.  Peers that want BHSD get ``transpose(1, 2)`` views of the same
+data (no copy) and their output is transposed back (a view, no copy either).
+
+torch, torch.nn.attention and flashkit are imported lazily (``setup()``), so this module
+can be imported on a machine without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Optional
+
+FLASHKIT = "flashkit"
+SDPA_BACKENDS = {
+    # impl name -> torch.nn.attention.SDPBackend member
+    "sdpa_flash": "FLASH_ATTENTION",
+    "sdpa_cudnn": "CUDNN_ATTENTION",
+    "sdpa_efficient": "EFFICIENT_ATTENTION",
+}
+FLEX = "flex"
+ALL_IMPLS = (FLASHKIT, *SDPA_BACKENDS, FLEX)
+DEFAULT_IMPLS = (FLASHKIT, *SDPA_BACKENDS)
+# Order in which SDPA backends are tried as the reference for the correctness check.
+REFERENCE_ORDER = tuple(SDPA_BACKENDS)
+
+
+class Impl:
+    """One implementation. ``setup()`` returns None when usable, else the reason why not."""
+
+    name: str = "?"
+
+    def setup(self) -> Optional[str]:
+        return None
+
+    def context(self):
+        """Context manager every call (probe and timed) runs in."""
+        return contextlib.nullcontext()
+
+    def forward(self, q, k, v, causal: bool):
+        raise NotImplementedError
+
+
+class FlashKitImpl(Impl):
+    name = FLASHKIT
+
+    def __init__(self) -> None:
+        self._attention: Optional[Callable] = None
+
+    def setup(self) -> Optional[str]:
+        try:
+            import flashkit  # lazily: the bench must start without the extension
+        except Exception as e:  # ImportError, OSError from a missing .so, ...
+            return f"import flashkit failed: {type(e).__name__}: {e}"
+        fn = getattr(flashkit, "attention", None)
+        if fn is None:
+            try:
+                from flashkit.ops import attention as fn  # type: ignore
+            except Exception as e:
+                return f"flashkit.attention not found ({type(e).__name__}: {e})"
+        self._attention = fn
+        return None
+
+    def forward(self, q, k, v, causal: bool):
+        out = self._attention(q, k, v, causal=causal)
+        if isinstance(out, (tuple, list)):  # (out, lse) if a build returns both
+            out = out[0]
+        return out
+
+
+class SdpaImpl(Impl):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._backend = None
+        self._sdpa = None
+        self._sdpa_kernel = None
+
+    def setup(self) -> Optional[str]:
+        try:
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except Exception as e:
+            return f"torch.nn.attention unavailable: {e}"
+        backend = getattr(SDPBackend, SDPA_BACKENDS[self.name], None)
+        if backend is None:
+            return f"SDPBackend.{SDPA_BACKENDS[self.name]} not in this torch"
+        self._backend = backend
+        self._sdpa = F.scaled_dot_product_attention
+        self._sdpa_kernel = sdpa_kernel
+        return None
+
+    def context(self):
+        return self._sdpa_kernel([self._backend])
+
+    def forward(self, q, k, v, causal: bool):
+        gqa = q.shape[2] != k.shape[2]
+        kwargs = {"enable_gqa": True} if gqa else {}
+        out = self._sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                         is_causal=causal, **kwargs)
+        return out.transpose(1, 2)
+
+
+class FlexImpl(Impl):
+    """torch FlexAttention, compiled (one compile per shape; slow to start)."""
+
+    name = FLEX
+
+    def __init__(self) -> None:
+        self._flex = None
+        self._create_block_mask = None
+        self._masks: dict = {}
+
+    def setup(self) -> Optional[str]:
+        try:
+            import torch
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        except Exception as e:
+            return f"FlexAttention unavailable: {e}"
+        # Every shape of the sweeps is a new compile; the default recompile limit (8)
+        # would silently fall back to eager flex, which materialises S×S scores.
+        cfg = torch._dynamo.config
+        for attr in ("recompile_limit", "cache_size_limit",
+                     "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+            if hasattr(cfg, attr):
+                setattr(cfg, attr, max(getattr(cfg, attr), 4096))
+        self._flex = torch.compile(flex_attention, dynamic=False)
+        self._create_block_mask = create_block_mask
+        return None
+
+    def _causal_mask(self, S_q: int, S_k: int, device):
+        key = (S_q, S_k, str(device))
+        if key not in self._masks:
+            offset = S_k - S_q  # bottom-right aligned (SPEC §2)
+
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx + offset >= kv_idx
+
+            self._masks[key] = self._create_block_mask(
+                causal, B=None, H=None, Q_LEN=S_q, KV_LEN=S_k, device=device)
+        return self._masks[key]
+
+    def forward(self, q, k, v, causal: bool):
+        bm = self._causal_mask(q.shape[1], k.shape[1], q.device) if causal else None
+        gqa = q.shape[2] != k.shape[2]
+        kwargs = {"enable_gqa": True} if gqa else {}
+        out = self._flex(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                         block_mask=bm, **kwargs)
+        return out.transpose(1, 2)
+
+
+def make_impl(name: str) -> Impl:
+    if name == FLASHKIT:
+        return FlashKitImpl()
+    if name in SDPA_BACKENDS:
+        return SdpaImpl(name)
+    if name == FLEX:
+        return FlexImpl()
+    raise ValueError(f"unknown impl {name!r} (known: {', '.join(ALL_IMPLS)})")

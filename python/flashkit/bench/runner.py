@@ -1,0 +1,418 @@
+"""The measuring loop: side-by-side TFLOPS of FlashKit and its peers on one GPU.
+
+Per configuration: fresh ``torch.randn`` inputs; an SDPA reference output (and gradients
+when a backward mode is asked); for each implementation a first call that must succeed
+and match the reference, then the timed modes.  Rows go to the CSV as soon as they are
+measured.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import impls as impls_mod
+from . import report, sweeps, timing
+
+DTYPES = ("bf16", "fp16")
+_MAX_LISTED = 20  # mismatches listed in the closing summary (all are in the notes file)
+
+# Warnings torch emits when an op has no autograd formula: a backward through it would
+# silently give wrong or no gradients, so it counts as "no backward".
+_NO_AUTOGRAD_HINTS = ("autograd kernel was not registered", "does not have an autograd",
+                      "not implemented for autograd", "derivative for")
+
+
+@dataclass
+class RunOptions:
+    configs: Sequence[sweeps.Config]
+    modes: Sequence[str]
+    dtype: str
+    impls: Sequence[str]
+    out_dir: str
+    tag: Optional[str] = None
+    plot: bool = True
+    quick: bool = False
+    atol: float = 2e-2
+    argv: Sequence[str] = field(default_factory=list)
+
+
+class _Fatal(Exception):
+    """The CUDA context is broken (illegal address, assert): stop measuring."""
+
+
+def _short(exc_or_msg, limit: int = 240) -> str:
+    if isinstance(exc_or_msg, BaseException):
+        text = f"{type(exc_or_msg).__name__}: {exc_or_msg}"
+    else:
+        text = str(exc_or_msg)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Runner:
+    def __init__(self, opts: RunOptions, out=None) -> None:
+        import torch
+
+        self.torch = torch
+        self.opts = opts
+        self.out = out or sys.stdout
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[opts.dtype]
+        self.timing = timing.QUICK if opts.quick else timing.DEFAULT
+        self.rows: list[dict] = []
+        self.marks: set = set()          # (mode, impl, D, causal, S, B, H) that mismatched
+        self.mismatches: list[str] = []
+        self.not_measured: dict = {}     # (impl, mode, reason) -> [config labels]
+        self.problems: list[str] = []    # things that make the exit code 1
+        self.gpu = torch.cuda.get_device_name()
+        self.date = report.today()
+        self.commit = report.git_commit()
+
+    # -- output ---------------------------------------------------------------------------
+
+    def say(self, msg: str = "") -> None:
+        print(msg, file=self.out, flush=True)
+
+    def loud(self, msg: str) -> None:
+        """A warning that must not go unnoticed: '!!!' lines in the progress stream (the
+        run's closing summary repeats them, and a one-line digest goes to stderr)."""
+        self.say(msg)
+
+    def skip(self, impl: str, mode: str, reason: str, cfg: sweeps.Config) -> None:
+        key = (impl, mode, reason)
+        if key not in self.not_measured:
+            self.say(f"  note: {impl} {mode} not measured ({cfg.label().strip()}): {reason}"
+                     "  [reported once; see summary]")
+        self.not_measured.setdefault(key, []).append(cfg.label())
+
+    # -- GPU helpers ------------------------------------------------------------------------
+
+    def _check_context(self) -> None:
+        """After an exception: is the CUDA context still usable?"""
+        torch = self.torch
+        try:
+            torch.cuda.synchronize()
+            torch.ones(1, device="cuda").add_(1).item()
+        except Exception as e:
+            raise _Fatal(_short(e)) from e
+
+    def _call(self, impl, fn):
+        """Run fn once inside impl's context; returns (result, warning messages)."""
+        torch = self.torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with impl.context():
+                result = fn()
+            torch.cuda.synchronize()
+        return result, [str(w.message) for w in caught]
+
+    def _time(self, impl, fn) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with impl.context():
+                return timing.bench_median_ms(fn, self.timing)
+
+    def _diff(self, out, ref) -> tuple[float, float, bool]:
+        """(max |out - ref|, max |ref|, out all finite)."""
+        o, r = out.float(), ref.float()
+        finite = bool(self.torch.isfinite(o).all().item())
+        return (o - r).abs().max().item(), r.abs().max().item(), finite
+
+    # -- main loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        torch, opts = self.torch, self.opts
+        impls = []
+        for name in opts.impls:
+            impl = impls_mod.make_impl(name)
+            reason = impl.setup()
+            if reason is None:
+                impls.append(impl)
+            elif name == impls_mod.FLASHKIT:
+                self.problems.append(f"flashkit not measured: {reason}")
+                self.loud(f"!!! FLASHKIT NOT MEASURED: {reason}\n"
+                          "!!! (is the extension built and on PYTHONPATH?) "
+                          "Measuring the peers only.")
+            else:
+                self.say(f"note: {name} unavailable: {reason}")
+        refs = []
+        for name in impls_mod.REFERENCE_ORDER:
+            ref = impls_mod.make_impl(name)
+            if ref.setup() is None:
+                refs.append(ref)
+
+        csv_path = report.results_path(opts.out_dir, self.gpu, self.date, opts.tag)
+        n_meas = len(opts.configs) * len(opts.modes) * len(impls)
+        self._print_header(csv_path, impls, n_meas)
+        if not impls:
+            self.loud("nothing to measure: no implementation available")
+            return 1
+
+        interrupted = fatal = None
+        writer = report.CsvWriter(csv_path)
+        try:
+            done = 0
+            for cfg in opts.configs:
+                done = self._run_config(cfg, impls, refs, writer, done, n_meas)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.loud("\ninterrupted: keeping what was measured")
+        except _Fatal as e:
+            fatal = str(e)
+            self.problems.append(f"CUDA context broken, run stopped early: {fatal}")
+            self.loud(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {fatal}")
+        finally:
+            writer.close()
+        return self._finish(csv_path, interrupted=bool(interrupted))
+
+    def _print_header(self, csv_path: Path, impls, n_meas: int) -> None:
+        torch = self.torch
+        try:
+            import triton
+            triton_v = triton.__version__
+        except Exception:
+            triton_v = "none"
+        cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        t = self.timing
+        self.say(f"flashkit.bench prefill | GPU {self.gpu} | {self.opts.dtype} | "
+                 f"commit {self.commit} | {self.date}")
+        self.say(f"torch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN {cudnn_v}) | "
+                 f"triton {triton_v} | python {platform.python_version()}")
+        self.say(f"timer {timing.timer_name()}, warm-up {t.warmup_ms:g} ms, "
+                 f"repeats {t.rep_ms:g} ms | correctness atol {self.opts.atol:g}")
+        self.say(f"impls {', '.join(i.name for i in impls) or '-'} | modes "
+                 f"{', '.join(self.opts.modes)} | {len(self.opts.configs)} configs, "
+                 f"{n_meas} measurements")
+        self.say(f"writing {csv_path}")
+        if any(i.name == impls_mod.FLEX for i in impls):
+            self.say("note: flex compiles once per shape (and mode); the first call of each "
+                     "is slow")
+
+    def _run_config(self, cfg, impls, refs, writer, done: int, total: int) -> int:
+        torch, opts = self.torch, self.opts
+        torch.manual_seed(0)
+        shape_q = (cfg.B, cfg.S_q, cfg.H_q, cfg.D)
+        shape_kv = (cfg.B, cfg.S_k, cfg.H_kv, cfg.D)
+        q = torch.randn(shape_q, device="cuda", dtype=self.dtype)
+        k = torch.randn(shape_kv, device="cuda", dtype=self.dtype)
+        v = torch.randn(shape_kv, device="cuda", dtype=self.dtype)
+        want_bwd = any(m != "fwd" for m in opts.modes)
+        dout = torch.randn(shape_q, device="cuda", dtype=self.dtype) if want_bwd else None
+
+        ref_out, ref_name = self._reference_fwd(refs, q, k, v, cfg)
+        ref_grads, ref_grad_name = (self._reference_bwd(refs, q, k, v, dout, cfg)
+                                    if want_bwd else (None, None))
+        if ref_out is None:
+            self.say(f"  note: {cfg.label()}: no SDPA backend ran, outputs unverified")
+
+        key = (cfg.D, cfg.causal, cfg.S, cfg.B, cfg.H_q)
+        for impl in impls:
+            # First call: must work and match the reference, or the impl is skipped here.
+            try:
+                out, _ = self._call(impl, lambda: impl.forward(q, k, v, cfg.causal))
+            except Exception as e:
+                self._check_context()
+                for mode in opts.modes:
+                    self.skip(impl.name, mode, _short(e), cfg)
+                done += len(opts.modes)
+                continue
+            if ref_out is not None:
+                d, mag, finite = self._diff(out, ref_out)
+                if not finite or d > opts.atol:
+                    what = "non-finite output" if not finite else f"max|out-ref| = {d:.3g}"
+                    msg = (f"!!! MISMATCH {impl.name} fwd {cfg.label()}: {what} vs {ref_name} "
+                           f"(atol {opts.atol:g}, max|ref| = {mag:.3g})")
+                    self.loud(msg)
+                    self.mismatches.append(msg)
+                    self.marks.update((m, impl.name) + key for m in opts.modes)
+            del out
+
+            grads_state = None  # (leaves, out) once a backward probe succeeded, or why not
+            for mode in opts.modes:
+                done += 1
+                if mode == "fwd":
+                    fn = (lambda impl=impl: impl.forward(q, k, v, cfg.causal))
+                else:
+                    if grads_state is None:
+                        grads_state = self._probe_bwd(impl, q, k, v, dout, cfg, key,
+                                                      ref_grads, ref_grad_name)
+                    if isinstance(grads_state, str):
+                        self.skip(impl.name, mode, grads_state, cfg)
+                        continue
+                    leaves, o = grads_state
+                    if mode == "bwd":
+                        fn = (lambda o=o, leaves=leaves: torch.autograd.grad(
+                            o, leaves, dout, retain_graph=True))
+                    else:
+                        def fn(impl=impl, leaves=leaves):
+                            o2 = impl.forward(*leaves, cfg.causal)
+                            return torch.autograd.grad(o2, leaves, dout)
+                        try:  # fwd_bwd's first call (compiles flex's joint graph, etc.)
+                            self._call(impl, fn)
+                        except Exception as e:
+                            self._check_context()
+                            self.skip(impl.name, mode, _short(e), cfg)
+                            continue
+                try:
+                    ms = self._time(impl, fn)
+                except Exception as e:
+                    self._check_context()
+                    self.skip(impl.name, mode, f"timing failed: {_short(e)}", cfg)
+                    continue
+                value = sweeps.tflops(sweeps.flops(cfg, mode), ms)
+                row = report.make_row(
+                    impl=impl.name, dtype=opts.dtype, D=cfg.D, B=cfg.B, H_q=cfg.H_q,
+                    H_kv=cfg.H_kv, S_q=cfg.S_q, S_k=cfg.S_k, causal=cfg.causal, mode=mode,
+                    value=value, gpu=self.gpu, date=self.date, commit=self.commit)
+                writer.write(row)
+                self.rows.append(row)
+                flag = "  !MISMATCH" if (mode, impl.name) + key in self.marks else ""
+                self.say(f"[{done:>4}/{total}] {cfg.label()} {mode:<7} {impl.name:<14} "
+                         f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
+            grads_state = None
+        del q, k, v, dout, ref_out, ref_grads
+        torch.cuda.empty_cache()
+        return done
+
+    def _reference_fwd(self, refs, q, k, v, cfg):
+        for ref in refs:
+            try:
+                out, _ = self._call(ref, lambda: ref.forward(q, k, v, cfg.causal))
+                return out, ref.name
+            except Exception:
+                self._check_context()
+        return None, None
+
+    def _leaves(self, q, k, v):
+        return tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v))
+
+    def _reference_bwd(self, refs, q, k, v, dout, cfg):
+        torch = self.torch
+        for ref in refs:
+            try:
+                leaves = self._leaves(q, k, v)
+
+                def fn():
+                    o = ref.forward(*leaves, cfg.causal)
+                    return torch.autograd.grad(o, leaves, dout)
+
+                grads, _ = self._call(ref, fn)
+                return grads, ref.name
+            except Exception:
+                self._check_context()
+        return None, None
+
+    def _probe_bwd(self, impl, q, k, v, dout, cfg, key, ref_grads, ref_name):
+        """Forward with grad-requiring leaves and one backward. Returns (leaves, out) for
+        timing, or a string saying why this impl has no backward here."""
+        torch = self.torch
+        leaves = self._leaves(q, k, v)
+        try:
+            o, w1 = self._call(impl, lambda: impl.forward(*leaves, cfg.causal))
+            if not o.requires_grad:
+                return "no backward (output does not require grad: no autograd formula)"
+            grads, w2 = self._call(
+                impl, lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True))
+        except (NotImplementedError, RuntimeError) as e:
+            self._check_context()
+            return f"no backward: {_short(e)}"
+        except Exception as e:
+            self._check_context()
+            return f"backward failed: {_short(e)}"
+        for msg in w1 + w2:
+            if any(h in msg for h in _NO_AUTOGRAD_HINTS):
+                return f"no backward: {_short(msg)}"
+        if any(g is None for g in grads):
+            return "no backward (gradients are None)"
+        if ref_grads is not None:
+            worst = None
+            for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+                d, mag, finite = self._diff(g, r)
+                tol = self.opts.atol * max(1.0, mag)  # gradients scale with S: relative
+                if not finite or d > tol:
+                    worst = (f"{name}: non-finite" if not finite else
+                             f"{name}: max|g-ref| = {d:.3g} > {tol:.3g} (max|ref| = {mag:.3g})")
+                    break
+            if worst:
+                msg = f"!!! MISMATCH {impl.name} bwd {cfg.label()}: {worst} vs {ref_name}"
+                self.loud(msg)
+                self.mismatches.append(msg)
+                self.marks.update((m, impl.name) + key for m in ("bwd", "fwd_bwd"))
+        del grads
+        return leaves, o
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def _finish(self, csv_path: Path, interrupted: bool) -> int:
+        opts = self.opts
+        self.say("")
+        self.say(report.format_tables(self.rows, self.marks))
+        self.say("")
+        self.say(f"results: {csv_path} ({len(self.rows)} rows)")
+        png = None
+        if opts.plot and self.rows:
+            if not report.have_matplotlib():
+                self.say(f"note: {report.MATPLOTLIB_MISSING}")
+            else:
+                try:
+                    png = report.plot_rows(self.rows, csv_path.with_suffix(".png"))
+                except Exception as e:  # a plot must never lose a run
+                    self.say(f"note: plot failed: {_short(e)}")
+            if png:
+                self.say(f"plot:    {png}")
+        notes = self._notes_text()
+        notes_path = csv_path.with_suffix(".notes.txt")
+        notes_path.write_text(notes)
+        self.say(f"notes:   {notes_path}")
+        if self.not_measured:
+            self.say("\nnot measured:")
+            for (impl, mode, reason), labels in self.not_measured.items():
+                self.say(f"  {impl} {mode}: {len(labels)} config(s): {reason}")
+        digest = []
+        if self.mismatches:
+            self.loud(f"\n!!! {len(self.mismatches)} OUTPUT MISMATCH(ES) against the SDPA "
+                      "reference; those numbers are marked '!' above and are suspect:")
+            shown = self.mismatches[:_MAX_LISTED]
+            for m in shown:
+                self.loud("  " + m)
+            if len(self.mismatches) > len(shown):
+                self.loud(f"  ... and {len(self.mismatches) - len(shown)} more in {notes_path}")
+            digest.append(f"{len(self.mismatches)} output mismatch(es)")
+        for p in self.problems:
+            self.loud(f"!!! {p}")
+            digest.append(p)
+        if not self.rows:
+            self.loud("!!! nothing was measured")
+            digest.append("nothing was measured")
+        if digest:
+            print(f"flashkit.bench: {'; '.join(digest)} (see {notes_path})", file=sys.stderr,
+                  flush=True)
+        if interrupted:
+            return 130
+        return 1 if (self.mismatches or self.problems or not self.rows) else 0
+
+    def _notes_text(self) -> str:
+        torch = self.torch
+        lines = [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
+                 f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
+                 f"torch: {torch.__version__} cuda {torch.version.cuda} "
+                 f"cudnn {torch.backends.cudnn.version()}",
+                 f"timer: {timing.timer_name()} warmup_ms={self.timing.warmup_ms} "
+                 f"rep_ms={self.timing.rep_ms}",
+                 f"rows: {len(self.rows)}"]
+        for (impl, mode, reason), labels in self.not_measured.items():
+            lines.append(f"not measured: {impl} {mode} ({len(labels)} configs): {reason}")
+        for m in self.mismatches:
+            lines.append(f"mismatch: {m}")
+        for p in self.problems:
+            lines.append(f"problem: {p}")
+        return "\n".join(lines) + "\n"
+
+
+def run(opts: RunOptions, out=None) -> int:
+    return Runner(opts, out).run()

@@ -1,0 +1,90 @@
+"""GPU timing: median of many CUDA-event-timed repeats after warm-up.
+
+Uses ``triton.testing.do_bench(..., return_mode="median")`` when triton is importable
+(it flushes L2 between repeats and times each repeat with its own pair of CUDA events);
+otherwise an equivalent loop of our own.  torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    warmup_ms: float = 25.0   # time spent warming up before measuring
+    rep_ms: float = 200.0     # time budget for the measured repeats
+    min_reps: int = 10        # ... but at least this many
+    max_reps: int = 1000      # ... and at most this many (own loop only)
+
+
+DEFAULT = TimingOptions()
+QUICK = TimingOptions(warmup_ms=10.0, rep_ms=50.0, min_reps=5)
+
+_L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def timer_name() -> str:
+    try:
+        import triton.testing  # noqa: F401
+        return "triton.testing.do_bench(median)"
+    except Exception:
+        return "cuda-events(median)"
+
+
+def bench_median_ms(fn: Callable[[], object], opts: TimingOptions = DEFAULT) -> float:
+    """Median time of one call of ``fn`` in milliseconds.
+
+    ``fn`` must already have been called once (compiled / autotuned / checked).
+    """
+    try:
+        from triton.testing import do_bench
+    except Exception:
+        do_bench = None
+    if do_bench is not None:
+        try:
+            ms = do_bench(fn, warmup=opts.warmup_ms, rep=opts.rep_ms, return_mode="median")
+            return float(ms)
+        except TypeError:
+            pass  # an old triton without return_mode: use our own loop
+    return _event_loop_median_ms(fn, opts)
+
+
+def _event_loop_median_ms(fn: Callable[[], object], opts: TimingOptions) -> float:
+    import torch
+
+    cache = torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    # Estimate one call's time.
+    fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        cache.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    est_ms = max(start.elapsed_time(end) / 5, 1e-3)
+
+    n_warmup = max(1, int(opts.warmup_ms / est_ms))
+    n_rep = min(opts.max_reps, max(opts.min_reps, int(opts.rep_ms / est_ms)))
+
+    for _ in range(n_warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for i in range(n_rep):
+        # Flush L2 so every repeat starts cold, as do_bench does; the flush is
+        # enqueued before the start event, so it is not timed, and it keeps the GPU
+        # busy while the host launches fn (launch overhead is hidden, not timed).
+        cache.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return float(statistics.median(times))

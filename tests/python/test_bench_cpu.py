@@ -1,0 +1,491 @@
+"""CPU-only tests of flashkit.bench: CLI, sweeps, CSV schema, tables, plots, the no-GPU
+exit, and the measuring loop driven by a fake torch (no GPU, no torch, no extension).
+
+The in-process tests load python/flashkit/bench under a private package name, so they do
+not depend on flashkit/__init__.py (nor on the compiled extension); the subprocess tests
+run the real ``python -m flashkit.bench``.
+"""
+
+import csv
+import importlib.util
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH_DIR = REPO / "python" / "flashkit" / "bench"
+SPEC_COLUMNS = ("op,impl,dtype,D,Dv,B,H_q,H_kv,S_q,S_k,causal,mode,page_size,value,unit,"
+                "gpu,date,commit")
+ANCHOR = REPO.parent / "shared" / "anchors" / "h200-sdpa-2026-11-21.csv"
+
+
+def _load_bench():
+    name = "_flashkit_bench_under_test"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, BENCH_DIR / "__init__.py", submodule_search_locations=[str(BENCH_DIR)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    for sub in ("sweeps", "timing", "impls", "report", "cli", "runner"):
+        setattr(mod, sub, importlib.import_module(f"{name}.{sub}"))
+    return mod
+
+
+bench = _load_bench()
+sweeps, report, cli, impls, runner = (bench.sweeps, bench.report, bench.cli, bench.impls,
+                                      bench.runner)
+
+
+def _resolve(argv):
+    parser = cli.build_parser()
+    return cli.resolve(parser.parse_args(argv), parser)
+
+
+def _row(impl, D, S, causal, value, mode="fwd", sweep="fa3", gpu="NVIDIA H200"):
+    if sweep == "fa3":
+        B, H = 16384 // S, 2048 // D
+    else:
+        B, H = 4, 8
+    return report.make_row(impl=impl, dtype="bf16", D=D, B=B, H_q=H, H_kv=H, S_q=S, S_k=S,
+                           causal=causal, mode=mode, value=value, gpu=gpu,
+                           date="2026-11-22", commit="abc1234")
+
+
+# --------------------------------------------------------------------------- sweeps / CLI
+
+
+def test_sweeps_match_spec():
+    fa3 = sweeps.build_configs(["fa3"])
+    assert len(fa3) == 3 * 2 * 6
+    for c in fa3:
+        assert c.B * c.S == 16384 and c.H_q * c.D == 2048 and c.H_q == c.H_kv
+    assert {c.S for c in fa3} == {512, 1024, 2048, 4096, 8192, 16384}
+    assert {(c.D, c.H_q) for c in fa3} == {(64, 32), (128, 16), (256, 8)}
+    small = sweeps.build_configs(["small"])
+    assert len(small) == 2 * 2 * 7
+    assert {(c.B, c.H_q) for c in small} == {(4, 8)}
+    assert {c.S for c in small} == {256, 512, 1024, 2048, 4096, 8192, 16384}
+    assert {c.D for c in small} == {64, 128}
+    for c in fa3 + small:
+        assert sweeps.classify_sweep(c.B, c.H_q, c.S, c.D) == c.sweep
+
+
+def test_flops_model():
+    c = sweeps.Config("fa3", 1, 16, 16, 16384, 128, False)
+    f = 4 * 1 * 16 * 16384 * 16384 * 128
+    assert sweeps.flops(c, "fwd") == f
+    assert sweeps.flops(c, "bwd") == 2.5 * f
+    assert sweeps.flops(c, "fwd_bwd") == 3.5 * f
+    cc = sweeps.Config("fa3", 1, 16, 16, 16384, 128, True)
+    assert sweeps.flops(cc, "fwd") == f / 2
+    # 2.2 TFLOP in 4 ms = 550 TFLOPS
+    assert sweeps.tflops(f, 4.0) == pytest.approx(f / 4e-3 / 1e12)
+
+
+def test_cli_defaults():
+    sel = _resolve([])
+    assert sel["modes"] == ["fwd"]
+    assert sel["impls"] == ["flashkit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+    assert len(sel["configs"]) == 36 + 28
+    args = cli.build_parser().parse_args([])
+    assert args.dtype == "bf16" and args.out_dir == "bench/results" and not args.no_plot
+
+
+def test_cli_filters_and_lists():
+    sel = _resolve(["--sweep", "fa3", "--mode", "fwd_bwd", "fwd", "--mode", "bwd",
+                    "--seqlens", "1k,16k", "--heads-dims", "128", "--causal", "yes",
+                    "--impls", "flashkit,sdpa_cudnn", "--flex"])
+    assert sel["modes"] == ["fwd", "bwd", "fwd_bwd"]
+    assert sel["impls"] == ["flashkit", "sdpa_cudnn", "flex"]
+    assert [(c.S, c.D, c.causal) for c in sel["configs"]] == [(1024, 128, True),
+                                                              (16384, 128, True)]
+    sel = _resolve(["--sweep", "small", "--heads-dims", "8x64"])
+    assert {c.D for c in sel["configs"]} == {64}
+    sel = _resolve(["--quick"])
+    assert {c.S for c in sel["configs"] if c.sweep == "fa3"} == set(sweeps.FA3_SEQLENS_QUICK)
+    assert {c.S for c in sel["configs"] if c.sweep == "small"} == set(sweeps.SMALL_SEQLENS_QUICK)
+
+
+@pytest.mark.parametrize("argv", [["--mode", "fwdx"], ["--impls", "triton"],
+                                  ["--seqlens", "abc"], ["--heads-dims", "0"],
+                                  ["--sweep", "decode"], ["--sweep", "fa3", "--seqlens", "3000"],
+                                  ["--dtype", "fp32"]])
+def test_cli_rejects(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _resolve(argv)
+    assert e.value.code == 2
+
+
+def test_parse_helpers():
+    assert sweeps.parse_seqlen("16k") == 16384 and sweeps.parse_seqlen("512") == 512
+    assert sweeps.parse_heads_dim("16x128") == (16, 128)
+    assert sweeps.parse_heads_dim("16:128") == (16, 128)
+    assert sweeps.parse_heads_dim("64") == (None, 64)
+    assert sweeps.format_seqlen(2048) == "2k" and sweeps.format_seqlen(256) == "256"
+
+
+def test_dry_run_needs_no_gpu(capsys):
+    assert cli.main(["--dry-run", "--sweep", "small", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "12 configs" in out and "48 measurements" in out
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def test_results_path_and_slug(tmp_path):
+    assert report.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert report.gpu_slug("NVIDIA H200") == "h200"
+    p = report.results_path(tmp_path, "NVIDIA H200", "2026-11-22")
+    assert p == tmp_path / "prefill-h200-2026-11-22.csv"
+    p.write_text("x")
+    assert report.results_path(tmp_path, "NVIDIA H200", "2026-11-22") == \
+        tmp_path / "prefill-h200-2026-11-22-2.csv"  # never overwrites
+    assert report.results_path(tmp_path, "NVIDIA H200", "2026-11-22", "my tag/1").name == \
+        "prefill-h200-2026-11-22-my-tag-1.csv"
+
+
+def test_csv_schema_roundtrip(tmp_path):
+    rows = [_row("flashkit", 128, 4096, True, 612.345), _row("sdpa_cudnn", 128, 4096, True, 565)]
+    path = report.write_csv(tmp_path / "r.csv", rows)
+    lines = path.read_text().splitlines()
+    assert lines[0] == SPEC_COLUMNS
+    assert lines[1] == ("prefill,flashkit,bf16,128,128,4,16,16,4096,4096,True,fwd,,612.35,"
+                        "TFLOPS,NVIDIA H200,2026-11-22,abc1234")
+    with open(path, newline="") as f:
+        got = list(csv.DictReader(f))
+    assert all(r["page_size"] == "" and r["unit"] == "TFLOPS" and r["op"] == "prefill"
+               for r in got)
+    back = report.read_csv(path)
+    assert back[0]["D"] == 128 and back[0]["causal"] is True and back[0]["page_size"] is None
+    assert back[0]["value"] == pytest.approx(612.35)
+
+
+def test_read_csv_rejects_foreign(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError):
+        report.read_csv(p)
+
+
+def test_git_commit_fallbacks(monkeypatch):
+    def no_git(*a, **k):
+        raise OSError("no git")
+    monkeypatch.setattr(report.subprocess, "run", no_git)
+    assert report.git_commit({"FLASHKIT_COMMIT": "deadbee"}) == "deadbee"
+    assert report.git_commit({}) == "unknown"
+
+
+@pytest.mark.skipif(not ANCHOR.exists(), reason="shared/anchors not beside the repo")
+def test_reads_peer_anchor_file():
+    rows = report.read_csv(ANCHOR)
+    assert rows and {r["impl"] for r in rows} == {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient"}
+    cell = [r for r in rows if r["impl"] == "sdpa_cudnn" and r["D"] == 128 and
+            r["S_q"] == 16384 and not r["causal"] and r["mode"] == "fwd"]
+    assert len(cell) == 1 and cell[0]["value"] == 614
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_table_ratios_and_geomean():
+    rows = [_row("flashkit", 128, 2048, False, 600), _row("sdpa_flash", 128, 2048, False, 300),
+            _row("sdpa_cudnn", 128, 2048, False, 500),
+            _row("flashkit", 128, 4096, False, 800), _row("sdpa_flash", 128, 4096, False, 400),
+            _row("sdpa_cudnn", 128, 4096, False, 800),
+            _row("sdpa_flash", 64, 512, True, 150),  # no flashkit: ratio '-'
+            _row("flashkit", 64, 256, False, 10, sweep="small"),
+            _row("sdpa_cudnn", 64, 256, False, 20, sweep="small")]
+    groups = report.group_rows(rows)
+    assert list(groups) == [("NVIDIA H200", "bf16", "fwd", "fa3"),
+                            ("NVIDIA H200", "bf16", "fwd", "small")]
+    cells = groups[("NVIDIA H200", "bf16", "fwd", "fa3")]
+    assert report.ratio(cells[(128, False, 2048, 8, 16)], "sdpa_cudnn") == pytest.approx(1.2)
+    assert report.ratio(cells[(64, True, 512, 32, 32)], "sdpa_cudnn") is None
+    text = report.format_tables(rows)
+    fa3 = text.split("\n\n")[0]
+    assert "flashkit/sdpa_flash" in fa3 and "flashkit/sdpa_cudnn" in fa3
+    header = fa3.splitlines()[1].split()
+    assert header[:8] == ["D", "causal", "S", "B", "H", "flashkit", "sdpa_flash", "sdpa_cudnn"]
+    line_2k = [ln for ln in fa3.splitlines() if ln.split()[:3] == ["128", "no", "2k"]][0]
+    assert line_2k.split()[-2:] == ["2.00x", "1.20x"]
+    gm = [ln for ln in fa3.splitlines() if ln.strip().startswith("geomean")][0]
+    assert gm.split()[-2:] == ["2.00x", f"{(1.2 * 1.0) ** 0.5:.2f}x"]
+    small = text.split("\n\n")[1]
+    assert "prefill small" in small and "flashkit/sdpa_cudnn" in small
+    assert "flashkit/sdpa_flash" not in small  # no sdpa_flash column there
+    assert "0.50x" in small
+
+
+def test_table_marks_mismatches():
+    rows = [_row("flashkit", 128, 2048, False, 900), _row("sdpa_flash", 128, 2048, False, 300)]
+    marks = {("fwd", "flashkit", 128, False, 2048, 8, 16)}
+    text = report.format_tables(rows, marks)
+    assert "900.0!" in text and "did not match" in text
+    assert "did not match" not in report.format_tables(rows, {("bwd",) + tuple(marks)[0][1:]})
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _synthetic_rows():
+    rows = []
+    for sweep, dims, lens in (("fa3", (64, 128), (512, 2048, 16384)),
+                              ("small", (64,), (256, 4096))):
+        for D in dims:
+            for causal in (False, True):
+                for S in lens:
+                    for impl, base in (("flashkit", 500), ("sdpa_flash", 300),
+                                       ("sdpa_cudnn", 450)):
+                        for mode in ("fwd", "bwd"):
+                            rows.append(_row(impl, D, S, causal, base * (1 + S / 32768),
+                                             mode=mode, sweep=sweep))
+    return rows
+
+
+def test_plot_from_synthetic_rows(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = report.plot_rows(_synthetic_rows(), tmp_path / "p.png")
+    assert png is not None and png.exists()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
+    assert not report.have_matplotlib()
+    assert report.plot_rows(_synthetic_rows(), tmp_path / "p.png") is None
+    assert not (tmp_path / "p.png").exists()
+    csv_path = report.write_csv(tmp_path / "r.csv", _synthetic_rows())
+    assert cli.main(["plot", str(csv_path)]) == 0
+
+
+def test_plot_command(tmp_path, capsys):
+    rows = _synthetic_rows() + [_row("flashkit", 64, 512, False, 1.0, gpu="NVIDIA H100 80GB HBM3")]
+    csv_path = report.write_csv(tmp_path / "prefill-h200-2026-11-22.csv", rows)
+    assert cli.main(["plot", str(csv_path), "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert "prefill fa3 | fwd | bf16 | TFLOPS | NVIDIA H200" in out
+    assert "prefill small | bwd" in out
+    assert cli.main(["plot", str(tmp_path / "missing.csv")]) == 2
+    if report.have_matplotlib():
+        assert cli.main(["plot", str(csv_path)]) == 0
+        pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+        assert pngs == ["prefill-h200-2026-11-22-h100-80gb-hbm3-bf16.png",
+                        "prefill-h200-2026-11-22-h200-bf16.png"]
+
+
+# --------------------------------------------------------------------------- subprocess
+
+
+def _env_without_gpu():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python")] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["CUDA_VISIBLE_DEVICES"] = ""  # where torch and a GPU exist, hide the GPU
+    return env
+
+
+def _why(r):
+    if "Error while finding module specification for 'flashkit.bench'" in r.stderr:
+        return ("the flashkit package itself (python/flashkit/__init__.py) does not import "
+                "without torch / the extension, so no `python -m flashkit.bench` can start:\n"
+                + r.stderr)
+    return r.stdout + r.stderr
+
+
+def test_module_help_without_torch_or_extension():
+    r = subprocess.run([sys.executable, "-m", "flashkit.bench", "--help"], cwd=REPO,
+                       env=_env_without_gpu(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, _why(r)
+    assert "--sweep" in r.stdout and "plot" in r.stdout
+
+
+def test_module_exits_2_without_gpu(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "flashkit.bench", "--out-dir", str(tmp_path)],
+                       cwd=REPO, env=_env_without_gpu(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, _why(r)
+    assert "flashkit.bench needs a CUDA GPU and PyTorch; none found" in r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------- the loop, faked
+
+
+class _T:
+    """A tiny numpy stand-in for a torch tensor (what runner.py uses of one)."""
+
+    def __init__(self, a, requires_grad=False, grad_fn=None):
+        self.a = np.asarray(a, dtype=np.float64)
+        self.requires_grad = requires_grad
+        self.grad_fn = grad_fn
+
+    shape = property(lambda self: self.a.shape)
+
+    def float(self):
+        return _T(self.a)
+
+    def __sub__(self, o):
+        return _T(self.a - o.a)
+
+    def __add__(self, o):
+        return _T(self.a + (o.a if isinstance(o, _T) else o))
+
+    def abs(self):
+        return _T(np.abs(self.a))
+
+    def max(self):
+        return _T(self.a.max())
+
+    def all(self):
+        return _T(np.all(self.a))
+
+    def item(self):
+        return self.a.reshape(-1)[0].item()
+
+    def add_(self, x):
+        self.a = self.a + x
+        return self
+
+    def detach(self):
+        return _T(self.a)
+
+    def clone(self):
+        return _T(self.a.copy())
+
+    def requires_grad_(self, flag=True):
+        self.requires_grad = flag
+        return self
+
+
+def _fake_torch():
+    t = types.ModuleType("torch")
+    rng = {"g": np.random.default_rng(0)}
+    t.__version__ = "0.0+fake"
+    t.bfloat16, t.float16 = "bfloat16", "float16"
+    t.version = types.SimpleNamespace(cuda="0.0")
+    t.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(
+        version=lambda: 0, is_available=lambda: True))
+    t.cuda = types.SimpleNamespace(get_device_name=lambda: "NVIDIA Fake 9000",
+                                   synchronize=lambda: None, empty_cache=lambda: None)
+    t.manual_seed = lambda s: rng.update(g=np.random.default_rng(s))
+    t.randn = lambda shape, device=None, dtype=None: _T(rng["g"].standard_normal(shape))
+    t.ones = lambda n, device=None: _T(np.ones(n))
+    t.isfinite = lambda x: _T(np.isfinite(x.a))
+
+    def grad(outputs, inputs, grad_outputs, retain_graph=False):
+        return outputs.grad_fn(grad_outputs)
+    t.autograd = types.SimpleNamespace(grad=grad)
+    return t
+
+
+class _FakeImpl(impls.Impl):
+    """out = (q + k + v) / 3 (+ error); backward optional; may refuse small D."""
+
+    def __init__(self, name, error=0.0, backward=True, refuse_d=None):
+        self.name, self.error, self.backward, self.refuse_d = name, error, backward, refuse_d
+        self.calls = 0
+
+    def forward(self, q, k, v, causal):
+        self.calls += 1
+        if self.refuse_d == q.shape[-1]:
+            raise RuntimeError("No available kernel. Aborting execution.")
+        out = (q.a + k.a + v.a) / 3 + self.error
+        need = q.requires_grad or k.requires_grad or v.requires_grad
+
+        def grad_fn(dout):
+            if not self.backward:
+                raise NotImplementedError("flashkit: the attention backward is not implemented yet")
+            return tuple(_T(dout.a / 3) for _ in range(3))
+        return _T(out, requires_grad=need, grad_fn=grad_fn if need else None)
+
+
+def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+    fakes = {"flashkit": _FakeImpl("flashkit", backward=False),
+             "sdpa_flash": _FakeImpl("sdpa_flash"),
+             "sdpa_cudnn": _FakeImpl("sdpa_cudnn", refuse_d=64),
+             "sdpa_efficient": _FakeImpl("sdpa_efficient", error=0.5)}
+    monkeypatch.setattr(impls, "make_impl", lambda name: fakes[name])
+    timed = []
+
+    def fake_bench(fn, opts):
+        fn()  # the timed closure must work
+        timed.append(fn)
+        return 2.0
+    monkeypatch.setattr(runner.timing, "bench_median_ms", fake_bench)
+    monkeypatch.setenv("FLASHKIT_COMMIT", "f00f00")
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "f00f00")
+
+    configs = [sweeps.Config("small", 4, 8, 8, 16, D, causal)
+               for D in (64, 128) for causal in (False, True)]
+    opts = runner.RunOptions(configs=configs, modes=["fwd", "bwd", "fwd_bwd"], dtype="bf16",
+                             impls=list(fakes), out_dir=str(tmp_path), tag="t", plot=True,
+                             argv=["--tag", "t"])
+    rc = runner.run(opts)
+    captured = capsys.readouterr()
+    out = captured.out
+    assert rc == 1, out  # sdpa_efficient mismatches
+    assert "4 output mismatch(es)" in captured.err
+
+    csvs = list(tmp_path.glob("*.csv"))
+    assert [p.name for p in csvs] == [f"prefill-fake-9000-{report.today()}-t.csv"]
+    rows = report.read_csv(csvs[0])
+    assert csvs[0].read_text().splitlines()[0] == SPEC_COLUMNS
+    by = {}
+    for r in rows:
+        by.setdefault((r["impl"], r["mode"]), []).append(r)
+    # flashkit: forward only (its backward raises NotImplementedError)
+    assert len(by[("flashkit", "fwd")]) == 4
+    assert ("flashkit", "bwd") not in by and ("flashkit", "fwd_bwd") not in by
+    assert len(by[("sdpa_flash", "bwd")]) == 4 and len(by[("sdpa_flash", "fwd_bwd")]) == 4
+    # cudnn refused D=64: only the D=128 configs
+    assert {r["D"] for r in by[("sdpa_cudnn", "fwd")]} == {128}
+    # value = FLOPs / 2 ms
+    r = [r for r in by[("sdpa_flash", "bwd")] if r["causal"] and r["D"] == 128][0]
+    assert r["value"] == pytest.approx(round(
+        2.5 * 4 * 4 * 8 * 16 * 16 * 128 / 2 / 2e-3 / 1e12, 2), abs=0.01)
+    assert all(r["gpu"] == "NVIDIA Fake 9000" and r["commit"] == "f00f00" and
+               r["unit"] == "TFLOPS" for r in rows)
+
+    assert "MISMATCH sdpa_efficient fwd" in out
+    assert "flashkit bwd not measured" in out and "not implemented yet" in out
+    assert "sdpa_cudnn fwd not measured" in out
+    assert "flashkit/sdpa_cudnn" in out and "!" in out
+    notes = csvs[0].with_suffix(".notes.txt").read_text()
+    assert "not measured: flashkit bwd (4 configs)" in notes
+    assert "mismatch:" in notes
+    if report.have_matplotlib():
+        assert csvs[0].with_suffix(".png").exists()
+    assert len(timed) == len(rows)
+
+
+def test_runner_flashkit_missing_is_loud(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+
+    class Missing(impls.Impl):
+        name = "flashkit"
+
+        def setup(self):
+            return "import flashkit failed: ImportError: no _C"
+    fakes = {"flashkit": Missing(), "sdpa_flash": _FakeImpl("sdpa_flash")}
+    monkeypatch.setattr(impls, "make_impl",
+                        lambda name: fakes.get(name) or _FakeImpl(name, refuse_d=64))
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
+    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, False)],
+                             modes=["fwd"], dtype="fp16", impls=["flashkit", "sdpa_flash"],
+                             out_dir=str(tmp_path), plot=False)
+    assert runner.run(opts) == 1
+    captured = capsys.readouterr()
+    assert "FLASHKIT NOT MEASURED" in captured.out
+    assert "flashkit not measured: import flashkit failed" in captured.err
+    rows = report.read_csv(next(tmp_path.glob("*.csv")))
+    assert [(r["impl"], r["dtype"]) for r in rows] == [("sdpa_flash", "fp16")]
