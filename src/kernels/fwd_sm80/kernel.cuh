@@ -189,42 +189,75 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     for (int dt = 0; dt < Tr::kDTiles; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
-  OnlineSoftmax<Tr::kMTiles> softmax;
+  OnlineSoftmax<Tr::kMTiles, Tr::kConditionalRescale> softmax;
   softmax.init();
 
   const int warp_row0 = warp * Tr::kWarpM;
   const float scale_log2 = p.softmax_scale_log2;
 
-  auto step = [&](auto masked_tag) {
+  // One key tile: S = Q K^T, mask, online softmax, O += P V. `sKn`/`sVn`: the tile's
+  // buffers; `issue_loads` starts the copies that overlap it (see the pipelines below).
+  auto tile = [&](auto masked_tag, const T* sKn, const T* sVn, auto&& wait_v_then_issue_k) {
     constexpr bool kMasked = decltype(masked_tag)::value;
-    const int n0 = n_block * kBlockN;
-    prims::cp_async_wait<0>();
-    __syncthreads();  // K(n) visible to all; every warp is done with V(n+1)
-    tiles::load_tile_async<typename Tr::VTile, kThreads>(sV, gV + int64_t(n0) * p.v_row_stride,
-                                                         p.v_row_stride, seqlen_k - n0, tid);
-    prims::cp_async_commit();
-
     float s[Tr::kMTiles][Tr::kNTiles][4];
-    gemm_qk<Tr>(s, sQ, sK, warp_row0, lane);
-    if constexpr (kMasked) mask.apply(s, m0 + warp_row0, n0, lane);
+    gemm_qk<Tr>(s, sQ, sKn, warp_row0, lane);
+    if constexpr (kMasked) mask.apply(s, m0 + warp_row0, n_block * kBlockN, lane);
     softmax.update(s, o, scale_log2);
     uint32_t pa[Tr::kMTiles][Tr::kPSteps][4];
     pack_p<Tr>(pa, s);
-
-    prims::cp_async_wait<0>();
-    __syncthreads();  // V(n) visible to all; every warp is done with K(n)
-    if (n_block > 0) {
-      tiles::load_tile_async<typename Tr::KTile, kThreads>(
-          sK, gK + int64_t(n0 - kBlockN) * p.k_row_stride, p.k_row_stride, kBlockN, tid);
-      prims::cp_async_commit();
-    }
-    gemm_pv<Tr>(o, pa, sV, lane);
+    wait_v_then_issue_k();
+    gemm_pv<Tr>(o, pa, sVn, lane);
+  };
+  auto load_k = [&](T* dst, int n) {
+    tiles::load_tile_async<typename Tr::KTile, kThreads>(dst, gK + int64_t(n) * kBlockN * p.k_row_stride,
+                                                         p.k_row_stride, seqlen_k - n * kBlockN, tid);
+  };
+  auto load_v = [&](T* dst, int n) {
+    tiles::load_tile_async<typename Tr::VTile, kThreads>(dst, gV + int64_t(n) * kBlockN * p.v_row_stride,
+                                                         p.v_row_stride, seqlen_k - n * kBlockN, tid);
   };
 
-  for (; n_block >= 0 && mask.tile_needs_mask(n_block * kBlockN, kBlockN, m0); --n_block) {
-    step(std::true_type{});
+  if constexpr (Tr::kStages == 1) {
+    //   wait K(n) - sync - issue V(n) - QK^T/softmax - wait V(n) - sync - issue K(n-1) - PV
+    auto step = [&](auto masked_tag) {
+      prims::cp_async_wait<0>();
+      __syncthreads();  // K(n) visible to all; every warp is done with V(n+1)
+      load_v(sV, n_block);
+      prims::cp_async_commit();
+      tile(masked_tag, sK, sV, [&] {
+        prims::cp_async_wait<0>();
+        __syncthreads();  // V(n) visible to all; every warp is done with K(n)
+        if (n_block > 0) {
+          load_k(sK, n_block - 1);
+          prims::cp_async_commit();
+        }
+      });
+    };
+    for (; n_block >= 0 && mask.tile_needs_mask(n_block * kBlockN, kBlockN, m0); --n_block) {
+      step(std::true_type{});
+    }
+    for (; n_block >= 0; --n_block) step(std::false_type{});
+  } else {
+    //   wait K/V(n) - sync - issue K/V(n-1) into the other stage - QK^T/softmax/PV
+    load_v(sV, n_block);
+    prims::cp_async_commit();
+    int stage = 0;
+    auto step = [&](auto masked_tag) {
+      prims::cp_async_wait<0>();
+      __syncthreads();  // tile n visible to all; every warp is done with tile n+1's stage
+      if (n_block > 0) {
+        load_k(sK + (stage ^ 1) * Tr::KTile::kElems, n_block - 1);
+        load_v(sV + (stage ^ 1) * Tr::VTile::kElems, n_block - 1);
+        prims::cp_async_commit();
+      }
+      tile(masked_tag, sK + stage * Tr::KTile::kElems, sV + stage * Tr::VTile::kElems, [] {});
+      stage ^= 1;
+    };
+    for (; n_block >= 0 && mask.tile_needs_mask(n_block * kBlockN, kBlockN, m0); --n_block) {
+      step(std::true_type{});
+    }
+    for (; n_block >= 0; --n_block) step(std::false_type{});
   }
-  for (; n_block >= 0; --n_block) step(std::false_type{});
 
   // Epilogue: normalize, stage O through shared memory (the Q tile: each warp overwrites
   // only its own rows, which only it has read), then coalesced 16-byte stores.

@@ -11,7 +11,34 @@
 
 namespace flashkit::fwd_sm80 {
 
-template <int kMTiles>
+// Max / sum over the 2 * kNTiles scores a lane holds for one row, as a pairwise tree:
+// a serial chain of dependent FMNMX/FADD stalls on their fixed latency (ncu measured
+// 2.5 of 6.2 cycles per instruction spent there with serial chains).
+template <int kNTiles, int kMTiles>
+__device__ __forceinline__ float tree_max(const float (&s)[kMTiles][kNTiles][4], int mt, int h) {
+  float v[kNTiles];
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) v[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
+#pragma unroll
+  for (int stride = 1; stride < kNTiles; stride *= 2)
+#pragma unroll
+    for (int i = 0; i + stride < kNTiles; i += 2 * stride) v[i] = fmaxf(v[i], v[i + stride]);
+  return v[0];
+}
+
+template <int kNTiles, int kMTiles>
+__device__ __forceinline__ float tree_sum(const float (&s)[kMTiles][kNTiles][4], int mt, int h) {
+  float v[kNTiles];
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) v[nt] = s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+#pragma unroll
+  for (int stride = 1; stride < kNTiles; stride *= 2)
+#pragma unroll
+    for (int i = 0; i + stride < kNTiles; i += 2 * stride) v[i] += v[i + stride];
+  return v[0];
+}
+
+template <int kMTiles, bool kConditionalRescale = true>
 struct OnlineSoftmax {
   float row_max[kMTiles][2];  // raw-score units (before scaling); -inf: nothing seen yet
   float row_sum[kMTiles][2];  // lane-partial sum of exp2 terms
@@ -28,40 +55,56 @@ struct OnlineSoftmax {
   }
 
   // Turns scores S into probabilities P (in place, unnormalized) and rescales the output
-  // accumulator O by exp2(m_old - m_new) wherever the row max grew.
+  // accumulator O where the row max used as reference had to move.
+  //
+  // Conditional rescaling (as in FlashAttention-4): the reference max only moves when a
+  // row's new max exceeds it by more than 2^kRescaleThreshold in probability space, so P
+  // stays <= 2^8 = 256 (exact enough in fp16/bf16, and the fp32 sums are unaffected) and
+  // O needs rescaling only rarely: the warp skips the multiply over O entirely when none
+  // of its rows moved, which after the first few key tiles is the common case. The result
+  // is exact: the final normalization and LSE use the same reference max.
+  static constexpr float kRescaleThreshold = 8.f;
+
   template <int kNTiles, int kDTiles>
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kDTiles][4], float scale_log2) {
+    float correction[kMTiles][2];
+    bool any_moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = row_max[mt][h];
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        }
-        mx = prims::quad_max(mx);
-        // A row with every key so far masked keeps max -inf; subtract 0 then so that
-        // exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
-        const float max_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
-        const float correction = prims::exp2_approx(row_max[mt][h] * scale_log2 - max_scaled);
-        row_max[mt][h] = mx;
-        float sum = row_sum[mt][h] * correction;
+        const float mx = prims::quad_max(tree_max(s, mt, h));
+        const float old_max = row_max[mt][h];
+        // Moves when the row had no reference yet (old -inf, new finite) or grew too much;
+        // a row whose keys were all masked so far keeps -inf.
+        const bool move = kConditionalRescale ? (mx - old_max) * scale_log2 > kRescaleThreshold
+                                              : mx > old_max;
+        const float new_max = move ? mx : old_max;
+        correction[mt][h] = move ? prims::exp2_approx((old_max - new_max) * scale_log2) : 1.f;
+        any_moved |= move;
+        row_max[mt][h] = new_max;
+        // exp2(-inf - 0) = 0 for rows with no reference, instead of exp2(-inf + inf) = NaN.
+        const float max_scaled = new_max == -INFINITY ? 0.f : new_max * scale_log2;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = prims::exp2_approx(fmaf(s[mt][nt][2 * h + e], scale_log2, -max_scaled));
-            s[mt][nt][2 * h + e] = p;
-            sum += p;
+            s[mt][nt][2 * h + e] = prims::exp2_approx(fmaf(s[mt][nt][2 * h + e], scale_log2, -max_scaled));
           }
         }
-        row_sum[mt][h] = sum;
+        row_sum[mt][h] = fmaf(row_sum[mt][h], correction[mt][h], tree_sum(s, mt, h));
+      }
+    }
+    if (!kConditionalRescale || __any_sync(0xffffffffu, any_moved)) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int dt = 0; dt < kDTiles; ++dt) {
-          o[mt][dt][2 * h] *= correction;
-          o[mt][dt][2 * h + 1] *= correction;
+          o[mt][dt][0] *= correction[mt][0];
+          o[mt][dt][1] *= correction[mt][0];
+          o[mt][dt][2] *= correction[mt][1];
+          o[mt][dt][3] *= correction[mt][1];
         }
       }
     }
