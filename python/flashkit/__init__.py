@@ -18,11 +18,14 @@ graphs friendly) and on cupy arrays; torch is imported only when needed.
 
 try:
     from . import _C
-except ModuleNotFoundError as _e:  # a source checkout without the built extension
-    if _e.name != __name__ + "._C":
-        raise
+except ImportError:
+    import importlib.util as _util
+
+    if _util.find_spec(__name__ + "._C") is not None:
+        raise  # the extension is there but does not load (e.g. libflashkit.so.0 missing)
+    # A source checkout without the built extension: importable, every op raises.
     _C = None
-    _C_IMPORT_ERROR = str(_e)
+    _C_IMPORT_ERROR = f"no compiled extension _C next to {__file__}"
 else:
     _C_IMPORT_ERROR = None
 

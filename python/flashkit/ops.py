@@ -15,6 +15,7 @@ rejected by the C++ validation: useful for checking arguments without a GPU).
 """
 
 import math
+import sys
 
 import numpy as np
 
@@ -23,17 +24,30 @@ __all__ = ["attention", "attention_varlen", "compiled_fwd_variants"]
 _ARRAY_KINDS = "a torch.Tensor, a cupy array or a numpy array"
 
 
-def _native():
-    from . import _C, _C_IMPORT_ERROR
+_pkg = sys.modules[__name__.rpartition(".")[0]]  # the flashkit package (holds _C)
+_tops = None  # flashkit._torch_ops once loaded
 
-    if _C is None:
+
+def _native():
+    C = _pkg._C
+    if C is None:
         raise ImportError(
             "flashkit's native extension (flashkit._C) is not available: "
-            f"{_C_IMPORT_ERROR}. Install the package (pip install --no-build-isolation .) "
+            f"{_pkg._C_IMPORT_ERROR}. Install the package (pip install --no-build-isolation .) "
             "or put a build's development package on the path "
             "(PYTHONPATH=<build>/python)."
         )
-    return _C
+    return C
+
+
+def _torch_ops_module():
+    # Imports torch when installed. Under torch.compile, dynamo performs imports for real,
+    # so a first call inside a compiled region works too.
+    global _tops
+    from . import _torch_ops
+
+    _tops = _torch_ops
+    return _torch_ops
 
 
 def compiled_fwd_variants():
@@ -144,10 +158,9 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
     scale = _scale_arg(softmax_scale)
     causal = bool(causal)
     if not isinstance(q, np.ndarray):
-        from . import _torch_ops  # imports torch if installed; a real import under dynamo
-
-        if _torch_ops.is_tensor(q):
-            return _torch_ops.attention(q, k, v, causal, scale, bool(return_lse))
+        tops = _tops if _tops is not None else _torch_ops_module()
+        if tops.is_tensor(q):
+            return tops.attention(q, k, v, causal, scale, bool(return_lse))
     xp = _array_module(q, "q", "attention")
     _same_kind(xp, (("k", k), ("v", v)), "attention")
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
@@ -174,10 +187,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     scale = _scale_arg(softmax_scale)
     causal = bool(causal)
     if not isinstance(q, np.ndarray):
-        from . import _torch_ops
-
-        if _torch_ops.is_tensor(q):
-            return _torch_ops.attention_varlen(
+        tops = _tops if _tops is not None else _torch_ops_module()
+        if tops.is_tensor(q):
+            return tops.attention_varlen(
                 q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                 scale, bool(return_lse))
     for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
