@@ -33,11 +33,16 @@
 namespace flashkit::fwd_sm80 {
 
 // S[kMTiles][kNTiles] = Q (warp rows) x K(tile)^T, Q and K from shared memory.
+// Fragments are double-buffered in registers: the ldmatrix for the next (k-step, key pair)
+// is issued before the MMAs of the current one, so the MMAs never wait on shared memory
+// right after its load (ncu: short-scoreboard stalls 1.32 -> see docs/kernels/fwd_sm80.md).
 template <class Tr>
 __device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
                                         const typename Tr::T* sQ, const typename Tr::T* sK,
                                         int warp_row0, int lane) {
   using T = typename Tr::T;
+  constexpr int kPairs = Tr::kNTiles / 2;  // key pairs of n8 tiles = one ldmatrix.x4 of K
+  constexpr int kElt = sizeof(T);
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
@@ -52,22 +57,34 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
       prims::smem_addr(sQ + Tr::QTile::offset(warp_row0 + (lane % 16), (lane / 16) * 8)));
   const uint32_t k_addr = prims::opaque(
       prims::smem_addr(sK + Tr::KTile::offset((lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8)));
-  constexpr int kElt = sizeof(T);
-#pragma unroll
-  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    uint32_t qa[Tr::kMTiles][4];
+  uint32_t qa[2][Tr::kMTiles][4];
+  uint32_t kb[2][4];
+  auto load_q = [&](int buf, int ks) {
 #pragma unroll
     for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-      prims::ldmatrix_x4(qa[mt], q_addr + Tr::QTile::offset(mt * 16, ks * 16) * kElt);
+      prims::ldmatrix_x4(qa[buf][mt], q_addr + Tr::QTile::offset(mt * 16, ks * 16) * kElt);
     }
+  };
+  auto load_k = [&](int buf, int ks, int np) {
+    prims::ldmatrix_x4(kb[buf], k_addr + Tr::KTile::offset(np * 16, ks * 16) * kElt);
+  };
+  load_q(0, 0);
+  load_k(0, 0, 0);
 #pragma unroll
-    for (int np = 0; np < Tr::kNTiles / 2; ++np) {
-      uint32_t kb[4];
-      prims::ldmatrix_x4(kb, k_addr + Tr::KTile::offset(np * 16, ks * 16) * kElt);
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kPairs; ++np) {
+      const int i = ks * kPairs + np;
+      if (np + 1 < kPairs) {
+        load_k((i + 1) % 2, ks, np + 1);
+      } else if (ks + 1 < Tr::kKSteps) {
+        load_q((ks + 1) % 2, ks + 1);
+        load_k((i + 1) % 2, ks + 1, 0);
+      }
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-        prims::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
-        prims::mma_m16n8k16<T>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+        prims::mma_m16n8k16<T>(s[mt][2 * np], qa[ks % 2][mt], kb[i % 2][0], kb[i % 2][1]);
+        prims::mma_m16n8k16<T>(s[mt][2 * np + 1], qa[ks % 2][mt], kb[i % 2][2], kb[i % 2][3]);
       }
     }
   }
@@ -93,25 +110,35 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kMTiles][Tr::kPSteps][
 }
 
 // O += P V(tile): P from registers, V from shared memory (transposed ldmatrix, since V is
-// stored [key][d] and the MMA wants B as k x n = key x d).
+// stored [key][d] and the MMA wants B as k x n = key x d). V fragments double-buffered.
 template <class Tr>
 __device__ __forceinline__ void gemm_pv(float (&o)[Tr::kMTiles][Tr::kDTiles][4],
                                         const uint32_t (&pa)[Tr::kMTiles][Tr::kPSteps][4],
                                         const typename Tr::T* sV, int lane) {
   using T = typename Tr::T;
+  constexpr int kPairs = Tr::kDTiles / 2;
+  constexpr int kElt = sizeof(T);
   const uint32_t v_addr = prims::opaque(
       prims::smem_addr(sV + Tr::VTile::offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8)));
-  constexpr int kElt = sizeof(T);
+  uint32_t vb[2][4];
+  auto load_v = [&](int buf, int ps, int dp) {
+    prims::ldmatrix_x4_trans(vb[buf], v_addr + Tr::VTile::offset(ps * 16, dp * 16) * kElt);
+  };
+  load_v(0, 0, 0);
 #pragma unroll
   for (int ps = 0; ps < Tr::kPSteps; ++ps) {
 #pragma unroll
-    for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
-      uint32_t vb[4];
-      prims::ldmatrix_x4_trans(vb, v_addr + Tr::VTile::offset(ps * 16, dp * 16) * kElt);
+    for (int dp = 0; dp < kPairs; ++dp) {
+      const int i = ps * kPairs + dp;
+      if (dp + 1 < kPairs) {
+        load_v((i + 1) % 2, ps, dp + 1);
+      } else if (ps + 1 < Tr::kPSteps) {
+        load_v((i + 1) % 2, ps + 1, 0);
+      }
 #pragma unroll
       for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-        prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt][ps], vb[0], vb[1]);
-        prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt][ps], vb[2], vb[3]);
+        prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt][ps], vb[i % 2][0], vb[i % 2][1]);
+        prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt][ps], vb[i % 2][2], vb[i % 2][3]);
       }
     }
   }
