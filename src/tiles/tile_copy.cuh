@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "prims/cp_async.cuh"
+#include "prims/ldmatrix.cuh"
 #include "tiles/smem_tile.cuh"
 
 namespace flashkit::tiles {
@@ -44,14 +45,18 @@ __device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, int64_t 
   const Plan plan(tid);
   const T* src = gmem + plan.row * gstride + plan.col;
   T* dst = smem + Tile::offset(plan.row, plan.col);
+  // The row step is made opaque so the compiler walks the rows with one pointer add per
+  // pass instead of hoisting kPasses loop-invariant 64-bit offsets out of the key loop
+  // (2 registers each, for K and for V).
+  const int64_t step = prims::opaque(int64_t(Plan::kRowsPerPass) * gstride);
 #pragma unroll
   for (int i = 0; i < Plan::kPasses; ++i) {
     const int row = plan.row + i * Plan::kRowsPerPass;
     if (plan.active(i)) {
       const bool pred = row < valid_rows;
-      prims::cp_async_16(dst + i * Plan::kRowsPerPass * Tile::kStride,
-                         pred ? src + i * Plan::kRowsPerPass * gstride : gmem, pred);
+      prims::cp_async_16(dst + i * Plan::kRowsPerPass * Tile::kStride, pred ? src : gmem, pred);
     }
+    src += step;
   }
 }
 
