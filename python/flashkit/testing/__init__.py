@@ -1,0 +1,38 @@
+"""Test utilities of FlashKit: the reference attention and the accuracy rule (SPEC §3).
+
+    from flashkit.testing import attention_reference, attention_pytorch, check_close
+
+    out_ref, lse_ref = attention_reference(q, k, v, causal=True)   # float32/float64
+    out_pt = attention_pytorch(q, k, v, causal=True)                # PyTorch, same dtype
+    res = check_close(out, out_ref, out_pt)
+    assert res.ok, res.message
+
+``fake_dlpack.FakeCudaArray`` describes a CUDA array (pointer, dtype, shape, strides)
+without any memory, so argument validation can be tested on a machine without a GPU.
+"""
+
+from .reference import (
+    CheckResult,
+    attention_pytorch,
+    attention_reference,
+    attention_varlen_pytorch,
+    attention_varlen_reference,
+    check_close,
+    check_lse,
+    check_written,
+    default_slack,
+    poison_,
+)
+
+__all__ = [
+    "CheckResult",
+    "attention_pytorch",
+    "attention_reference",
+    "attention_varlen_pytorch",
+    "attention_varlen_reference",
+    "check_close",
+    "check_lse",
+    "check_written",
+    "default_slack",
+    "poison_",
+]

@@ -1,0 +1,506 @@
+"""Reference attention and the accuracy rule of SPEC §3, for tests and scripts.
+
+Self-contained: needs numpy, and torch only when given torch tensors (so the CPU tests can
+load this file without torch and without flashkit's native extension).
+
+- ``attention_reference(q, k, v, causal, softmax_scale)`` -> ``(out, lse)`` in high
+  precision: float64 for numpy arrays, ``compute_dtype`` (float32 by default) for torch
+  tensors, on their device. BSHD layout, GQA by repeating kv heads, bottom-right causal
+  mask, rows that see no key give out 0 and lse -inf (never NaN).
+- ``attention_varlen_reference(...)``: the same per sequence of a packed batch.
+- ``attention_pytorch(...)`` / ``attention_varlen_pytorch(...)``: PyTorch's own attention
+  (SDPA, math backend, reductions in the input dtype), the baseline error of SPEC §3.
+- ``check_close(out, ref, out_pt)``: pass iff max-abs and relative-L2 errors are at most
+  2x those of the PyTorch baseline plus a small slack; NaN never passes.
+- ``check_lse``, ``check_written``, ``poison_``: the other checks a test needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CheckResult",
+    "attention_pytorch",
+    "attention_reference",
+    "attention_varlen_pytorch",
+    "attention_varlen_reference",
+    "check_close",
+    "check_lse",
+    "check_written",
+    "default_slack",
+    "poison_",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# Array-library shims: the reference is written once for numpy and torch.
+# ----------------------------------------------------------------------------------------
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.partition(".")[0] == "torch"
+
+
+class _NumpyOps:
+    @staticmethod
+    def to(x, dtype):
+        return np.asarray(x, dtype=dtype)
+
+    @staticmethod
+    def repeat_heads(x, r):  # [B, S, H, D] -> [B, S, H*r, D], head h -> kv head h // r
+        return np.repeat(x, r, axis=2)
+
+    @staticmethod
+    def allowed_mask(s_q, s_k, causal, like):
+        i = np.arange(s_q)[:, None]
+        j = np.arange(s_k)[None, :]
+        return (j <= i + (s_k - s_q)) if causal else np.ones((s_q, s_k), dtype=bool)
+
+    @staticmethod
+    def rowmax(x):
+        return np.max(x, axis=-1, keepdims=True)
+
+    @staticmethod
+    def rowsum(x):
+        return np.sum(x, axis=-1, keepdims=True)
+
+    @staticmethod
+    def zeros(shape, like):
+        return np.zeros(shape, dtype=like.dtype)
+
+    @staticmethod
+    def full(shape, value, like):
+        return np.full(shape, value, dtype=like.dtype)
+
+    exp = staticmethod(np.exp)
+    log = staticmethod(np.log)
+    where = staticmethod(np.where)
+    isfinite = staticmethod(np.isfinite)
+
+
+class _TorchOps:
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.exp = torch.exp
+        self.log = torch.log
+        self.where = torch.where
+        self.isfinite = torch.isfinite
+
+    def to(self, x, dtype):
+        return x.to(dtype)
+
+    def repeat_heads(self, x, r):
+        return x.repeat_interleave(r, dim=2) if r > 1 else x
+
+    def allowed_mask(self, s_q, s_k, causal, like):
+        t = self.torch
+        if not causal:
+            return t.ones((s_q, s_k), dtype=t.bool, device=like.device)
+        i = t.arange(s_q, device=like.device)[:, None]
+        j = t.arange(s_k, device=like.device)[None, :]
+        return j <= i + (s_k - s_q)
+
+    def rowmax(self, x):
+        return x.amax(dim=-1, keepdim=True)
+
+    def rowsum(self, x):
+        return x.sum(dim=-1, keepdim=True)
+
+    def zeros(self, shape, like):
+        return self.torch.zeros(shape, dtype=like.dtype, device=like.device)
+
+    def full(self, shape, value, like):
+        return self.torch.full(shape, value, dtype=like.dtype, device=like.device)
+
+
+def _ops_for(x):
+    return _TorchOps() if _is_torch(x) else _NumpyOps()
+
+
+def _swap12(x):  # [B, S, H, D] <-> [B, H, S, D]; a view for numpy and torch alike
+    return x.swapaxes(1, 2)
+
+
+@contextlib.contextmanager
+def _ieee_fp32_matmul(x):
+    """Make float32 matmuls of the reference run in IEEE float32, not TF32 (torch on CUDA).
+
+    Yields False when the precision setting cannot be read (torch raises after a mix of
+    its legacy and new TF32 APIs): the caller then does its matmuls in float64.
+    """
+    if not _is_torch(x) or x.device.type != "cuda":
+        yield True
+        return
+    import torch
+
+    try:
+        prev = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        yield False
+        return
+    if prev == "highest":
+        yield True
+        return
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield True
+    finally:
+        torch.set_float32_matmul_precision(prev)
+
+
+# ----------------------------------------------------------------------------------------
+# The reference
+# ----------------------------------------------------------------------------------------
+
+
+def _check_shapes(q, k, v):
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"expected 4-d BSHD q/k/v, got {q.shape}, {k.shape}, {v.shape}")
+    B, _, H_q, D = q.shape
+    if k.shape[0] != B or v.shape[0] != B or k.shape[1] != v.shape[1]:
+        raise ValueError(f"batch/length mismatch: q {q.shape}, k {k.shape}, v {v.shape}")
+    H_kv = k.shape[2]
+    if v.shape[2] != H_kv or H_kv == 0 or H_q % H_kv != 0 or k.shape[3] != D:
+        raise ValueError(f"head mismatch: q {q.shape}, k {k.shape}, v {v.shape}")
+
+
+def attention_reference(q, k, v, causal=False, softmax_scale=None, compute_dtype=None):
+    """High-precision attention: ``(out [B, S_q, H_q, D_v], lse [B, H_q, S_q])``.
+
+    numpy inputs are computed in float64 (``compute_dtype`` is ignored) and give float64
+    results; torch inputs in ``compute_dtype`` (default ``torch.float32``; float32 matmuls
+    never use TF32) on their own device. Query row i sees keys j <= i + S_k - S_q when
+    ``causal``; a row that sees no key gets out 0 and lse -inf.
+    """
+    _check_shapes(q, k, v)
+    ops = _ops_for(q)
+    if _is_torch(q):
+        dtype = compute_dtype if compute_dtype is not None else ops.torch.float32
+    else:
+        dtype = np.float64
+    B, S_q, H_q, D = q.shape
+    S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
+    scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
+
+    qf = _swap12(ops.to(q, dtype))                                   # [B, H_q, S_q, D]
+    kf = _swap12(ops.repeat_heads(ops.to(k, dtype), H_q // H_kv))    # [B, H_q, S_k, D]
+    vf = _swap12(ops.repeat_heads(ops.to(v, dtype), H_q // H_kv))    # [B, H_q, S_k, D_v]
+    if S_k == 0:  # nothing to attend to: every row is empty
+        out = ops.zeros((B, S_q, H_q, D_v), like=qf)
+        return out, ops.full((B, H_q, S_q), -math.inf, like=qf)
+
+    with _ieee_fp32_matmul(q) as ieee:
+        if not ieee:  # unknown TF32 state: float64 matmuls cannot be degraded
+            qf, kf, vf = (ops.to(t, ops.torch.float64) for t in (qf, kf, vf))
+        s = (qf @ kf.swapaxes(-1, -2)) * scale                       # [B, H_q, S_q, S_k]
+        allowed = ops.allowed_mask(S_q, S_k, causal, like=qf)        # [S_q, S_k]
+        s = ops.where(allowed, s, -math.inf)
+        m = ops.rowmax(s)                                            # [B, H_q, S_q, 1]
+        has_key = ops.isfinite(m)
+        m = ops.where(has_key, m, 0.0)
+        p = ops.exp(s - m)                                           # masked: exp(-inf) = 0
+        l = ops.rowsum(p)
+        out = (p @ vf) / ops.where(has_key, l, 1.0)                  # empty rows: 0 / 1
+    lse = ops.where(has_key, m + ops.log(ops.where(has_key, l, 1.0)), -math.inf)
+    return _swap12(ops.to(out, dtype)), ops.to(lse[..., 0], dtype)
+
+
+def _offsets(cu_seqlens):
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens must start at 0 and be non-decreasing, got {cu}")
+    return cu
+
+
+def _varlen_apply(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale, **kw):
+    """Run a dense attention ``fn`` per sequence of a packed batch.
+
+    q [total_q, H_q, D], k/v [total_k, H_kv, D]; returns (out [total_q, H_q, D_v],
+    lse [H_q, total_q]). Rows of q outside every sequence stay 0 / -inf.
+    """
+    cq, ck = _offsets(cu_seqlens_q), _offsets(cu_seqlens_k)
+    if len(cq) != len(ck):
+        raise ValueError(f"cu_seqlens_q has {len(cq)} entries, cu_seqlens_k {len(ck)}")
+    out, lse = None, None
+    for b in range(len(cq) - 1):
+        o_b, l_b = fn(q[None, cq[b]:cq[b + 1]], k[None, ck[b]:ck[b + 1]],
+                      v[None, ck[b]:ck[b + 1]], causal=causal, softmax_scale=softmax_scale,
+                      **kw)
+        if out is None:
+            ops = _ops_for(o_b)
+            out = ops.zeros((q.shape[0], q.shape[1], v.shape[2]), like=o_b)
+            lse = ops.full((q.shape[1], q.shape[0]), -math.inf, like=l_b)
+        out[cq[b]:cq[b + 1]] = o_b[0]
+        lse[:, cq[b]:cq[b + 1]] = l_b[0]
+    if out is None:  # B == 0
+        raise ValueError("empty batch: cu_seqlens has a single entry")
+    return out, lse
+
+
+def attention_varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False,
+                               softmax_scale=None, compute_dtype=None):
+    """:func:`attention_reference` per sequence of a packed (varlen) batch.
+
+    q [total_q, H_q, D], k/v [total_k, H_kv, D], cu_seqlens int [B+1] (any device).
+    Returns (out [total_q, H_q, D_v], lse [H_q, total_q]).
+    """
+    return _varlen_apply(attention_reference, q, k, v, cu_seqlens_q, cu_seqlens_k, causal,
+                         softmax_scale, compute_dtype=compute_dtype)
+
+
+# ----------------------------------------------------------------------------------------
+# PyTorch's own attention in the low dtype: the baseline error of SPEC §3
+# ----------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _low_precision_math_sdpa():
+    """SDPA restricted to the math backend with its reductions in fp16/bf16.
+
+    By default the math backend upcasts half inputs to float32; that would make the
+    baseline error only the final rounding, not "PyTorch's attention in the same dtype".
+    """
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cuda_backends = torch.backends.cuda
+    prev = cuda_backends.fp16_bf16_reduction_math_sdp_allowed()
+    cuda_backends.allow_fp16_bf16_reduction_math_sdp(True)
+    try:
+        with sdpa_kernel([SDPBackend.MATH]):
+            yield
+    finally:
+        cuda_backends.allow_fp16_bf16_reduction_math_sdp(prev)
+
+
+def attention_pytorch(q, k, v, causal=False, softmax_scale=None):
+    """``torch.nn.functional.scaled_dot_product_attention`` (math backend, computing in the
+    inputs' dtype) on BSHD tensors, kv heads repeated for GQA, bottom-right causal mask.
+
+    Returns out [B, S_q, H_q, D_v] in the inputs' dtype. Rows that see no key are set to 0,
+    the reference's value (SDPA would give NaN or 0 there depending on the version).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    _check_shapes(q, k, v)
+    B, S_q, H_q, D = q.shape
+    S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
+    if S_k == 0 or S_q == 0:
+        return torch.zeros((B, S_q, H_q, D_v), dtype=q.dtype, device=q.device)
+    ops = _TorchOps()
+    r = H_q // H_kv
+    qh = _swap12(q)
+    kh = _swap12(ops.repeat_heads(k, r))
+    vh = _swap12(ops.repeat_heads(v, r))
+    allowed = ops.allowed_mask(S_q, S_k, causal, like=q)
+    scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
+    with torch.no_grad(), _low_precision_math_sdpa():
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=allowed if causal else None,
+                                             scale=scale)
+    out = _swap12(out)
+    if causal and S_q > S_k:  # rows i < S_q - S_k see no key
+        row_has_key = allowed.any(dim=-1)[None, :, None, None]
+        out = torch.where(row_has_key, out, torch.zeros((), dtype=out.dtype, device=out.device))
+    return out
+
+
+def attention_varlen_pytorch(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False,
+                             softmax_scale=None):
+    """:func:`attention_pytorch` per sequence of a packed batch -> out [total_q, H_q, D_v]."""
+
+    def dense(qb, kb, vb, causal, softmax_scale):
+        out = attention_pytorch(qb, kb, vb, causal=causal, softmax_scale=softmax_scale)
+        return out, out.new_zeros((1, qb.shape[2], qb.shape[1]), dtype=out.dtype)
+
+    return _varlen_apply(dense, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale)[0]
+
+
+# ----------------------------------------------------------------------------------------
+# Checks
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckResult:
+    """Outcome of a check: ``ok`` and a readable ``message`` (also on success)."""
+
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+# Machine epsilon of the output dtypes.
+_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+
+def default_slack(dtype_name: str) -> tuple[float, float]:
+    """(absolute slack on the max error, slack on the relative-L2 error) for a dtype.
+
+    One epsilon of the dtype on the max-abs error (about twice the rounding error of an
+    output near 1, like FlashAttention's ``fwd_atol``), a quarter of it on the relative
+    L2 error: enough for cases where PyTorch happens to be exact (e.g. one key per row).
+    """
+    eps = _EPS.get(dtype_name.replace("torch.", ""), 2.0**-10)
+    return eps, eps / 4
+
+
+def _as_f64(x):
+    """float64 copy on the same device (torch) or a float64 numpy array."""
+    if _is_torch(x):
+        import torch
+
+        return x.detach().to(torch.float64)
+    return np.asarray(x, dtype=np.float64)
+
+
+def _to_host_f64(x) -> np.ndarray:
+    if _is_torch(x):
+        import torch
+
+        return x.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _scalar(x) -> float:
+    return float(x.item()) if hasattr(x, "item") else float(x)
+
+
+def _errors(a, ref):
+    """(max-abs error, relative-L2 error, flat index of the max error) of a vs ref."""
+    diff = abs(a - ref)
+    max_err = _scalar(diff.max())
+    ref_norm = _scalar((ref * ref).sum()) ** 0.5
+    err_norm = _scalar((diff * diff).sum()) ** 0.5
+    rel = err_norm / ref_norm if ref_norm > 0 else err_norm
+    arg = int(_scalar(diff.argmax())) if hasattr(diff, "argmax") else 0
+    return max_err, rel, arg
+
+
+def _first_indices(mask_host: np.ndarray, n: int = 3) -> str:
+    idx = np.argwhere(mask_host)[:n]
+    return ", ".join(str(tuple(int(i) for i in row)) for row in idx)
+
+
+def check_close(out, ref, out_pt, atol_slack=None, rtol_slack=None, name="out") -> CheckResult:
+    """SPEC §3: ``out`` passes iff
+
+        max|out - ref|    <= 2 * max|out_pt - ref|    + atol_slack   and
+        rel_l2(out, ref)  <= 2 * rel_l2(out_pt, ref)  + rtol_slack,
+
+    where ``ref`` is the high-precision reference and ``out_pt`` PyTorch's own attention in
+    ``out``'s dtype on the same inputs. NaN in ``out`` never passes; nor does a shape
+    mismatch. Slacks default to :func:`default_slack` of ``out``'s dtype.
+    Returns a :class:`CheckResult` whose message gives both errors, both bounds, and the
+    worst element.
+    """
+    d_atol, d_rtol = default_slack(_dtype_name(out))
+    atol_slack = d_atol if atol_slack is None else atol_slack
+    rtol_slack = d_rtol if rtol_slack is None else rtol_slack
+    if tuple(out.shape) != tuple(ref.shape) or tuple(out_pt.shape) != tuple(ref.shape):
+        return CheckResult(False, f"{name}: shape {tuple(out.shape)} vs reference "
+                                  f"{tuple(ref.shape)} (PyTorch {tuple(out_pt.shape)})")
+    n = math.prod(out.shape)
+    if n == 0:
+        return CheckResult(True, f"{name}: empty {tuple(out.shape)}")
+    o, r, p = _as_f64(out), _as_f64(ref), _as_f64(out_pt)
+    nan_count = int(_scalar((o != o).sum()))
+    if nan_count:
+        where = _first_indices(np.isnan(_to_host_f64(out)))
+        return CheckResult(False, f"{name}: {nan_count} of {n} elements are NaN "
+                                  f"(first at {where})")
+    max_err, rel, arg = _errors(o, r)
+    max_pt, rel_pt, _ = _errors(p, r)
+    max_bound = 2 * max_pt + atol_slack
+    rel_bound = 2 * rel_pt + rtol_slack
+    ok = max_err <= max_bound and rel <= rel_bound  # False for inf/NaN errors
+    idx = tuple(int(i) for i in np.unravel_index(arg, tuple(out.shape)))
+    worst = (f"worst at {idx}: got {_scalar(o.reshape(-1)[arg]):.6g}, "
+             f"reference {_scalar(r.reshape(-1)[arg]):.6g}")
+    msg = (f"{name} [{_dtype_name(out)} {tuple(out.shape)}]: "
+           f"{'ok' if ok else 'FAILED'}: max_abs {max_err:.3e} "
+           f"(bound {max_bound:.3e} = 2 x PyTorch {max_pt:.3e} + {atol_slack:.1e}), "
+           f"rel_l2 {rel:.3e} (bound {rel_bound:.3e} = 2 x PyTorch {rel_pt:.3e} + "
+           f"{rtol_slack:.1e}); {worst}")
+    return CheckResult(bool(ok), msg)
+
+
+def check_lse(lse, lse_ref, atol=1e-3, rtol=1e-3, name="lse") -> CheckResult:
+    """LSE: -inf exactly where the reference is -inf (rows that see no key), otherwise
+    ``|lse - ref| <= atol + rtol * |ref|``; NaN never passes."""
+    if tuple(lse.shape) != tuple(lse_ref.shape):
+        return CheckResult(False, f"{name}: shape {tuple(lse.shape)} vs reference "
+                                  f"{tuple(lse_ref.shape)}")
+    if _is_torch(lse) and str(lse.dtype) != "torch.float32":
+        return CheckResult(False, f"{name}: dtype {lse.dtype}, expected float32")
+    a, r = _to_host_f64(lse), _to_host_f64(lse_ref)
+    if a.size == 0:
+        return CheckResult(True, f"{name}: empty")
+    problems = []
+    nan = np.isnan(a)
+    if nan.any():
+        problems.append(f"{int(nan.sum())} NaN (first at {_first_indices(nan)})")
+    ref_empty = np.isneginf(r)
+    wrong_inf = ref_empty != np.isneginf(a)
+    if wrong_inf.any():
+        problems.append(f"{int(wrong_inf.sum())} rows where exactly one of lse/reference is "
+                        f"-inf (first at {_first_indices(wrong_inf)})")
+    finite = ~ref_empty & ~nan & ~np.isneginf(a)
+    max_err = 0.0
+    if finite.any():
+        a_f, r_f = np.where(finite, a, 0.0), np.where(finite, r, 0.0)
+        err = np.abs(a_f - r_f)
+        tol = atol + rtol * np.abs(r_f)
+        bad = err > tol
+        max_err = float(err.max())
+        if bad.any():
+            i = tuple(int(x) for x in np.unravel_index(np.argmax(err - tol), a.shape))
+            problems.append(f"{int(bad.sum())} values off by more than {atol:g} + {rtol:g}|ref| "
+                            f"(worst at {i}: got {a[i]:.6g}, reference {r[i]:.6g})")
+    n_empty = int(ref_empty.sum())
+    if problems:
+        return CheckResult(False, f"{name} {a.shape}: FAILED: " + "; ".join(problems))
+    return CheckResult(True, f"{name} {a.shape}: ok: max_abs {max_err:.3e}, "
+                             f"{n_empty} rows -inf as expected")
+
+
+def check_written(out, ref, name="out") -> CheckResult:
+    """Every element was written: no NaN in ``out`` (poisoned with NaN before the run)
+    where the reference has none."""
+    o, r = _to_host_f64(out), _to_host_f64(ref)
+    if o.shape != r.shape:
+        return CheckResult(False, f"{name}: shape {o.shape} vs reference {r.shape}")
+    unwritten = np.isnan(o) & ~np.isnan(r)
+    count = int(unwritten.sum())
+    if count:
+        return CheckResult(False, f"{name}: {count} of {o.size} elements still NaN (not "
+                                  f"written?), first at {_first_indices(unwritten)}")
+    return CheckResult(True, f"{name}: all {o.size} elements written")
+
+
+def poison_(x):
+    """Fill a float array/tensor with NaN in place (before a kernel writes it); returns it."""
+    if _is_torch(x):
+        if not x.is_floating_point():
+            raise TypeError(f"poison_: expected a floating-point tensor, got {x.dtype}")
+        return x.fill_(float("nan"))
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"poison_: expected a floating-point array, got {x.dtype}")
+    x.fill(np.nan)
+    return x

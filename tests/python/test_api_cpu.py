@@ -1,0 +1,351 @@
+"""Argument checks of flashkit's Python API and of the C++ validation, without a GPU.
+
+- numpy arrays go through ``flashkit.attention`` / ``attention_varlen`` into the same C++
+  validation as CUDA tensors; they live on the CPU, so they are rejected (ValueError
+  naming q and the device).
+- Every other rule of SPEC §2 (dtype, rank, shapes, H_q % H_kv, head dim, strides,
+  alignment, 32-bit sizes, varlen arguments) is exercised through
+  ``flashkit._C.validate_attention_fwd`` with ``FakeCudaArray``: DLPack descriptors that
+  claim a CUDA device and own no memory (validation reads descriptors only).
+
+Needs the native extension: skipped without it, unless FLASHKIT_REQUIRE_EXT=1.
+"""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+try:
+    from flashkit.testing import fake_dlpack
+except ImportError as e:  # the flashkit package itself is broken (FLASHKIT_REQUIRE_EXT: error)
+    pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
+
+F = fake_dlpack.FakeCudaArray
+
+SPEC_VARIANTS = [f"{dt}/{d}" for dt in ("float16", "bfloat16") for d in (64, 96, 128, 192, 256)]
+
+
+def names(arg):
+    """Regex: ``arg`` as a whole token of the message (e.g. q, not the q of 'seq')."""
+    return re.compile(r"(?<![\w])" + re.escape(arg) + r"(?![\w])")
+
+
+def assert_error(excinfo, arg, what=None):
+    msg = str(excinfo.value)
+    assert names(arg).search(msg), f"message does not name {arg!r}: {msg!r}"
+    if what is not None:
+        assert re.search(what, msg, re.IGNORECASE), f"message lacks /{what}/: {msg!r}"
+
+
+# ---------------------------------------------------------------------------------------
+# The public API with numpy arrays
+# ---------------------------------------------------------------------------------------
+
+
+def np_qkv(dtype=np.float16, B=1, S_q=4, S_k=6, H_q=4, H_kv=2, D=64):
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((B, S_q, H_q, D)).astype(dtype)
+    k = rng.standard_normal((B, S_k, H_kv, D)).astype(dtype)
+    v = rng.standard_normal((B, S_k, H_kv, D)).astype(dtype)
+    return q, k, v
+
+
+def test_compiled_fwd_variants(flashkit_ext):
+    variants = flashkit_ext.compiled_fwd_variants()
+    assert isinstance(variants, list) and variants, variants
+    assert all(isinstance(v, str) for v in variants)
+    assert all(re.fullmatch(r"(float16|bfloat16)/(64|96|128|192|256)", v) for v in variants), \
+        variants
+    assert len(set(variants)) == len(variants)
+
+
+def test_version(flashkit_ext):
+    assert isinstance(flashkit_ext.__version__, str)
+    assert re.match(r"\d+\.\d+", flashkit_ext.__version__)
+
+
+@pytest.mark.parametrize("return_lse", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_numpy_arrays_are_rejected_as_not_cuda(flashkit_ext, causal, return_lse):
+    q, k, v = np_qkv()
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext.attention(q, k, v, causal=causal, return_lse=return_lse)
+    assert_error(ei, "q", r"cuda|device")
+
+
+def test_numpy_float32_is_rejected(flashkit_ext):
+    q, k, v = np_qkv(np.float32)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext.attention(q, k, v)
+    assert_error(ei, "q", r"cuda|device|dtype|float32")
+
+
+def test_numpy_varlen_is_rejected(flashkit_ext):
+    q, k, v = (x[0] for x in np_qkv())
+    cu_q = np.array([0, 1, 4], dtype=np.int32)
+    cu_k = np.array([0, 3, 6], dtype=np.int32)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext.attention_varlen(q, k, v, cu_q, cu_k, 3, 3, causal=True)
+    assert_error(ei, "q", r"cuda|device")
+
+
+def test_numpy_wrong_rank_names_the_argument(flashkit_ext):
+    q, k, v = np_qkv()
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext.attention(q[0], k, v)
+    assert_error(ei, "q")
+
+
+@pytest.mark.parametrize("bad", [None, [[1.0, 2.0]], "q", 3, object()],
+                         ids=["None", "list", "str", "int", "object"])
+def test_non_array_q_is_a_type_error(flashkit_ext, bad):
+    _, k, v = np_qkv()
+    with pytest.raises(TypeError):
+        flashkit_ext.attention(bad, k, v)
+
+
+@pytest.mark.parametrize("which", ["k", "v"])
+def test_non_array_k_or_v_is_a_type_error(flashkit_ext, which):
+    q, k, v = np_qkv()
+    args = {"q": q, "k": k, "v": v, which: [[0.0]]}
+    with pytest.raises(TypeError):
+        flashkit_ext.attention(**args)
+
+
+def test_non_array_varlen_arguments_are_type_errors(flashkit_ext):
+    q, k, v = (x[0] for x in np_qkv())
+    cu = np.array([0, 4], dtype=np.int32)
+    with pytest.raises(TypeError):
+        flashkit_ext.attention_varlen(q, k, v, [0, 4], cu, 4, 6)
+    with pytest.raises(TypeError):
+        flashkit_ext.attention_varlen(None, k, v, cu, cu, 4, 6)
+
+
+@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf")])
+def test_bad_softmax_scale_is_rejected(flashkit_ext, scale):
+    q, k, v = np_qkv()
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext.attention(q, k, v, softmax_scale=scale)
+    assert_error(ei, "softmax_scale")
+
+
+def test_native_call_writes_nothing_when_rejected(flashkit_ext):
+    q, k, v = np_qkv()
+    out = np.full(q.shape, np.nan, dtype=q.dtype)
+    lse = np.full((q.shape[0], q.shape[2], q.shape[1]), np.nan, dtype=np.float32)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C.attention_fwd(q, k, v, out, lse)
+    assert_error(ei, "q", r"cuda|device")
+    assert np.isnan(out).all() and np.isnan(lse).all()
+
+
+# ---------------------------------------------------------------------------------------
+# The C++ validation through fake CUDA descriptors
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def variant(flashkit_ext):
+    """(dtype, D) of a compiled variant: float16/128 when built, else the first one."""
+    compiled = flashkit_ext.compiled_fwd_variants()
+    name = "float16/128" if "float16/128" in compiled else compiled[0]
+    dt, d = name.split("/")
+    return dt, int(d)
+
+
+def other_dtype(dt):
+    return "bfloat16" if dt == "float16" else "float16"
+
+
+def dense(dt, D, B=2, S_q=128, S_k=256, H_q=8, H_kv=2, **over):
+    args = dict(q=F((B, S_q, H_q, D), dt), k=F((B, S_k, H_kv, D), dt),
+                v=F((B, S_k, H_kv, D), dt), out=F((B, S_q, H_q, D), dt),
+                lse=F((B, H_q, S_q), "float32"))
+    args.update(over)
+    return args
+
+
+VARLEN_LENS_Q = [5, 0, 17, 1, 64]
+VARLEN_LENS_K = [7, 9, 0, 1, 130]
+
+
+def varlen(dt, D, H_q=8, H_kv=2, **over):
+    tq, tk, b = sum(VARLEN_LENS_Q), sum(VARLEN_LENS_K), len(VARLEN_LENS_Q)
+    args = dict(q=F((tq, H_q, D), dt), k=F((tk, H_kv, D), dt), v=F((tk, H_kv, D), dt),
+                out=F((tq, H_q, D), dt), lse=F((H_q, tq), "float32"),
+                cu_seqlens_q=F((b + 1,), "int32"), cu_seqlens_k=F((b + 1,), "int32"),
+                max_seqlen_q=max(VARLEN_LENS_Q), max_seqlen_k=max(VARLEN_LENS_K))
+    args.update(over)
+    return args
+
+
+def padded(shape, dt, pad, dim=-1):
+    """Strides of a view [..., :n] of storage padded by ``pad`` elements along ``dim``."""
+    full = list(shape)
+    full[dim] += pad
+    strides = []
+    acc = 1
+    for n in reversed(full):
+        strides.append(acc)
+        acc *= n
+    return F(shape, dt, strides=tuple(reversed(strides)))
+
+
+# Each case: (id, builder(dt, D) -> kwargs, argument the message must name, /what/).
+INVALID = [
+    ("q_on_cpu", lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), dt, device="cpu")),
+     "q", r"cuda|device"),
+    ("k_on_other_gpu", lambda dt, D: dense(dt, D, k=F((2, 256, 2, D), dt, device_id=1)),
+     "k", r"device"),
+    ("out_on_cpu", lambda dt, D: dense(dt, D, out=F((2, 128, 8, D), dt, device="cpu")),
+     "out", r"cuda|device"),
+    ("q_float32", lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), "float32")),
+     "q", r"dtype|float32"),
+    ("k_other_dtype", lambda dt, D: dense(dt, D, k=F((2, 256, 2, D), other_dtype(dt))),
+     "k", r"dtype"),
+    ("v_other_dtype", lambda dt, D: dense(dt, D, v=F((2, 256, 2, D), other_dtype(dt))),
+     "v", r"dtype"),
+    ("out_other_dtype", lambda dt, D: dense(dt, D, out=F((2, 128, 8, D), other_dtype(dt))),
+     "out", r"dtype"),
+    ("lse_float16", lambda dt, D: dense(dt, D, lse=F((2, 8, 128), "float16")),
+     "lse", r"dtype|float32"),
+    ("q_3d_without_cu_seqlens", lambda dt, D: dense(dt, D, q=F((256, 8, D), dt)),
+     "q", r"dim"),
+    ("k_batch_differs", lambda dt, D: dense(dt, D, k=F((3, 256, 2, D), dt)),
+     "k", r"batch|\bB\b"),
+    ("v_length_differs", lambda dt, D: dense(dt, D, v=F((2, 255, 2, D), dt)),
+     "v", r"S_k|255"),
+    ("v_heads_differ", lambda dt, D: dense(dt, D, v=F((2, 256, 1, D), dt)),
+     "v", r"H_kv|head"),
+    ("h_q_not_multiple_of_h_kv",
+     lambda dt, D: dense(dt, D, H_q=6, H_kv=4), "H_q", r"H_kv"),
+    ("head_dim_80", lambda dt, D: dense(dt, 80), "q", r"head_dim|\bD\b"),
+    ("head_dim_32", lambda dt, D: dense(dt, 32), "q", r"head_dim|\bD\b"),
+    ("k_head_dim_differs",
+     lambda dt, D: dense(dt, D, k=F((2, 256, 2, 2 * D if D <= 128 else D // 2), dt)),
+     "k", r"head_dim|\bD\b"),
+    ("out_length_differs", lambda dt, D: dense(dt, D, out=F((2, 127, 8, D), dt)),
+     "out", r"shape"),
+    ("out_heads_differ", lambda dt, D: dense(dt, D, out=F((2, 128, 2, D), dt)),
+     "out", r"shape"),
+    ("lse_shape", lambda dt, D: dense(dt, D, lse=F((2, 128, 8), "float32")),
+     "lse", r"shape"),
+    ("q_last_dim_strided",
+     lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), dt, strides=(128 * 8 * D * 2, 8 * D * 2,
+                                                                 D * 2, 2))),
+     "q", r"contiguous|stride"),
+    ("k_rows_misaligned", lambda dt, D: dense(dt, D, k=padded((2, 256, 2, D), dt, 1)),
+     "k", r"stride|align"),
+    ("v_rows_misaligned", lambda dt, D: dense(dt, D, v=padded((2, 256, 2, D), dt, 3)),
+     "v", r"stride|align"),
+    ("q_pointer_misaligned", lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), dt, offset_bytes=2)),
+     "q", r"align"),
+    ("out_pointer_misaligned",
+     lambda dt, D: dense(dt, D, out=F((2, 128, 8, D), dt, offset_bytes=8)), "out", r"align"),
+    ("q_negative_stride",
+     lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), dt, strides=(128 * 8 * D, -8 * D, D, 1))),
+     "q", r"stride|negative"),
+    ("out_rows_overlap",
+     lambda dt, D: dense(dt, D, out=F((2, 128, 8, D), dt, strides=(8 * D, 0, D, 1))),
+     "out", r"stride|overlap"),
+    ("lse_not_contiguous",
+     lambda dt, D: dense(dt, D, lse=F((2, 8, 128), "float32", strides=(8 * 256, 256, 1))),
+     "lse", r"contiguous|stride"),
+    ("seqlen_beyond_int32",
+     lambda dt, D: dense(dt, D, S_q=2**31, lse=None), "q", r"2\^31|32-bit|int32|overflow"),
+    ("softmax_scale_inf", lambda dt, D: dense(dt, D, softmax_scale=math.inf),
+     "softmax_scale", None),
+    # varlen
+    ("cu_seqlens_k_missing", lambda dt, D: varlen(dt, D, cu_seqlens_k=None),
+     "cu_seqlens_k", None),
+    ("cu_seqlens_q_missing", lambda dt, D: varlen(dt, D, cu_seqlens_q=None),
+     "cu_seqlens_q", None),
+    ("cu_seqlens_int64",
+     lambda dt, D: varlen(dt, D, cu_seqlens_q=F((len(VARLEN_LENS_Q) + 1,), "int64")),
+     "cu_seqlens_q", r"dtype|int32"),
+    ("cu_seqlens_lengths_differ",
+     lambda dt, D: varlen(dt, D, cu_seqlens_k=F((len(VARLEN_LENS_Q),), "int32")),
+     "cu_seqlens_k", None),
+    ("cu_seqlens_2d", lambda dt, D: varlen(dt, D, cu_seqlens_q=F((1, 6), "int32")),
+     "cu_seqlens_q", r"dim"),
+    ("cu_seqlens_on_cpu",
+     lambda dt, D: varlen(dt, D, cu_seqlens_q=F((6,), "int32", device="cpu")),
+     "cu_seqlens_q", r"cuda|device"),
+    ("cu_seqlens_strided",
+     lambda dt, D: varlen(dt, D, cu_seqlens_k=F((6,), "int32", strides=(2,))),
+     "cu_seqlens_k", r"contiguous|stride"),
+    ("max_seqlen_q_zero", lambda dt, D: varlen(dt, D, max_seqlen_q=0), "max_seqlen_q", None),
+    ("max_seqlen_k_negative", lambda dt, D: varlen(dt, D, max_seqlen_k=-1),
+     "max_seqlen_k", None),
+    ("varlen_q_4d", lambda dt, D: varlen(dt, D, q=F((1, 87, 8, D), dt)), "q", r"dim"),
+    ("varlen_lse_3d", lambda dt, D: varlen(dt, D, lse=F((1, 8, 87), "float32")), "lse",
+     r"dim"),
+    ("varlen_out_rows_differ", lambda dt, D: varlen(dt, D, out=F((86, 8, D), dt)), "out",
+     r"shape"),
+]
+
+VALID = [
+    ("dense", lambda dt, D: dense(dt, D)),
+    ("causal_scale", lambda dt, D: dense(dt, D, causal=True, softmax_scale=0.5)),
+    ("no_lse", lambda dt, D: dense(dt, D, lse=None)),
+    ("mha", lambda dt, D: dense(dt, D, H_q=4, H_kv=4)),
+    ("mqa", lambda dt, D: dense(dt, D, H_q=16, H_kv=1)),
+    ("single_token", lambda dt, D: dense(dt, D, B=3, S_q=1, S_k=1)),
+    ("s_q_longer_than_s_k", lambda dt, D: dense(dt, D, S_q=300, S_k=7, causal=True)),
+    ("empty_keys", lambda dt, D: dense(dt, D, S_k=0)),
+    ("heads_slice",  # q = storage[:, :, ::2] of [B, S, 16, D]
+     lambda dt, D: dense(dt, D, q=F((2, 128, 8, D), dt, strides=(128 * 16 * D, 16 * D,
+                                                                 2 * D, 1)))),
+    ("head_dim_padded",  # k = storage[..., :D] of [B, S, H, D + 8]
+     lambda dt, D: dense(dt, D, k=padded((2, 256, 2, D), dt, 8))),
+    ("bhsd_storage",  # v = storage[B, H, S, D].transpose(1, 2)
+     lambda dt, D: dense(dt, D, v=F((2, 256, 2, D), dt, strides=(2 * 256 * D, D, 256 * D, 1)))),
+    ("size_one_dims_any_stride",  # DLPack exporters may put anything in size-1 strides
+     lambda dt, D: dense(dt, D, B=1, S_q=1, q=F((1, 1, 8, D), dt, strides=(3, 5, D, 1)),
+                         out=F((1, 1, 8, D), dt, strides=(0, 7, D, 1)))),
+    ("varlen", lambda dt, D: varlen(dt, D)),
+    ("varlen_causal_no_lse", lambda dt, D: varlen(dt, D, causal=True, lse=None)),
+    ("varlen_kv_packed",  # k, v = kv[:, 0], kv[:, 1] of [total_k, 2, H_kv, D]
+     lambda dt, D: varlen(dt, D, k=F((147, 2, D), dt, strides=(4 * D, D, 1)),
+                          v=F((147, 2, D), dt, strides=(4 * D, D, 1)))),
+    ("varlen_empty_batch_totals",
+     lambda dt, D: varlen(dt, D, q=F((0, 8, D), dt), out=F((0, 8, D), dt),
+                          lse=F((8, 0), "float32"), k=F((0, 2, D), dt), v=F((0, 2, D), dt),
+                          max_seqlen_q=0, max_seqlen_k=0)),
+]
+
+
+@pytest.mark.parametrize("case", INVALID, ids=[c[0] for c in INVALID])
+def test_validation_rejects(flashkit_ext, variant, case):
+    _, build, arg, what = case
+    args = build(*variant)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C.validate_attention_fwd(**args)
+    assert_error(ei, arg, what)
+
+
+@pytest.mark.parametrize("case", VALID, ids=[c[0] for c in VALID])
+def test_validation_accepts(flashkit_ext, variant, case):
+    _, build = case
+    assert flashkit_ext._C.validate_attention_fwd(**build(*variant)) is None
+
+
+@pytest.mark.parametrize("name", SPEC_VARIANTS)
+def test_each_spec_variant_is_compiled_or_reported_as_not_compiled(flashkit_ext, name):
+    dt, D = name.split("/")
+    args = dense(dt, int(D))
+    if name in flashkit_ext.compiled_fwd_variants():
+        assert flashkit_ext._C.validate_attention_fwd(**args) is None
+    else:
+        with pytest.raises(NotImplementedError, match=r"not compiled"):
+            flashkit_ext._C.validate_attention_fwd(**args)
+
+
+def test_fake_arrays_describe_what_they_claim():
+    a = F((2, 3, 4, 64), "bfloat16", strides=(1000, 300, 70, 1), device_id=3, offset_bytes=16)
+    assert a.__dlpack_device__() == (fake_dlpack.KDL_CUDA, 3)
+    assert a.data % 256 == 16
+    assert F((2, 3), device="cpu").__dlpack_device__() == (fake_dlpack.KDL_CPU, 0)
+    assert F((2, 3, 4)).strides == (12, 4, 1)
