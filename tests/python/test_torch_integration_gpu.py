@@ -228,6 +228,10 @@ def _delay(stream):
 
 
 def test_runs_on_the_current_stream(variant):
+    """flashkit.attention under torch.cuda.stream(side) sees the work queued before it on
+    `side`. (A launch on the legacy default stream can still pass here when torch's DLPack
+    export makes the default stream wait for the current one; the CUDA-graph tests, which
+    capture on a side stream, are the strict check of stream use.)"""
     q_old, k, v = qkv(variant, 13)
     q_new = qkv(variant, 14)[0]
     q = q_old.clone()
