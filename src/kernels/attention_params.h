@@ -34,6 +34,12 @@ struct FwdParams {
   float softmax_scale;       // applied to q k^T
   float softmax_scale_log2;  // softmax_scale * log2(e): the kernel works in base 2
   bool causal;
+
+  // Tile order, set by the launcher (not by callers): (batch, head) pairs are taken in
+  // groups of `sched_group`, sized so that a group's K/V fit in part of the L2; within a
+  // group, row blocks run heaviest-first (matters with a causal mask).
+  int sched_group;
+  int num_m_blocks;
 };
 
 }  // namespace flashkit

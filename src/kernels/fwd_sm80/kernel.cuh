@@ -159,11 +159,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp = tid / 32;
-  // Row blocks run last-to-first: with a causal mask the last rows see the most keys,
-  // so the longest CTAs start first and the short ones fill the tail.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  // Tile order: the grid is (sched_group, num_m_blocks, groups) and CTAs are dispatched
+  // x fastest, so (batch, head) pairs are taken in groups of p.sched_group whose K/V fit
+  // in L2 together (the launcher sizes the groups), and within a group row blocks run
+  // from last to first. With a causal mask the last rows see the most keys, so the
+  // longest CTAs start first and the short ones fill the tail, while the CTAs in flight
+  // still share K/V through L2. Everything derives from blockIdx: ptxas re-reads it where
+  // registers are short (a variant that recomputed coordinates in the epilogue spilled
+  // 112 bytes at d128, this one 8).
+  const int bh = blockIdx.z * p.sched_group + blockIdx.x;
+  if (bh >= p.batch * p.h_q) return;
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int head = bh % p.h_q;
+  const int batch = bh / p.h_q;
 
   // Sequence extents (varlen: from cu_seqlens; a zero-length sequence exits here).
   const bool varlen = p.cu_seqlens_q != nullptr;
