@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "prims/cp_async.cuh"
-#include "prims/ldmatrix.cuh"
+#include "prims/opaque.cuh"
 #include "tiles/smem_tile.cuh"
 
 namespace flashkit::tiles {

@@ -11,7 +11,7 @@
 
 namespace flashkit::fwd_sm80 {
 
-template <typename T_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kStages_ = 1,
+template <typename T_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_,
           bool kConditionalRescale_ = true, int kMinBlocks_ = 1>
 struct FwdTraits {
   using T = T_;
@@ -20,10 +20,6 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kThreads = kNWarps * 32;
-  // 1: one K and one V buffer, V(n) loads during QK^T and K(n-1) during PV (FA2 on sm80),
-  //    two barriers per key tile. 2: double-buffered K/V, tile n-1 loads during all of
-  //    tile n's work, one barrier per key tile.
-  static constexpr int kStages = kStages_;
   // See OnlineSoftmax: skip rescaling O unless a row max grew by more than 2^8.
   static constexpr bool kConditionalRescale = kConditionalRescale_;
   static constexpr int kMinBlocks = kMinBlocks_;
@@ -41,14 +37,12 @@ struct FwdTraits {
   using KTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
   using VTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
 
-  static_assert(kStages == 1 || kStages == 2, "one or two K/V stages");
-
-  // Shared-memory plan: [Q | K x kStages | V x kStages]; its size is the dynamic shared
-  // memory of a CTA.
+  // Shared-memory plan: [Q | K | V] (one K and one V buffer: V(n) loads during QK^T and
+  // K(n-1) during PV, as FA2 on sm80); its size is the dynamic shared memory of a CTA.
   static constexpr int kSmemQ = 0;
   static constexpr int kSmemK = kSmemQ + QTile::kBytes;
-  static constexpr int kSmemV = kSmemK + kStages * KTile::kBytes;
-  static constexpr int kSmemBytes = kSmemV + kStages * VTile::kBytes;
+  static constexpr int kSmemV = kSmemK + KTile::kBytes;
+  static constexpr int kSmemBytes = kSmemV + VTile::kBytes;
 };
 
 }  // namespace flashkit::fwd_sm80
