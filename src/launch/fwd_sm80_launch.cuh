@@ -24,18 +24,17 @@ template <> struct ElementOf<bf16_t> { using type = __nv_bfloat16; };
 namespace fwd_sm80 {
 
 // Tile configuration per head dim: FwdTraits<T, D, kBlockM, kBlockN, kNWarps,
-// kConditionalRescale, kWarpPairs>. Chosen by measurement on an H200 (docs/kernels/fwd_sm80.md has
+// kConditionalRescale>. Chosen by measurement on an H200 (docs/kernels/fwd_sm80.md has
 // the sweeps): d64 and d128 want 2 row tiles per warp (4 warps x 32 rows), with 128- and
-// 64-key tiles; d192/d256 can't hold 2 row tiles of a full-width O in registers, so warp
-// pairs share 32 rows (each half the keys in QK^T, half the head dim in PV). Double
+// 64-key tiles; d256 can't hold 2 row tiles of O in registers, so 8 warps x 16 rows. Double
 // buffering K/V measured no faster; conditional rescaling pays at d64/d128
 // (+5-10%) and costs at d256 (-8%).
 template <typename T, int D> struct Config;
 template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 128, 4, true>; };
 template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 64, 4, true>; };
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 64, 4, true>; };
-template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 128, 64, 8, true, true>; };
-template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 128, 64, 8, true, true>; };
+template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 128, 64, 8, false>; };
+template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 128, 64, 8, false>; };
 
 // Fallback for GPUs whose per-block shared memory (99 KB on sm_86/89) can't hold the main
 // configuration's tiles: 64-row blocks, 32-key tiles.

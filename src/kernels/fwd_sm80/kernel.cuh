@@ -24,7 +24,6 @@
 #include "kernels/fwd_sm80/mask.cuh"
 #include "kernels/fwd_sm80/softmax.cuh"
 #include "kernels/fwd_sm80/traits.cuh"
-#include "prims/barrier.cuh"
 #include "prims/cp_async.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
@@ -96,13 +95,13 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
 // fragments of n8 tiles 2j and 2j+1 form the A fragment of k16 step j. Packing right
 // after the softmax halves the registers P occupies during P V.
 template <class Tr>
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kMTiles][Tr::kOwnPSteps][4],
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kMTiles][Tr::kPSteps][4],
                                        const float (&p)[Tr::kMTiles][Tr::kNTiles][4]) {
   using T = typename Tr::T;
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
 #pragma unroll
-    for (int ps = 0; ps < Tr::kOwnPSteps; ++ps) {
+    for (int ps = 0; ps < Tr::kPSteps; ++ps) {
       pa[mt][ps][0] = prims::pack2<T>(p[mt][2 * ps][0], p[mt][2 * ps][1]);
       pa[mt][ps][1] = prims::pack2<T>(p[mt][2 * ps][2], p[mt][2 * ps][3]);
       pa[mt][ps][2] = prims::pack2<T>(p[mt][2 * ps + 1][0], p[mt][2 * ps + 1][1]);
@@ -229,99 +228,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   OnlineSoftmax<Tr::kMTiles, Tr::kConditionalRescale> softmax;
   softmax.init();
 
-  // Warp layout: row group (kWarpM rows) and, for warp pairs, the role: role r computes S
-  // for keys [r * kWarpKeys, ...) of each tile and O for columns [r * kWarpD, ...).
-  const int row_group = Tr::kWarpPairs ? warp % Tr::kRowGroups : warp;
-  const int role = Tr::kWarpPairs ? warp / Tr::kRowGroups : 0;
-  const int partner = role == 0 ? warp + Tr::kRowGroups : warp - Tr::kRowGroups;  // pairs only
-  const int warp_row0 = row_group * Tr::kWarpM;
-  const int key_off = role * Tr::kWarpKeys;
-  const int d_off = role * Tr::kWarpD;
+  const int warp_row0 = warp * Tr::kWarpM;
   const float scale_log2 = p.softmax_scale_log2;
-  const int g = lane / 4, t = lane % 4;
-  // Warp pairs: each warp's P and row maxima/sums, exchanged with its partner.
-  T* sP = reinterpret_cast<T*>(smem + Tr::kSmemP);
-  float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemMax);
-  // Replaces this warp's per-row values with the combination over the pair.
-  auto pair_exchange = [&](float (&v)[Tr::kMTiles][2], auto op) {
-    if constexpr (Tr::kWarpPairs) {
-      if (t == 0) {
-#pragma unroll
-        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-          sMax[warp * Tr::kWarpM + mt * 16 + g] = v[mt][0];
-          sMax[warp * Tr::kWarpM + mt * 16 + g + 8] = v[mt][1];
-        }
-      }
-      prims::named_barrier_sync(1 + row_group, 64);
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-        v[mt][0] = op(v[mt][0], sMax[partner * Tr::kWarpM + mt * 16 + g]);
-        v[mt][1] = op(v[mt][1], sMax[partner * Tr::kWarpM + mt * 16 + g + 8]);
-      }
-    }
-  };
 
   // One key tile: S = Q K^T, mask, online softmax, O += P V. `sKn`/`sVn`: the tile's
   // buffers; `wait_v_then_issue_k` runs between the softmax and P V (see the pipeline).
   auto tile = [&](auto masked_tag, const T* sKn, const T* sVn, auto&& wait_v_then_issue_k) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     float s[Tr::kMTiles][Tr::kNTiles][4];
-    gemm_qk<Tr>(s, sQ, sKn + key_off * Tr::KTile::kStride, warp_row0, lane);
-    if constexpr (kMasked) mask.apply(s, m0 + warp_row0, n_block * kBlockN + key_off, lane);
-    softmax.update(s, o, scale_log2, [&](float (&mx)[Tr::kMTiles][2]) {
-      pair_exchange(mx, [](float a, float b) { return fmaxf(a, b); });
-    });
-    uint32_t pa_own[Tr::kMTiles][Tr::kOwnPSteps][4];
-    pack_p<Tr>(pa_own, s);
-    if constexpr (Tr::kWarpPairs) {  // publish this warp's half of P (read after the barrier)
-      T* mine = sP + warp * Tr::PTile::kElems;
-#pragma unroll
-      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-#pragma unroll
-        for (int j = 0; j < Tr::kOwnPSteps; ++j) {
-          const int r = mt * 16 + g, c = j * 16 + 2 * t;
-          *reinterpret_cast<uint32_t*>(mine + Tr::PTile::offset(r, c)) = pa_own[mt][j][0];
-          *reinterpret_cast<uint32_t*>(mine + Tr::PTile::offset(r + 8, c)) = pa_own[mt][j][1];
-          *reinterpret_cast<uint32_t*>(mine + Tr::PTile::offset(r, c + 8)) = pa_own[mt][j][2];
-          *reinterpret_cast<uint32_t*>(mine + Tr::PTile::offset(r + 8, c + 8)) = pa_own[mt][j][3];
-        }
-      }
-    }
-    wait_v_then_issue_k();  // CTA-wide barrier: the partner's P is visible after it
-    if constexpr (Tr::kWarpPairs) {
-      // P for the whole key tile: this warp's half from registers, the partner's from shared
-      // memory. The role is a template constant here so every register index is static.
-      auto pv_with_role = [&](auto role_tag) {
-        constexpr int kRole = decltype(role_tag)::value;
-        uint32_t pa[Tr::kMTiles][Tr::kPSteps][4];
-        const uint32_t theirs = prims::smem_addr(sP + partner * Tr::PTile::kElems +
-                                                 Tr::PTile::offset(lane % 16, (lane / 16) * 8));
-#pragma unroll
-        for (int ps = 0; ps < Tr::kPSteps; ++ps) {
-          const int own = ps - kRole * Tr::kOwnPSteps;
-          if (own >= 0 && own < Tr::kOwnPSteps) {
-#pragma unroll
-            for (int mt = 0; mt < Tr::kMTiles; ++mt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) pa[mt][ps][e] = pa_own[mt][own][e];
-          } else {
-            const int j = ps - (1 - kRole) * Tr::kOwnPSteps;
-#pragma unroll
-            for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-              prims::ldmatrix_x4(pa[mt][ps], theirs + Tr::PTile::offset(mt * 16, j * 16) * int(sizeof(T)));
-            }
-          }
-        }
-        gemm_pv<Tr>(o, pa, sVn + kRole * Tr::kWarpD, lane);
-      };
-      if (role == 0) {
-        pv_with_role(std::integral_constant<int, 0>{});
-      } else {
-        pv_with_role(std::integral_constant<int, 1>{});
-      }
-    } else {
-      gemm_pv<Tr>(o, pa_own, sVn, lane);
-    }
+    gemm_qk<Tr>(s, sQ, sKn, warp_row0, lane);
+    if constexpr (kMasked) mask.apply(s, m0 + warp_row0, n_block * kBlockN, lane);
+    softmax.update(s, o, scale_log2);
+    uint32_t pa[Tr::kMTiles][Tr::kPSteps][4];
+    pack_p<Tr>(pa, s);
+    wait_v_then_issue_k();
+    gemm_pv<Tr>(o, pa, sVn, lane);
   };
   auto load_k = [&](T* dst, int n) {
     tiles::load_tile_async<typename Tr::KTile, kThreads>(dst, gK + int64_t(n) * kBlockN * p.k_row_stride,
@@ -357,19 +278,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   // Epilogue: normalize, stage O through shared memory (the Q tile: each warp overwrites
   // only its own rows, which only it has read), then coalesced 16-byte stores.
   float lse[Tr::kMTiles][2];
-  softmax.finalize(o, scale_log2, lse, [&](float (&sum)[Tr::kMTiles][2]) {
-    pair_exchange(sum, [](float a, float b) { return a + b; });
-  });
+  softmax.finalize(o, scale_log2, lse);
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt) {
     const int r = warp_row0 + mt * 16 + g;
 #pragma unroll
     for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-      const int c = d_off + dt * 8 + 2 * t;
+      const int c = dt * 8 + 2 * t;
       *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r, c)) = prims::pack2<T>(o[mt][dt][0], o[mt][dt][1]);
       *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r + 8, c)) = prims::pack2<T>(o[mt][dt][2], o[mt][dt][3]);
     }
-    if (gLse != nullptr && t == 0 && role == 0) {
+    if (gLse != nullptr && t == 0) {
       if (r < rows_here) gLse[r] = lse[mt][0];
       if (r + 8 < rows_here) gLse[r + 8] = lse[mt][1];
     }

@@ -65,27 +65,16 @@ struct OnlineSoftmax {
   // is exact: the final normalization and LSE use the same reference max.
   static constexpr float kRescaleThreshold = 8.f;
 
-  //
-  // `combine_max(float (&)[kMTiles][2])` sees the tile's row maxima over this warp's keys
-  // before they are used; warp pairs replace them with the max over both halves.
-  template <int kNTiles, int kDTiles, class CombineMax>
+  template <int kNTiles, int kDTiles>
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
-                                         float (&o)[kMTiles][kDTiles][4], float scale_log2,
-                                         CombineMax&& combine_max) {
-    float tile_max[kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) tile_max[mt][h] = prims::quad_max(tree_max(s, mt, h));
-    }
-    combine_max(tile_max);
+                                         float (&o)[kMTiles][kDTiles][4], float scale_log2) {
     float correction[kMTiles][2];
     bool any_moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float mx = tile_max[mt][h];
+        const float mx = prims::quad_max(tree_max(s, mt, h));
         const float old_max = row_max[mt][h];
         // Moves when the row had no reference yet (old -inf, new finite) or grew too much;
         // a row whose keys were all masked so far keeps -inf.
@@ -121,30 +110,16 @@ struct OnlineSoftmax {
     }
   }
 
-  template <int kNTiles, int kDTiles>
-  __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
-                                         float (&o)[kMTiles][kDTiles][4], float scale_log2) {
-    update(s, o, scale_log2, [](float(&)[kMTiles][2]) {});
-  }
-
   // Normalizes O by the row sums and returns the natural-log LSE of each owned row
-  // (-inf and O = 0 for rows that saw no key). `combine_sum` sees the row sums over this
-  // warp's keys; warp pairs add the partner's.
-  template <int kDTiles, class CombineSum>
+  // (-inf and O = 0 for rows that saw no key).
+  template <int kDTiles>
   __device__ __forceinline__ void finalize(float (&o)[kMTiles][kDTiles][4], float scale_log2,
-                                           float (&lse)[kMTiles][2], CombineSum&& combine_sum) {
-    float sums[kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) sums[mt][h] = prims::quad_sum(row_sum[mt][h]);
-    }
-    combine_sum(sums);
+                                           float (&lse)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float sum = sums[mt][h];
+        const float sum = prims::quad_sum(row_sum[mt][h]);
         const bool empty = sum == 0.f || row_max[mt][h] == -INFINITY;
         const float inv = empty ? 0.f : 1.f / sum;
         lse[mt][h] = empty ? -INFINITY
