@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <mutex>
 #include <string>
 
 #include "launch/fwd_launch.h"
@@ -9,7 +10,7 @@
 namespace flashkit {
 namespace {
 
-using LaunchFn = int (*)(const FwdParams&, cudaStream_t);
+using LaunchFn = int (*)(const FwdParams&, const DeviceInfo&, cudaStream_t);
 
 struct Variant {
   DType dtype;
@@ -35,6 +36,31 @@ const Variant* find_variant(DType dtype, int head_dim) {
   return nullptr;
 }
 
+// Reads a device's DeviceInfo from the runtime.
+cudaError_t read_device_info(int device, DeviceInfo* d) {
+  *d = DeviceInfo{device, 0, 0, 0};
+  cudaError_t err = cudaDeviceGetAttribute(&d->cc_major, cudaDevAttrComputeCapabilityMajor, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->l2_bytes, cudaDevAttrL2CacheSize, device);
+  return err;
+}
+
+// The current device's DeviceInfo, read once per device (devices 0..63; others on every
+// call), so a launch makes no attribute queries.
+cudaError_t current_device_info(DeviceInfo* info) {
+  constexpr int kCached = 64;
+  static std::once_flag once[kCached];
+  static DeviceInfo table[kCached];
+  static cudaError_t status[kCached];
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < 0 || device >= kCached) return read_device_info(device, info);
+  std::call_once(once[device], [&] { status[device] = read_device_info(device, &table[device]); });
+  *info = table[device];
+  return status[device];
+}
+
 }  // namespace
 
 bool fwd_variant_compiled(DType dtype, int head_dim) {
@@ -57,18 +83,17 @@ Status run_attention_fwd(const FwdParams& params, DType dtype, cudaStream_t stre
                                " is not compiled into this build of FlashKit (see "
                                "FLASHKIT_DTYPES / FLASHKIT_HEAD_DIMS)");
   }
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  DeviceInfo dev;
+  cudaError_t err = current_device_info(&dev);
   if (err != cudaSuccess) {
     return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
   }
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (major < 8) {
+  if (dev.cc_major < 8) {
     return Status::Unsupported("attention forward needs compute capability 8.0 or newer (device " +
-                               std::to_string(device) + " has " + std::to_string(major) + ".x)");
+                               std::to_string(dev.device) + " has " + std::to_string(dev.cc_major) +
+                               ".x)");
   }
-  err = static_cast<cudaError_t>(variant->launch(params, stream));
+  err = static_cast<cudaError_t>(variant->launch(params, dev, stream));
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
     return Status::Unsupported(std::string("this build of FlashKit has no code for the current GPU "
                                            "(CMAKE_CUDA_ARCHITECTURES): ") + cudaGetErrorString(err));

@@ -11,8 +11,17 @@ namespace flashkit {
 struct fp16_t {};  // tags naming the element type without pulling in cuda_fp16.h
 struct bf16_t {};
 
+// What the launchers need to know about the current device. Read once per device by the
+// dispatcher (fwd_dispatch.cpp) and cached, so a launch makes no attribute queries.
+struct DeviceInfo {
+  int device;
+  int cc_major;
+  int smem_optin;  // max dynamic shared memory per block, bytes
+  int l2_bytes;
+};
+
 // Returns the cudaError_t of the launch (as int, 0 = success).
 template <typename DTypeTag, int kHeadDim>
-int launch_fwd_sm80(const FwdParams& params, cudaStream_t stream);
+int launch_fwd_sm80(const FwdParams& params, const DeviceInfo& dev, cudaStream_t stream);
 
 }  // namespace flashkit

@@ -90,28 +90,24 @@ cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int
 }  // namespace fwd_sm80
 
 template <typename Tag, int kHeadDim>
-int launch_fwd_sm80(const FwdParams& p, cudaStream_t stream) {
+int launch_fwd_sm80(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   using Main = typename fwd_sm80::Config<T, kHeadDim>::Tr;
   using Small = typename fwd_sm80::SmallSmemConfig<T, kHeadDim>::Tr;
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  int smem_optin = 0, l2_bytes = 0;
-  err = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
-  if (err != cudaSuccess) return err;
   // FLASHKIT_FWD_SMALL_TILES=1 forces the fallback so tests can cover it on any GPU.
   static const bool force_small = [] {
     const char* e = std::getenv("FLASHKIT_FWD_SMALL_TILES");
     return e != nullptr && e[0] == '1';
   }();
-  if (force_small || smem_optin < Main::kSmemBytes) return fwd_sm80::launch<Small>(p, stream, device, l2_bytes);
-  return fwd_sm80::launch<Main>(p, stream, device, l2_bytes);
+  if (force_small || dev.smem_optin < Main::kSmemBytes) {
+    return fwd_sm80::launch<Small>(p, stream, dev.device, dev.l2_bytes);
+  }
+  return fwd_sm80::launch<Main>(p, stream, dev.device, dev.l2_bytes);
 }
 
 }  // namespace flashkit
 
 // Defines launch_fwd_sm80<TAG, D> in an instantiation file.
-#define FLASHKIT_INSTANTIATE_FWD_SM80(TAG, D) \
-  template int flashkit::launch_fwd_sm80<flashkit::TAG, D>(const flashkit::FwdParams&, cudaStream_t);
+#define FLASHKIT_INSTANTIATE_FWD_SM80(TAG, D)                                                  \
+  template int flashkit::launch_fwd_sm80<flashkit::TAG, D>(const flashkit::FwdParams&,          \
+                                                           const flashkit::DeviceInfo&, cudaStream_t);
