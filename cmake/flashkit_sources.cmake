@@ -11,6 +11,15 @@ set(FLASHKIT_SOURCES
   ${_src}/launch/fwd_dispatch.cpp
 )
 
+# The Hopper family (src/kernels/fwd_sm90/) is compiled when the build targets sm_90a and a
+# (dtype, head dim) has an instantiation file there; other variants run the portable kernel.
+set(_with_sm90 OFF)
+foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+  if(_arch MATCHES "^90a")
+    set(_with_sm90 ON)
+  endif()
+endforeach()
+
 set(_variants "")
 foreach(_dt IN LISTS FLASHKIT_DTYPES)
   if(NOT _dt MATCHES "^(fp16|bf16)$")
@@ -23,6 +32,11 @@ foreach(_dt IN LISTS FLASHKIT_DTYPES)
     endif()
     list(APPEND FLASHKIT_SOURCES ${_f})
     string(APPEND _variants "FLASHKIT_FWD_VARIANT(${_dt}, ${_d})\n")
+    set(_f90 ${_src}/kernels/fwd_sm90/inst/fwd_sm90_${_dt}_hd${_d}.cu)
+    if(_with_sm90 AND EXISTS ${_f90})
+      list(APPEND FLASHKIT_SOURCES ${_f90})
+      string(APPEND _variants "FLASHKIT_FWD_SM90_VARIANT(${_dt}, ${_d})\n")
+    endif()
   endforeach()
 endforeach()
 file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/generated/flashkit/fwd_variants.inc

@@ -12,6 +12,9 @@
 #   pytest_gpu pytest -m gpu tests/python         (accuracy, determinism, torch integration)
 #   memcheck   compute-sanitizer --tool memcheck  on scripts/sanitize_small.py
 #   racecheck  compute-sanitizer --tool racecheck on scripts/sanitize_small.py --quick
+#   memcheck_portable, racecheck_portable
+#              the same with FLASHKIT_FWD_PORTABLE=1: on a Hopper GPU the default runs
+#              the sm90 kernels where they exist, this covers the portable ones too
 #   bench      python -m flashkit.bench [ARG...]  (--out-dir DIR/bench unless given)
 #
 # DIR defaults to $OUT (the device runner's output folder) or ./gpu_out. DIR/summary.txt
@@ -163,6 +166,8 @@ fi
 if [ "$RUN_SANITIZE" -eq 1 ]; then
   step memcheck sanitize memcheck
   step racecheck sanitize racecheck --quick  # racecheck is slow: fewer shapes
+  FLASHKIT_FWD_PORTABLE=1 step memcheck_portable sanitize memcheck
+  FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
 else
   skip sanitize "--skip-sanitize"
 fi

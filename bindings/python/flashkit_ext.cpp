@@ -312,6 +312,21 @@ NB_MODULE(_C, m) {
         "raises the same exception attention_fwd would.");
   m.def("compiled_fwd_variants", &flashkit::compiled_fwd_variants,
         "The forward variants compiled into this build, e.g. ['bfloat16/128', ...].");
+  m.def("compiled_fwd_kernels", &flashkit::compiled_fwd_kernels,
+        "Every compiled kernel as '<family>/<dtype>/<head_dim>', e.g. 'sm90/bfloat16/128'.");
+  m.def(
+      "fwd_kernel_family",
+      [](const std::string& dtype, int head_dim) {
+        DType dt = DType::kInvalid;
+        if (dtype == "float16") dt = DType::kFloat16;
+        else if (dtype == "bfloat16") dt = DType::kBFloat16;
+        else throw nb::value_error("dtype must be 'float16' or 'bfloat16'");
+        return flashkit::fwd_kernel_family(dt, head_dim);
+      },
+      "dtype"_a, "head_dim"_a,
+      "Kernel family attention runs for (dtype, head_dim) on the current device: 'sm90' "
+      "(Hopper wgmma), 'sm80' (portable), or '' (not compiled / no usable device). "
+      "FLASHKIT_FWD_PORTABLE=1 forces 'sm80'.");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
 }

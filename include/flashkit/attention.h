@@ -47,6 +47,16 @@ Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream);
 std::vector<std::string> compiled_fwd_variants();
 bool is_fwd_variant_compiled(DType dtype, int head_dim);
 
+// Which kernel family attention_fwd runs for (dtype, head_dim) on the current device:
+// "sm90" (Hopper wgmma kernels, compute capability 9.0 with sm_90a code in the build),
+// "sm80" (the portable kernels), or "" when the variant is not compiled or no device is
+// usable. FLASHKIT_FWD_PORTABLE=1 in the environment (read once) forces "sm80".
+std::string fwd_kernel_family(DType dtype, int head_dim);
+// Every kernel compiled into this build as "<family>/<dtype>/<head_dim>", e.g.
+// {"sm80/float16/64", ..., "sm90/bfloat16/256"}: the sm80 family covers every compiled
+// variant, the sm90 family the head dims that have a Hopper kernel.
+std::vector<std::string> compiled_fwd_kernels();
+
 // Library version string, e.g. "0.1.0".
 const char* version();
 

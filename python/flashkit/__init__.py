@@ -29,8 +29,9 @@ except ImportError:
 else:
     _C_IMPORT_ERROR = None
 
-from .ops import attention, attention_varlen, compiled_fwd_variants
+from .ops import attention, attention_varlen, compiled_fwd_variants, fwd_kernel_family
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
-__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "__version__"]
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "fwd_kernel_family",
+           "__version__"]

@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["attention", "attention_varlen", "compiled_fwd_variants"]
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "fwd_kernel_family"]
 
 _ARRAY_KINDS = "a torch.Tensor, a cupy array or a numpy array"
 
@@ -53,6 +53,15 @@ def _torch_ops_module():
 def compiled_fwd_variants():
     """The forward variants compiled into this build, e.g. ``['bfloat16/128', ...]``."""
     return list(_native().compiled_fwd_variants())
+
+
+def fwd_kernel_family(dtype, head_dim):
+    """Kernel family :func:`attention` runs for ``dtype`` and ``head_dim`` on the current
+    device: ``'sm90'`` (Hopper wgmma kernels), ``'sm80'`` (portable kernels) or ``''`` (not
+    compiled, or no usable GPU). ``dtype``: a torch dtype or ``'float16'``/``'bfloat16'``.
+    The environment variable ``FLASHKIT_FWD_PORTABLE=1`` (read once) forces ``'sm80'``."""
+    name = str(dtype).replace("torch.", "")
+    return str(_native().fwd_kernel_family(name, int(head_dim)))
 
 
 def _scale_arg(softmax_scale):

@@ -413,4 +413,10 @@ FLASHKIT_EXPORT bool is_fwd_variant_compiled(DType dtype, int head_dim) {
   return fwd_variant_compiled(dtype, head_dim);
 }
 
+FLASHKIT_EXPORT std::vector<std::string> compiled_fwd_kernels() { return fwd_kernels(); }
+
+FLASHKIT_EXPORT std::string fwd_kernel_family(DType dtype, int head_dim) {
+  return fwd_family(dtype, head_dim);
+}
+
 }  // namespace flashkit

@@ -19,5 +19,9 @@ Status run_attention_fwd(const FwdParams& params, DType dtype, cudaStream_t stre
 
 bool fwd_variant_compiled(DType dtype, int head_dim);
 std::vector<std::string> fwd_variants();
+// Every compiled kernel as "<family>/<dtype>/<head_dim>", e.g. "sm90/bfloat16/128".
+std::vector<std::string> fwd_kernels();
+// "sm90", "sm80" or "" (see flashkit::fwd_kernel_family).
+std::string fwd_family(DType dtype, int head_dim);
 
 }  // namespace flashkit

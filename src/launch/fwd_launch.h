@@ -1,5 +1,6 @@
 // Declaration of the per-variant forward launchers. Each is defined (explicitly
-// instantiated) in its own small file under src/kernels/fwd_sm80/inst/.
+// instantiated) in its own small file under src/kernels/fwd_sm80/inst/ (portable, sm_80+)
+// or src/kernels/fwd_sm90/inst/ (Hopper, sm_90a only).
 #pragma once
 
 #include "kernels/attention_params.h"
@@ -16,6 +17,7 @@ struct bf16_t {};
 struct DeviceInfo {
   int device;
   int cc_major;
+  int cc_minor;
   int smem_optin;  // max dynamic shared memory per block, bytes
   int l2_bytes;
 };
@@ -23,5 +25,7 @@ struct DeviceInfo {
 // Returns the cudaError_t of the launch (as int, 0 = success).
 template <typename DTypeTag, int kHeadDim>
 int launch_fwd_sm80(const FwdParams& params, const DeviceInfo& dev, cudaStream_t stream);
+template <typename DTypeTag, int kHeadDim>
+int launch_fwd_sm90(const FwdParams& params, const DeviceInfo& dev, cudaStream_t stream);
 
 }  // namespace flashkit

@@ -7,19 +7,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cstdint>
 #include <cstdlib>
 
 #include "kernels/fwd_sm80/kernel.cuh"
+#include "launch/element_type.cuh"
 #include "launch/fwd_launch.h"
+#include "launch/launch_common.cuh"
 
 namespace flashkit {
-
-template <typename Tag> struct ElementOf;
-template <> struct ElementOf<fp16_t> { using type = __half; };
-template <> struct ElementOf<bf16_t> { using type = __nv_bfloat16; };
 
 namespace fwd_sm80 {
 
@@ -40,49 +35,16 @@ template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 128, 
 // configuration's tiles: 64-row blocks, 32-key tiles.
 template <typename T, int D> struct SmallSmemConfig { using Tr = FwdTraits<T, D, 64, 32, 4>; };
 
-// Raises a kernel's dynamic shared-memory limit once per device (the attribute belongs
-// to the device's context; devices 0..63 are tracked, others set it on every launch).
-template <class Tr>
-cudaError_t prepare(int device) {
-  static std::atomic<uint64_t> done{0};
-  const uint64_t bit = device < 64 ? (uint64_t{1} << device) : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  const cudaError_t err =
-      cudaFuncSetAttribute(&fwd_kernel<Tr>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-  if (err == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_acq_rel);
-  return err;
-}
-
-// (batch, head) pairs per scheduling group. Causal: as many as keep their K and V within
-// the L2, at least one, split into groups of equal size (a small last group would put its
-// heaviest row blocks at the very end, in the tail); measured +6-27% over per-head order
-// on the causal sweeps. Non-causal: every tile costs the same, so one pair per group
-// (head-major order) keeps the row blocks sharing a K/V in flight together.
-inline int64_t sched_group(const FwdParams& p, int64_t l2_bytes, int elem_bytes) {
-  const int64_t num_bh = int64_t(p.batch) * p.h_q;
-  if (!p.causal) return 1;
-  const int64_t kv_bytes = int64_t(p.seqlen_k) * p.head_dim * elem_bytes * 2;
-  int64_t group = kv_bytes > 0 ? l2_bytes / kv_bytes : num_bh;
-  group = std::max<int64_t>(1, std::min(group, num_bh));
-  const int64_t groups = (num_bh + group - 1) / group;
-  return (num_bh + groups - 1) / groups;
-}
-
 template <class Tr>
 cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
-  auto kernel = &fwd_kernel<Tr>;
-  cudaError_t err = prepare<Tr>(device);
+  constexpr auto kernel = &fwd_kernel<Tr>;
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(device, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   FwdParams p = params;
-  const int64_t num_bh = int64_t(p.batch) * p.h_q;
-  const int64_t num_m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
-  // grid.z (groups) is limited to 65535: widen the groups when there are more pairs.
-  int64_t group = std::max<int64_t>(sched_group(p, l2_bytes, int(sizeof(typename Tr::T))),
-                                    (num_bh + 65534) / 65535);
-  if (num_m_blocks > 65535) return cudaErrorInvalidConfiguration;  // > 8M query rows
-  p.sched_group = int(group);
-  p.num_m_blocks = int(num_m_blocks);
-  const dim3 grid(unsigned(group), unsigned(num_m_blocks), unsigned((num_bh + group - 1) / group));
+  dim3 grid;
+  if (!launch_util::make_grid(p, Tr::kBlockM, l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
+    return cudaErrorInvalidConfiguration;
+  }
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }

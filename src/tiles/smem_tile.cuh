@@ -20,6 +20,7 @@ struct PaddedTile {
   static constexpr int kStride = kCols + kPad;  // elements between rows
   static constexpr int kElems = kRows * kStride;
   static constexpr int kBytes = kElems * static_cast<int>(sizeof(T));
+  static constexpr int kRowPeriod = 1;  // rows are uniform: any row step keeps the layout
   static_assert(kCols % 8 == 0, "rows are moved in 16-byte chunks");
 
   __device__ __forceinline__ static constexpr int offset(int row, int col) {

@@ -24,6 +24,9 @@ struct TileCopyPlan {
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kPasses = (Tile::kRows + kRowsPerPass - 1) / kRowsPerPass;
   static_assert(kRowsPerPass >= 1, "a row must not need more chunks than there are threads");
+  // A thread steps kRowsPerPass rows at a constant shared-memory stride, which a swizzled
+  // layout only allows in multiples of its row period.
+  static_assert(kRowsPerPass % Tile::kRowPeriod == 0, "row step must keep the swizzle phase");
   static constexpr bool kEven = kThreads % kChunksPerRow == 0 && Tile::kRows % kRowsPerPass == 0;
 
   int row;  // this thread's first row (may be >= kRows for idle threads)

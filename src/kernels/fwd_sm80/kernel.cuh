@@ -21,8 +21,8 @@
 #include <type_traits>
 
 #include "kernels/attention_params.h"
-#include "kernels/fwd_sm80/mask.cuh"
-#include "kernels/fwd_sm80/softmax.cuh"
+#include "kernels/attention_common/mask.cuh"
+#include "kernels/attention_common/online_softmax.cuh"
 #include "kernels/fwd_sm80/traits.cuh"
 #include "prims/cp_async.cuh"
 #include "prims/ldmatrix.cuh"
@@ -32,6 +32,9 @@
 #include "tiles/tile_copy.cuh"
 
 namespace flashkit::fwd_sm80 {
+
+using attn::Mask;
+using attn::OnlineSoftmax;
 
 // S[kMTiles][kNTiles] = Q (warp rows) x K(tile)^T, Q and K from shared memory.
 // Fragments are double-buffered in registers: the ldmatrix for the next (k-step, key pair)
@@ -167,7 +170,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   // longest CTAs start first and the short ones fill the tail, while the CTAs in flight
   // still share K/V through L2. Everything derives from blockIdx: ptxas re-reads it where
   // registers are short (a variant that recomputed coordinates in the epilogue spilled
-  // 112 bytes at d128, this one 8).
+  // 112 bytes at d128, this one 8). The same logic as a struct (attn::BlockInfo, used by
+  // the sm90 family) made ptxas spill here: d64 8 -> 64 bytes, d128 8 -> 24 bytes.
   const int bh = blockIdx.z * p.sched_group + blockIdx.x;
   if (bh >= p.batch * p.h_q) return;
   const int m_block = gridDim.y - 1 - blockIdx.y;

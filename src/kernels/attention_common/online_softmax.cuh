@@ -3,13 +3,16 @@
 // Each lane holds two rows per 16-row MMA tile (g and g + 8); a row's 4 owner lanes are
 // one quad, so the max needs a quad reduction per tile while the sum stays lane-partial
 // until the end (the partial sums are rescaled by the same factors as the row).
+//
+// Shared by the forward kernel families: the mma.sync C fragments (sm80) and the wgmma
+// accumulators (sm90, see prims/wgmma.cuh) have the same per-warp layout.
 #pragma once
 
 #include <cmath>
 
 #include "prims/numeric.cuh"
 
-namespace flashkit::fwd_sm80 {
+namespace flashkit::attn {
 
 // Max / sum over the 2 * kNTiles scores a lane holds for one row, as a pairwise tree:
 // a serial chain of dependent FMNMX/FADD stalls on their fixed latency (ncu measured
@@ -134,4 +137,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace flashkit::fwd_sm80
+}  // namespace flashkit::attn

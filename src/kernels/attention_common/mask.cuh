@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace flashkit::fwd_sm80 {
+namespace flashkit::attn {
 
 struct Mask {
   int seqlen_q;
@@ -53,4 +53,4 @@ struct Mask {
   }
 };
 
-}  // namespace flashkit::fwd_sm80
+}  // namespace flashkit::attn

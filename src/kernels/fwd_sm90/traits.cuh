@@ -1,0 +1,43 @@
+// Tile shapes and shared-memory plan of the Hopper (sm_90a) forward kernel.
+//
+// A CTA owns kBlockM = 64 * kWarpGroups query rows; warpgroup w owns rows [64w, 64w + 64)
+// and issues its own wgmmas (m64n64k16) for them. K/V stream in tiles of kBlockN keys
+// through kStages shared-memory buffers filled by cp.async. All operands use the 128-byte
+// swizzle that wgmma reads directly from shared memory (tiles/smem_swizzle.cuh).
+#pragma once
+
+#include "tiles/smem_swizzle.cuh"
+
+namespace flashkit::fwd_sm90 {
+
+template <typename T_, int kHeadDim_, int kBlockN_, int kWarpGroups_ = 2, int kStages_ = 2>
+struct FwdTraits {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarpGroups = kWarpGroups_;
+  static constexpr int kBlockM = 64 * kWarpGroups;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = 128 * kWarpGroups;
+  static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
+  static constexpr int kDChunks = kHeadDim / 64;  // n64 wgmmas per k-step of P V
+  static constexpr int kNTiles = kBlockN / 8;     // 8-key column tiles of S (per lane: 4 floats)
+  static constexpr int kDTiles = kHeadDim / 8;    // 8-column tiles of O
+  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of Q K^T
+  static constexpr int kPSteps = kBlockN / 16;    // k16 steps of P V
+  static_assert(kHeadDim % 64 == 0 && kBlockN % 64 == 0, "whole 128-byte swizzle atoms");
+
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // reused for O in the epilogue
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
+  using VTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
+
+  // [Q | K stage 0..S-1 | V stage 0..S-1], every tile on a 1024-byte boundary (the kernel
+  // aligns the base; kSmemBytes includes the slack).
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + QTile::kBytes;
+  static constexpr int kSmemV = kSmemK + kStages * KTile::kBytes;
+  static constexpr int kSmemBytes = kSmemV + kStages * VTile::kBytes + 1024;
+  static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0, "1024-byte aligned tiles");
+};
+
+}  // namespace flashkit::fwd_sm90

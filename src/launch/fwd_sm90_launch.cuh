@@ -1,0 +1,52 @@
+// Launcher of the Hopper (sm_90a, wgmma) forward kernel: the tile configuration of each
+// head dim and the grid. Included only by the per-variant instantiation files in
+// src/kernels/fwd_sm90/inst/, which each define one launch_fwd_sm90<dtype, head_dim>.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/fwd_sm90/kernel.cuh"
+#include "launch/element_type.cuh"
+#include "launch/fwd_launch.h"
+#include "launch/launch_common.cuh"
+
+namespace flashkit {
+
+namespace fwd_sm90 {
+
+// Tile configuration per head dim: FwdTraits<T, D, kBlockN, kWarpGroups, kStages>
+// (kBlockM = 64 x kWarpGroups). See docs/kernels/fwd_sm90.md for the measurements. Head
+// dims without an instantiation file in fwd_sm90/inst/ run the portable kernel: d64 at
+// 128 x 128 measured 0.93-1.00x of the portable kernel, so it has none yet.
+template <typename T, int D> struct Config;
+template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 2, 2>; };
+template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 2, 2>; };
+
+template <class Tr>
+cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
+  constexpr auto kernel = &fwd_kernel<Tr>;
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(device, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  FwdParams p = params;
+  dim3 grid;
+  if (!launch_util::make_grid(p, Tr::kBlockM, l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
+    return cudaErrorInvalidConfiguration;
+  }
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace fwd_sm90
+
+template <typename Tag, int kHeadDim>
+int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
+  return fwd_sm90::launch<Tr>(p, stream, dev.device, dev.l2_bytes);
+}
+
+}  // namespace flashkit
+
+// Defines launch_fwd_sm90<TAG, D> in an instantiation file.
+#define FLASHKIT_INSTANTIATE_FWD_SM90(TAG, D)                                                  \
+  template int flashkit::launch_fwd_sm90<flashkit::TAG, D>(const flashkit::FwdParams&,          \
+                                                           const flashkit::DeviceInfo&, cudaStream_t);

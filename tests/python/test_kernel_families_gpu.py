@@ -1,0 +1,64 @@
+"""Both forward kernel families on one GPU.
+
+On compute capability 9.0 (H100/H200) the dispatcher runs the Hopper (sm90, wgmma) kernel
+for the head dims that have one and the portable (sm80) kernel for the others; every
+other GPU runs the portable kernel. FLASHKIT_FWD_PORTABLE=1 forces the portable kernel, so
+on a Hopper GPU the main GPU tests cover the sm90 family and the subprocess below covers
+the sm80 family for every head dim (scripts/sanitize_small.py compares each case with the
+reference and exits non-zero on any mismatch).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DTYPES = ("float16", "bfloat16")
+
+
+def _families(flashkit_ext):
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    variants = flashkit_ext.compiled_fwd_variants()
+    assert variants, "no forward variant compiled"
+    assert {f"sm80/{v}" for v in variants} <= kernels, "every variant has a portable kernel"
+    return kernels, variants
+
+
+@pytest.mark.gpu
+def test_dispatch_picks_the_family_the_build_and_device_allow(flashkit_ext):
+    import torch
+
+    kernels, variants = _families(flashkit_ext)
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    forced = os.environ.get("FLASHKIT_FWD_PORTABLE") == "1"
+    for v in variants:
+        dtype, d = v.split("/")
+        want = "sm90" if hopper and not forced and f"sm90/{v}" in kernels else "sm80"
+        assert flashkit_ext.fwd_kernel_family(dtype, int(d)) == want, v
+
+
+def test_family_of_uncompiled_variant_is_empty(flashkit_ext):
+    assert flashkit_ext.fwd_kernel_family("float16", 40) == ""
+    with pytest.raises(ValueError):
+        flashkit_ext.fwd_kernel_family("float32", 64)
+
+
+@pytest.mark.gpu
+def test_portable_family_matches_reference():
+    env = dict(os.environ, FLASHKIT_FWD_PORTABLE="1")
+    probe = ("import flashkit; v = flashkit.compiled_fwd_variants(); "
+             "f = {flashkit.fwd_kernel_family(*x.split('/')[:1], int(x.split('/')[1])) for x in v}; "
+             "print(sorted(f))")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "['sm80']", r.stdout
+    cmd = [sys.executable, str(REPO / "scripts" / "sanitize_small.py"),
+           "--dims", "64", "96", "128", "192", "256"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"portable path failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert "cases passed" in r.stdout, r.stdout[-2000:]
