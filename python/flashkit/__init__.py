@@ -7,6 +7,7 @@ Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
     out = flashkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
                                     max_seqlen_q, max_seqlen_k, causal=False)
     flashkit.compiled_fwd_variants()   # e.g. ['float16/128', 'bfloat16/128', ...]
+    flashkit.fwd_kernel_family(torch.bfloat16, 128)   # 'sm90' on H100/H200, else 'sm80'
     flashkit.__version__
 
 Layout: q [B, S_q, H_q, D], k/v [B, S_k, H_kv, D] (any strides, last dim contiguous),
@@ -29,9 +30,10 @@ except ImportError:
 else:
     _C_IMPORT_ERROR = None
 
-from .ops import attention, attention_varlen, compiled_fwd_variants, fwd_kernel_family
+from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fwd_variants,
+                  fwd_kernel_family)
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
-__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "fwd_kernel_family",
-           "__version__"]
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
+           "fwd_kernel_family", "__version__"]

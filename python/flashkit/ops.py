@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "fwd_kernel_family"]
+__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
+           "fwd_kernel_family"]
 
 _ARRAY_KINDS = "a torch.Tensor, a cupy array or a numpy array"
 
@@ -53,6 +54,13 @@ def _torch_ops_module():
 def compiled_fwd_variants():
     """The forward variants compiled into this build, e.g. ``['bfloat16/128', ...]``."""
     return list(_native().compiled_fwd_variants())
+
+
+def compiled_fwd_kernels():
+    """Every compiled kernel as ``'<family>/<dtype>/<head_dim>'``, e.g.
+    ``'sm90/bfloat16/128'``: ``sm80`` (portable) for every compiled variant, ``sm90``
+    (Hopper) for the head dims that have one."""
+    return list(_native().compiled_fwd_kernels())
 
 
 def fwd_kernel_family(dtype, head_dim):
