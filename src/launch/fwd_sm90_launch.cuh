@@ -19,8 +19,8 @@ namespace fwd_sm90 {
 // dims without an instantiation file in fwd_sm90/inst/ run the portable kernel: d64 at
 // 128 x 128 measured 0.93-1.00x of the portable kernel, so it has none yet.
 template <typename T, int D> struct Config;
-template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 2, 2>; };
-template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 2, 2>; };
+template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
+template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3>; };
 
 template <class Tr>
 cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {

@@ -1,18 +1,22 @@
-// Hopper dense attention forward: FlashAttention-2's algorithm on warpgroup MMAs (wgmma).
+// Hopper dense attention forward: FlashAttention-2's algorithm on warpgroup MMAs (wgmma),
+// with FlashAttention-3's ping-pong schedule between two warpgroups.
 //
-// One CTA = kBlockM = 64 x kWarpGroups query rows of one (batch, head); warpgroup w owns
-// 64 rows. Per key tile n (walking from the last visible tile to the first, so the tiles
-// that need masking come first):
+// One CTA = 128 query rows of one (batch, head); each of its two warpgroups owns 64 rows.
+// Key tiles are walked from the last visible one to the first (the tiles that need
+// masking come first). Per warpgroup, gate j issues one batch of MMAs:
 //
-//   wait K(n) ─ sync ─ issue K(n-1), V(n-1) into the other stage
-//     ─ S = Q K(n)^T   (wgmma, Q and K straight from shared memory)
-//     ─ mask ─ online softmax ─ P packed to 16 bits in registers
-//     ─ wait V(n) ─ sync ─ O += P V(n)   (wgmma, P from registers, V transposed by hardware)
+//   O += P(j-1) V(j-1)   (wgmma: P from registers, V from shared memory, MN-major)
+//   S  = Q K(j)^T        (wgmma: Q and K from shared memory)
 //
-// Two K/V stages filled by cp.async: the loads of tile n-1 overlap all the work of tile n.
-// Unlike mma.sync (sm80 family), wgmma reads both operands of Q K^T and the B operand of
-// P V from shared memory itself, so no ldmatrix traffic goes through the registers, and a
-// warpgroup's 64 rows share one read of each K/V tile.
+// then waits for it, masks, runs the online softmax on S and packs P(j) to 16 bits. The
+// two warpgroups pass their gates in turn (named barriers), so while one runs its softmax
+// the other's MMAs keep the tensor cores busy.
+//
+// Loads: every thread cp.async-copies part of each K/V tile into 128-byte-swizzled stages
+// (K: 3 stages, V: 2) and its copies' completion arrives on the stage's "full" mbarrier;
+// after its MMAs on a stage each thread arrives on its "empty" mbarrier. No CTA-wide
+// barrier in the loop. Unlike mma.sync (sm80 family), wgmma reads Q, K and V from shared
+// memory itself for the whole 64-row warpgroup: no ldmatrix traffic through registers.
 //
 // The kernel body exists only in the sm_90a compilation (wgmma is not in sm_80 or in
 // the portable PTX); the dispatcher only launches it on compute capability 9.0.
@@ -30,6 +34,7 @@
 #include "kernels/attention_params.h"
 #include "kernels/fwd_sm90/traits.cuh"
 #include "prims/cp_async.cuh"
+#include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
@@ -48,16 +53,11 @@ __device__ __forceinline__ float (&n64_block(float (&acc)[1][kTiles][4], int chu
   return *reinterpret_cast<float(*)[8][4]>(&acc[0][chunk * 8][0]);
 }
 
-// S = Q K^T for the warpgroup's 64 rows: kKSteps x kNChunks wgmmas, one commit, one wait.
-// Descriptors advance inside a 128-byte swizzle row by 32 bytes per k16 step, and by one
-// atom column (kRows x 128 bytes) every 4 steps.
+// S = Q K^T for the warpgroup's 64 rows: kKSteps x kNChunks wgmmas (issue only; the caller
+// fences, commits and waits). Descriptors advance inside a 128-byte swizzle row by 32 bytes
+// per k16 step, and by one atom column (kRows x 128 bytes) every 4 steps.
 template <class Tr>
-__device__ __forceinline__ void gemm_qk(float (&s)[1][Tr::kNTiles][4], uint64_t desc_q, uint64_t desc_k) {
-#pragma unroll
-  for (int nt = 0; nt < Tr::kNTiles; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
-  prims::wgmma_fence();
+__device__ __forceinline__ void issue_qk(float (&s)[1][Tr::kNTiles][4], uint64_t desc_q, uint64_t desc_k) {
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
     const uint64_t q_off = ((ks / 4) * Tr::QTile::kBlockBytes + (ks % 4) * 32) >> 4;
@@ -68,18 +68,13 @@ __device__ __forceinline__ void gemm_qk(float (&s)[1][Tr::kNTiles][4], uint64_t 
                                                 ks > 0 ? 1 : 0);
     }
   }
-  prims::wgmma_commit();
-  prims::wgmma_wait<0>();
-  prims::fence_operands(s[0]);
 }
 
 // O += P V: P from registers (k16 step ps = S column tiles 2ps, 2ps+1), V as an MN-major
 // operand: 16 keys of one atom column per wgmma, i.e. 16 rows x 128 bytes = 2048 bytes.
 template <class Tr>
-__device__ __forceinline__ void gemm_pv(float (&o)[1][Tr::kDTiles][4], const uint32_t (&pa)[Tr::kPSteps][4],
-                                        uint64_t desc_v) {
-  prims::fence_operands(o[0]);
-  prims::wgmma_fence();
+__device__ __forceinline__ void issue_pv(float (&o)[1][Tr::kDTiles][4], const uint32_t (&pa)[Tr::kPSteps][4],
+                                         uint64_t desc_v) {
 #pragma unroll
   for (int ps = 0; ps < Tr::kPSteps; ++ps) {
 #pragma unroll
@@ -88,7 +83,164 @@ __device__ __forceinline__ void gemm_pv(float (&o)[1][Tr::kDTiles][4], const uin
       prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(n64_block(o, dc), pa[ps], desc_v + v_off);
     }
   }
+}
+
+// P (fp32 scores after the softmax) packed to 16 bits: k16 step ps of P V takes the S
+// column tiles 2ps and 2ps+1 (the register A operand layout of wgmma).
+template <class Tr>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kPSteps][4], const float (&s)[1][Tr::kNTiles][4]) {
+  using T = typename Tr::T;
+#pragma unroll
+  for (int ps = 0; ps < Tr::kPSteps; ++ps) {
+    pa[ps][0] = prims::pack2<T>(s[0][2 * ps][0], s[0][2 * ps][1]);
+    pa[ps][1] = prims::pack2<T>(s[0][2 * ps][2], s[0][2 * ps][3]);
+    pa[ps][2] = prims::pack2<T>(s[0][2 * ps + 1][0], s[0][2 * ps + 1][1]);
+    pa[ps][3] = prims::pack2<T>(s[0][2 * ps + 1][2], s[0][2 * ps + 1][3]);
+  }
+}
+
+// Per-CTA state of the main loop.
+template <class Tr>
+struct Cta {
+  using T = typename Tr::T;
+  const FwdParams& p;
+  const attn::BlockInfo<T, Tr::kBlockM>& blk;
+  const attn::Mask& mask;
+  int n_tiles, tid, lane, wg, warp_row0;
+  T *sQ, *sK, *sV;
+  uint64_t desc_q, desc_k0, desc_v0;
+
+  // Tile j of the walk (j = 0 is the last visible key tile) as a key-block index.
+  __device__ __forceinline__ int key_block(int j) const { return n_tiles - 1 - j; }
+  __device__ __forceinline__ void load_k(int j, int stage) const {
+    const int n = key_block(j);
+    tiles::load_tile_async<typename Tr::KTile, Tr::kThreads>(
+        sK + stage * (Tr::KTile::kBytes / int(sizeof(T))), blk.k + int64_t(n) * Tr::kBlockN * p.k_row_stride,
+        p.k_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
+  }
+  __device__ __forceinline__ void load_v(int j, int stage) const {
+    const int n = key_block(j);
+    tiles::load_tile_async<typename Tr::VTile, Tr::kThreads>(
+        sV + stage * (Tr::VTile::kBytes / int(sizeof(T))), blk.v + int64_t(n) * Tr::kBlockN * p.v_row_stride,
+        p.v_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
+  }
+  __device__ __forceinline__ uint64_t desc_k(int stage) const { return desc_k0 + ((stage * Tr::KTile::kBytes) >> 4); }
+  __device__ __forceinline__ uint64_t desc_v(int stage) const { return desc_v0 + ((stage * Tr::VTile::kBytes) >> 4); }
+  // Mask (where the tile needs it), online softmax, P to 16 bits.
+  template <class Softmax>
+  __device__ __forceinline__ void softmax_tile(int j, float (&s)[1][Tr::kNTiles][4], float (&o)[1][Tr::kDTiles][4],
+                                               Softmax& softmax, uint32_t (&pa)[Tr::kPSteps][4]) const {
+    const int n0 = key_block(j) * Tr::kBlockN;
+    if (mask.tile_needs_mask(n0, Tr::kBlockN, blk.m0)) mask.apply(s, blk.m0 + warp_row0, n0, lane);
+    softmax.update(s, o, p.softmax_scale_log2);
+    pack_p<Tr>(pa, s);
+  }
+};
+
+// Ping-pong main loop. The two warpgroups take turns issuing their MMAs ("gates", named
+// barriers 1 and 2), so one warpgroup's softmax runs while the other's MMAs keep the
+// tensor cores busy (FlashAttention-3, Shah et al. 2024, section 3.1). Gate j issues
+// P V(j-1) and Q K(j)^T as one batch; the last gate issues P V(last) alone.
+//
+// Loads are decoupled from compute by mbarriers instead of CTA barriers: each thread's
+// cp.async completion arrives on the stage's "full" barrier (all 256 threads copy part of
+// every tile), and each thread arrives on the stage's "empty" barrier once its MMAs on it
+// are done. K(j+2) is loaded right after gate j (K has kKStages = 3 stages, so that stage
+// was last read at gate j-1 by both warpgroups: nobody waits), V(j+1) after the softmax
+// of tile j (its stage was read by P V(j-1) at gate j).
+template <class Tr, class Softmax>
+__device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bars, float (&o)[1][Tr::kDTiles][4],
+                                                  Softmax& softmax) {
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages, kThreads = Tr::kThreads;
+  static_assert(KS >= 3 && VS == 2, "K(j+2) must not overwrite a stage the other warpgroup may read");
+  auto full_k = [&](int st) { return bars + 8 * st; };
+  auto empty_k = [&](int st) { return bars + 8 * (KS + st); };
+  auto full_v = [&](int st) { return bars + 8 * (2 * KS + st); };
+  auto empty_v = [&](int st) { return bars + 8 * (2 * KS + VS + st); };
+  if (c.tid == 0) {
+    for (int i = 0; i < Tr::kNumBars; ++i) prims::mbarrier_init(bars + 8 * i, kThreads);
+  }
+  __syncthreads();
+  // Tile j's K lives in stage j % KS (its (j / KS)-th use: barrier parity (j / KS) & 1), V in j % 2.
+  auto issue_k = [&](int j) {
+    c.load_k(j, j % KS);
+    prims::cp_async_mbarrier_arrive(full_k(j % KS));
+  };
+  auto issue_v = [&](int j) {
+    c.load_v(j, j % VS);
+    prims::cp_async_mbarrier_arrive(full_v(j % VS));
+  };
+  issue_k(0);  // (its arrival also covers the Q copies issued before)
+  issue_v(0);
+  if (c.n_tiles > 1) {
+    issue_k(1);
+    issue_v(1);
+  }
+
+  const int turn = 1 + c.wg, other_turn = 2 - c.wg;
+  if (c.wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+  float s[1][Tr::kNTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < Tr::kNTiles; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+  uint32_t pa[Tr::kPSteps][4];
+  const int last = c.n_tiles - 1;
+
+  // The wgmma issues must not sit under data-dependent branches: ptxas then serializes
+  // every wgmma of the kernel (C7520, measured 1.5x slower). So the first gate (Q K(0)^T
+  // only) and the last (P V(last) only) are peeled off the loop.
+  auto wait_k = [&](int j) { prims::mbarrier_wait(full_k(j % KS), (j / KS) & 1); };
+  auto wait_v = [&](int j) { prims::mbarrier_wait(full_v(j % VS), (j / VS) & 1); };
+  auto gate_open = [&] {
+    prims::fence_proxy_async_smem();
+    prims::bar_sync(turn, 2 * 128);
+    prims::fence_operands(o[0]);
+    prims::wgmma_fence();
+  };
+  // After the MMAs of tile j's Q K^T (and of tile j-1's P V) are done: free their stages,
+  // prefetch K(j+2), then the softmax of tile j, then prefetch V(j+1).
+  auto after_gate = [&](int j) {
+    prims::wgmma_wait<0>();
+    prims::fence_operands(o[0]);
+    prims::fence_operands(s[0]);
+    prims::mbarrier_arrive(empty_k(j % KS));
+    if (j > 0) prims::mbarrier_arrive(empty_v((j - 1) % VS));
+    if (j + 2 <= last) {
+      const int jk = j + 2;
+      if (jk >= KS) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      issue_k(jk);
+    }
+    c.softmax_tile(j, s, o, softmax, pa);
+    if (j >= 1 && j + 1 <= last) {
+      const int jv = j + 1;  // its stage held V(j-1), read at this gate
+      prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      issue_v(jv);
+    }
+  };
+
+  wait_k(0);
+  gate_open();
+  issue_qk<Tr>(s, c.desc_q, c.desc_k(0));
   prims::wgmma_commit();
+  prims::bar_arrive(other_turn, 2 * 128);
+  after_gate(0);
+  for (int j = 1; j <= last; ++j) {
+    wait_k(j);
+    wait_v(j - 1);
+    gate_open();
+    issue_pv<Tr>(o, pa, c.desc_v((j - 1) % VS));
+    issue_qk<Tr>(s, c.desc_q, c.desc_k(j % KS));
+    prims::wgmma_commit();
+    prims::bar_arrive(other_turn, 2 * 128);
+    after_gate(j);
+  }
+  wait_v(last);
+  gate_open();
+  issue_pv<Tr>(o, pa, c.desc_v(last % VS));
+  prims::wgmma_commit();
+  // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
+  if (c.wg == 0) prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
 }
@@ -100,54 +252,39 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel(const FwdParams p)
   constexpr int kBlockM = Tr::kBlockM;
   constexpr int kBlockN = Tr::kBlockN;
   constexpr int kThreads = Tr::kThreads;
-  static_assert(Tr::kStages == 2, "the pipeline below is written for two stages");
 
   // Swizzle atoms need 1024-byte alignment of the absolute shared address.
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_addr = prims::smem_addr(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
-  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
-  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
-  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
 
   attn::BlockInfo<T, kBlockM> blk;
   if (!blk.init(p)) return;
-  const int tid = threadIdx.x;
-  const int lane = tid % 32;
-  const int wg = tid / 128;
-  const int warp_row0 = wg * 64 + ((tid % 128) / 32) * 16;  // this warp's 16 rows
-
   const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
-  const int n_tiles = mask.num_key_tiles(blk.m0, kBlockM, kBlockN);
-  if (n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
+  const int tid = threadIdx.x;
+  Cta<Tr> c{p, blk, mask};
+  c.n_tiles = mask.num_key_tiles(blk.m0, kBlockM, kBlockN);
+  if (c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
     tiles::zero_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
     }
     return;
   }
-
-  auto load_kv = [&](int n, int stage) {
-    const int valid = blk.seqlen_k - n * kBlockN;
-    tiles::load_tile_async<typename Tr::KTile, kThreads>(
-        sK + stage * (Tr::KTile::kBytes / int(sizeof(T))), blk.k + int64_t(n) * kBlockN * p.k_row_stride, p.k_row_stride,
-        valid, tid);
-    prims::cp_async_commit();
-    tiles::load_tile_async<typename Tr::VTile, kThreads>(
-        sV + stage * (Tr::VTile::kBytes / int(sizeof(T))), blk.v + int64_t(n) * kBlockN * p.v_row_stride, p.v_row_stride,
-        valid, tid);
-    prims::cp_async_commit();
-  };
-
-  // Prologue: [Q + K(last)] and [V(last)] as two groups, so S can start before V lands.
-  tiles::load_tile_async<typename Tr::QTile, kThreads>(sQ, blk.q, p.q_row_stride, blk.rows_here, tid);
-  load_kv(n_tiles - 1, 0);
-
+  c.tid = tid;
+  c.lane = tid % 32;
+  c.wg = tid / 128;
+  c.warp_row0 = c.wg * 64 + ((tid % 128) / 32) * 16;  // this warp's 16 rows
+  c.sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  c.sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  c.sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
   // Descriptors of this warpgroup's Q rows and of stage 0 of K and V (8-row groups 1024
   // bytes apart; V's leading offset, one atom column, is unused at N = 64).
-  const uint64_t desc_q = prims::smem_desc_sw128(prims::smem_addr(sQ) + wg * 64 * 128, 16, 1024);
-  const uint64_t desc_k0 = prims::smem_desc_sw128(prims::smem_addr(sK), 16, 1024);
-  const uint64_t desc_v0 = prims::smem_desc_sw128(prims::smem_addr(sV), Tr::VTile::kBlockBytes, 1024);
+  c.desc_q = prims::smem_desc_sw128(prims::smem_addr(c.sQ) + c.wg * 64 * 128, 16, 1024);
+  c.desc_k0 = prims::smem_desc_sw128(prims::smem_addr(c.sK), 16, 1024);
+  c.desc_v0 = prims::smem_desc_sw128(prims::smem_addr(c.sV), Tr::VTile::kBlockBytes, 1024);
+
+  tiles::load_tile_async<typename Tr::QTile, kThreads>(c.sQ, blk.q, p.q_row_stride, blk.rows_here, tid);
 
   float o[1][Tr::kDTiles][4];
 #pragma unroll
@@ -156,61 +293,27 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel(const FwdParams p)
     for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
   attn::OnlineSoftmax<1, false> softmax;
   softmax.init();
-  const float scale_log2 = p.softmax_scale_log2;
+  mainloop_pingpong<Tr>(c, prims::smem_addr(smem + Tr::kSmemBar), o, softmax);
 
-  for (int i = 0; i < n_tiles; ++i) {
-    const int n_block = n_tiles - 1 - i;
-    const int stage = i % 2;
-    prims::cp_async_wait<1>();  // K(n) landed (V(n) may still be in flight)
-    prims::fence_proxy_async_smem();
-    __syncthreads();  // K(n) visible to every wgmma; everyone is done with tile n+1's stage
-    if (n_block > 0) {
-      load_kv(n_block - 1, stage ^ 1);
-    } else {  // keep the group count uniform: two empty groups
-      prims::cp_async_commit();
-      prims::cp_async_commit();
-    }
-
-    float s[1][Tr::kNTiles][4];
-    gemm_qk<Tr>(s, desc_q, desc_k0 + ((stage * Tr::KTile::kBytes) >> 4));
-    if (mask.tile_needs_mask(n_block * kBlockN, kBlockN, blk.m0)) {
-      mask.apply(s, blk.m0 + warp_row0, n_block * kBlockN, lane);
-    }
-    softmax.update(s, o, scale_log2);
-    uint32_t pa[Tr::kPSteps][4];
-#pragma unroll
-    for (int ps = 0; ps < Tr::kPSteps; ++ps) {
-      pa[ps][0] = prims::pack2<T>(s[0][2 * ps][0], s[0][2 * ps][1]);
-      pa[ps][1] = prims::pack2<T>(s[0][2 * ps][2], s[0][2 * ps][3]);
-      pa[ps][2] = prims::pack2<T>(s[0][2 * ps + 1][0], s[0][2 * ps + 1][1]);
-      pa[ps][3] = prims::pack2<T>(s[0][2 * ps + 1][2], s[0][2 * ps + 1][3]);
-    }
-
-    prims::cp_async_wait<2>();  // V(n) landed (K/V(n-1) may be in flight)
-    prims::fence_proxy_async_smem();
-    __syncthreads();
-    gemm_pv<Tr>(o, pa, desc_v0 + ((stage * Tr::VTile::kBytes) >> 4));
-  }
-
-  // Epilogue: normalize, stage O through the Q tile (after every warpgroup is done reading
-  // Q), then coalesced 16-byte stores.
+  // Epilogue: normalize, stage O through this warpgroup's rows of the Q tile (once all of
+  // its MMAs are done: named barrier 3 + wg), then coalesced 16-byte stores of the block.
   float lse[1][2];
-  softmax.finalize(o, scale_log2, lse);
-  __syncthreads();
-  const int g = lane / 4, t = lane % 4;
-  const int r = warp_row0 + g;
+  softmax.finalize(o, p.softmax_scale_log2, lse);
+  prims::bar_sync(3 + c.wg, 128);
+  const int g = c.lane / 4, t = c.lane % 4;
+  const int r = c.warp_row0 + g;
 #pragma unroll
   for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-    const int c = dt * 8 + 2 * t;
-    *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r, c)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
-    *reinterpret_cast<uint32_t*>(sQ + Tr::QTile::offset(r + 8, c)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+    const int col = dt * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(c.sQ + Tr::QTile::offset(r, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+    *reinterpret_cast<uint32_t*>(c.sQ + Tr::QTile::offset(r + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
   }
   if (blk.lse != nullptr && t == 0) {
     if (r < blk.rows_here) blk.lse[r] = lse[0][0];
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
   }
   __syncthreads();
-  tiles::store_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, sQ, blk.rows_here, tid);
+  tiles::store_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, tid);
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 

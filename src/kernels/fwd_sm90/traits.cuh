@@ -1,8 +1,8 @@
 // Tile shapes and shared-memory plan of the Hopper (sm_90a) forward kernel.
 //
-// A CTA owns kBlockM = 64 * kWarpGroups query rows; warpgroup w owns rows [64w, 64w + 64)
-// and issues its own wgmmas (m64n64k16) for them. K/V stream in tiles of kBlockN keys
-// through kStages shared-memory buffers filled by cp.async. All operands use the 128-byte
+// A CTA owns kBlockM = 128 query rows; warpgroup w (of 2) owns rows [64w, 64w + 64) and
+// issues its own wgmmas (m64n64k16) for them. K/V stream in tiles of kBlockN keys through
+// shared-memory stages filled by cp.async. All operands use the 128-byte
 // swizzle that wgmma reads directly from shared memory (tiles/smem_swizzle.cuh).
 #pragma once
 
@@ -10,14 +10,16 @@
 
 namespace flashkit::fwd_sm90 {
 
-template <typename T_, int kHeadDim_, int kBlockN_, int kWarpGroups_ = 2, int kStages_ = 2>
+// K streams through kKStages stages, V through 2 (see the pipeline in kernel.cuh).
+template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3>
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarpGroups = kWarpGroups_;
+  static constexpr int kWarpGroups = 2;
   static constexpr int kBlockM = 64 * kWarpGroups;
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kStages_;
+  static constexpr int kKStages = kKStages_;
+  static constexpr int kVStages = 2;
   static constexpr int kThreads = 128 * kWarpGroups;
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDim / 64;  // n64 wgmmas per k-step of P V
@@ -31,12 +33,14 @@ struct FwdTraits {
   using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
   using VTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
 
-  // [Q | K stage 0..S-1 | V stage 0..S-1], every tile on a 1024-byte boundary (the kernel
+  // [Q | K stages | V stages | mbarriers], every tile on a 1024-byte boundary (the kernel
   // aligns the base; kSmemBytes includes the slack).
   static constexpr int kSmemQ = 0;
   static constexpr int kSmemK = kSmemQ + QTile::kBytes;
-  static constexpr int kSmemV = kSmemK + kStages * KTile::kBytes;
-  static constexpr int kSmemBytes = kSmemV + kStages * VTile::kBytes + 1024;
+  static constexpr int kSmemV = kSmemK + kKStages * KTile::kBytes;
+  static constexpr int kSmemBar = kSmemV + kVStages * VTile::kBytes;
+  static constexpr int kNumBars = 2 * kKStages + 2 * kVStages;  // full/empty per stage
+  static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0, "1024-byte aligned tiles");
 };
 

@@ -1,0 +1,46 @@
+// Shared-memory barriers for producer/consumer pipelines inside a CTA (sm_90+):
+// mbarrier objects (arrive / wait on a phase parity), arrivals triggered by the completion
+// of a thread's cp.async copies, and named barriers (bar.sync / bar.arrive on ids 1..15).
+// PTX ISA: "Parallel Synchronization and Communication Instructions: mbarrier", "bar".
+#pragma once
+
+#include <cstdint>
+
+namespace flashkit::prims {
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Arrives on `bar` once every cp.async this thread issued so far has landed. `.noinc`: the
+// barrier's expected count must include these arrivals (one per participating thread).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Blocks until the phase of `bar` with parity `parity` has completed (acquire).
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Named barriers: `bar_sync` waits until `count` threads have arrived at barrier `id`
+// (counting itself); `bar_arrive` arrives without waiting.
+__device__ __forceinline__ void bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+}  // namespace flashkit::prims
