@@ -14,11 +14,13 @@ namespace flashkit {
 
 namespace fwd_sm90 {
 
-// Tile configuration per head dim: FwdTraits<T, D, kBlockN, kWarpGroups, kStages>
-// (kBlockM = 64 x kWarpGroups). See docs/kernels/fwd_sm90.md for the measurements. Head
-// dims without an instantiation file in fwd_sm90/inst/ run the portable kernel: d64 at
-// 128 x 128 measured 0.93-1.00x of the portable kernel, so it has none yet.
+// Tile configuration per head dim: FwdTraits<T, D, kBlockN, kKStages, kMinBlocks>
+// (kBlockM = 128, two warpgroups). See docs/kernels/fwd_sm90.md for the measurements.
+// d64 runs 2 CTAs per SM (registers capped at 128: 44 bytes of spills, still 10-20%
+// faster than 1 CTA at 184 registers). Head dims without an instantiation file in
+// fwd_sm90/inst/ (96, 192: not whole 64-column swizzle atoms) run the portable kernel.
 template <typename T, int D> struct Config;
+template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3, 2>; };
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3>; };
 

@@ -246,7 +246,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bar
 }
 
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;

@@ -11,7 +11,8 @@
 namespace flashkit::fwd_sm90 {
 
 // K streams through kKStages stages, V through 2 (see the pipeline in kernel.cuh).
-template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3>
+// kMinBlocks: CTAs per SM to fit (launch bounds; 2 caps registers at 128 per thread).
+template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1>
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -19,6 +20,7 @@ struct FwdTraits {
   static constexpr int kBlockM = 64 * kWarpGroups;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kKStages = kKStages_;
+  static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr int kVStages = 2;
   static constexpr int kThreads = 128 * kWarpGroups;
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T

@@ -1,0 +1,3 @@
+// Instantiation: Hopper (sm_90a) forward, bf16, head dim 64.
+#include "launch/fwd_sm90_launch.cuh"
+FLASHKIT_INSTANTIATE_FWD_SM90(bf16_t, 64)
