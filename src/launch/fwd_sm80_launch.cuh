@@ -37,16 +37,7 @@ template <typename T, int D> struct SmallSmemConfig { using Tr = FwdTraits<T, D,
 
 template <class Tr>
 cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
-  constexpr auto kernel = &fwd_kernel<Tr>;
-  cudaError_t err = launch_util::raise_smem_limit<kernel>(device, Tr::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  FwdParams p = params;
-  dim3 grid;
-  if (!launch_util::make_grid(p, Tr::kBlockM, l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
-    return cudaErrorInvalidConfiguration;
-  }
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return launch_util::launch_fwd<&fwd_kernel<Tr>, Tr>(params, stream, device, l2_bytes);
 }
 
 }  // namespace fwd_sm80

@@ -53,4 +53,19 @@ inline bool make_grid(FwdParams& p, int block_m, int64_t l2_bytes, int elem_byte
   return true;
 }
 
+// Launches a forward kernel with traits Tr (kBlockM, kThreads, kSmemBytes, T) on the grid
+// above: raises its shared-memory limit once per device, fills the tile-order params.
+template <auto Kernel, class Tr>
+cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
+  cudaError_t err = raise_smem_limit<Kernel>(device, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  FwdParams p = params;
+  dim3 grid;
+  if (!make_grid(p, Tr::kBlockM, l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
+    return cudaErrorInvalidConfiguration;
+  }
+  Kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace flashkit::launch_util
