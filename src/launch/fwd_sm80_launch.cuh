@@ -35,11 +35,6 @@ template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 128, 
 // configuration's tiles: 64-row blocks, 32-key tiles.
 template <typename T, int D> struct SmallSmemConfig { using Tr = FwdTraits<T, D, 64, 32, 4>; };
 
-template <class Tr>
-cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
-  return launch_util::launch_fwd<&fwd_kernel<Tr>, Tr>(params, stream, device, l2_bytes);
-}
-
 }  // namespace fwd_sm80
 
 template <typename Tag, int kHeadDim>
@@ -53,9 +48,9 @@ int launch_fwd_sm80(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     return e != nullptr && e[0] == '1';
   }();
   if (force_small || dev.smem_optin < Main::kSmemBytes) {
-    return fwd_sm80::launch<Small>(p, stream, dev.device, dev.l2_bytes);
+    return launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Small>, Small>(p, stream, dev.device, dev.l2_bytes);
   }
-  return fwd_sm80::launch<Main>(p, stream, dev.device, dev.l2_bytes);
+  return launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Main>, Main>(p, stream, dev.device, dev.l2_bytes);
 }
 
 }  // namespace flashkit

@@ -24,17 +24,12 @@ template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3>; };
 
-template <class Tr>
-cudaError_t launch(const FwdParams& params, cudaStream_t stream, int device, int l2_bytes) {
-  return launch_util::launch_fwd<&fwd_kernel<Tr>, Tr>(params, stream, device, l2_bytes);
-}
-
 }  // namespace fwd_sm90
 
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
-  return fwd_sm90::launch<Tr>(p, stream, dev.device, dev.l2_bytes);
+  return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr>, Tr>(p, stream, dev.device, dev.l2_bytes);
 }
 
 }  // namespace flashkit
