@@ -24,6 +24,8 @@
 #include <string>
 
 #include "flashkit/flashkit.h"
+#include "flashkit/decode.h"
+#include "launch/device_errors.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -276,6 +278,94 @@ void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle
   if (!status.ok()) raise_status(status);
 }
 
+
+// --- paged decode ------------------------------------------------------------------------
+flashkit::DecodePlanArgs plan_args(int64_t batch, int64_t s_q, int64_t h_q, int64_t h_kv,
+                                   int64_t head_dim, int64_t head_dim_v, int64_t split_size,
+                                   int64_t max_seqlen_k) {
+  flashkit::DecodePlanArgs a;
+  a.batch = batch, a.s_q = s_q, a.num_heads_q = h_q, a.num_heads_kv = h_kv;
+  a.head_dim = head_dim, a.head_dim_v = head_dim_v, a.split_size = split_size;
+  a.max_seqlen_k = max_seqlen_k;
+  return a;
+}
+
+int64_t decode_workspace_size(int64_t batch, int64_t s_q, int64_t h_q, int64_t h_kv,
+                              int64_t head_dim, int64_t head_dim_v, int64_t split_size,
+                              int64_t max_seqlen_k, int device) {
+  int64_t bytes = 0;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = flashkit::decode_workspace_size(
+        plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k), device, &bytes);
+  }
+  if (!status.ok()) raise_status(status);
+  return bytes;
+}
+
+void decode_plan(nb::handle seqlens_k, nb::handle workspace, int64_t batch, int64_t s_q,
+                 int64_t h_q, int64_t h_kv, int64_t head_dim, int64_t head_dim_v,
+                 int64_t split_size, int64_t max_seqlen_k, uintptr_t stream) {
+  Holder h;
+  flashkit::DecodePlanArgs a =
+      plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k);
+  a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  a.workspace = to_ref(workspace, "workspace", true, h);
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = flashkit::decode_plan(a, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
+void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle block_table,
+                nb::handle seqlens_k, nb::handle out, nb::handle lse, nb::handle workspace,
+                double softmax_scale, bool causal, int64_t split_size, int64_t max_seqlen_k,
+                bool plan_first, bool validate_only, uintptr_t stream) {
+  Holder h;
+  flashkit::DecodeArgs a;
+  a.q = to_ref(q, "q", false, h);
+  a.k_cache = to_ref(k_cache, "k_cache", false, h);
+  a.v_cache = to_ref(v_cache, "v_cache", false, h);
+  a.block_table = to_ref(block_table, "block_table", false, h);
+  a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  a.out = to_ref(out, "out", true, h);
+  a.lse = to_ref(lse, "lse", true, h);
+  a.workspace = to_ref(workspace, "workspace", true, h);
+  a.softmax_scale = static_cast<float>(softmax_scale);
+  a.causal = causal;
+  a.split_size = split_size;
+  a.max_seqlen_k = max_seqlen_k;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+    status = validate_only ? flashkit::validate_decode(a)
+                           : (plan_first ? flashkit::decode(a, s) : flashkit::decode_run(a, s));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
+void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handle v_cache,
+               nb::handle block_table, nb::handle seqlens_k, uintptr_t stream) {
+  Holder h;
+  flashkit::AppendKVArgs a;
+  a.k_new = to_ref(k_new, "k_new", false, h);
+  a.v_new = to_ref(v_new, "v_new", false, h);
+  a.k_cache = to_ref(k_cache, "k_cache", true, h);
+  a.v_cache = to_ref(v_cache, "v_cache", true, h);
+  a.block_table = to_ref(block_table, "block_table", false, h);
+  a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = flashkit::append_kv(a, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -327,6 +417,37 @@ NB_MODULE(_C, m) {
       "Kernel family attention runs for (dtype, head_dim) on the current device: 'sm90' "
       "(Hopper wgmma), 'sm80' (portable), or '' (not compiled / no usable device). "
       "FLASHKIT_FWD_PORTABLE=1 forces 'sm80'.");
+
+  m.def("decode_workspace_size", &decode_workspace_size, "batch"_a, "s_q"_a, "num_heads_q"_a,
+        "num_heads_kv"_a, "head_dim"_a, "head_dim_v"_a = 0, "split_size"_a = 0,
+        "max_seqlen_k"_a = 0, "device"_a = -1,
+        "Bytes of workspace a decode plan with these sizes needs on `device` (-1: current).");
+  m.def("decode_plan", &decode_plan, "seqlens_k"_a.none(), "workspace"_a.none(), "batch"_a,
+        "s_q"_a, "num_heads_q"_a, "num_heads_kv"_a, "head_dim"_a, "head_dim_v"_a = 0,
+        "split_size"_a = 0, "max_seqlen_k"_a = 0, "stream"_a = 0,
+        "GPU-side decode plan from seqlens_k into `workspace` (no host sync).");
+  m.def("decode_run", &decode_run, "q"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(),
+        "block_table"_a.none(), "seqlens_k"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
+        "workspace"_a.none() = nb::none(), "softmax_scale"_a = 0.0, "causal"_a = true,
+        "split_size"_a = 0, "max_seqlen_k"_a = 0, "plan_first"_a = false,
+        "validate_only"_a = false, "stream"_a = 0,
+        "Paged decode into preallocated `out` (and `lse`): split + combine with a planned "
+        "workspace (plan_first=True plans first). validate_only: check arguments only.");
+  m.def("append_kv", &append_kv, "k_new"_a.none(), "v_new"_a.none(), "k_cache"_a.none(),
+        "v_cache"_a.none(), "block_table"_a.none(), "seqlens_k"_a.none(), "stream"_a = 0,
+        "Writes k_new/v_new [B, s_new, H_kv, D] into the page slots of positions "
+        "seqlens_k[b] - s_new + t.");
+  m.def(
+      "device_errors",
+      [](bool clear, int device) {
+        uint32_t bits = 0;
+        const int err = flashkit::device_errors_read(device, clear, &bits);
+        if (err != 0) throw std::runtime_error("flashkit.device_errors: CUDA error " + std::to_string(err));
+        return bits;
+      },
+      "clear"_a = true, "device"_a = -1,
+      "The sticky device error word (bits set by kernels that met out-of-range index data); "
+      "synchronizes the device. clear=True resets it.");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
 }

@@ -32,8 +32,20 @@ else:
 
 from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fwd_variants,
                   fwd_kernel_family)
+from .decode import DecodePlan, append_kv, decode
+
+
+def device_errors(clear=True, device=None):
+    """The sticky device error word: bits set by kernels that met out-of-range index
+    data on the GPU (4: block id outside [0, num_pages), 8: seqlens_k outside
+    [0, max_pages * page_size], 16: append slot invalid, 32: workspace not planned for
+    the call). Synchronizes the device; ``clear`` resets the word."""
+    from .ops import _native
+
+    return int(_native().device_errors(bool(clear), -1 if device is None else int(device)))
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
 __all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
-           "fwd_kernel_family", "__version__"]
+           "fwd_kernel_family", "decode", "DecodePlan", "append_kv", "device_errors",
+           "__version__"]

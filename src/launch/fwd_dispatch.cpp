@@ -65,11 +65,12 @@ const Variant* find_hopper_variant(DType dtype, int head_dim, const DeviceInfo& 
 
 // Reads a device's DeviceInfo from the runtime.
 cudaError_t read_device_info(int device, DeviceInfo* d) {
-  *d = DeviceInfo{device, 0, 0, 0, 0};
+  *d = DeviceInfo{device, 0, 0, 0, 0, 0};
   cudaError_t err = cudaDeviceGetAttribute(&d->cc_major, cudaDevAttrComputeCapabilityMajor, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->cc_minor, cudaDevAttrComputeCapabilityMinor, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->l2_bytes, cudaDevAttrL2CacheSize, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d->num_sms, cudaDevAttrMultiProcessorCount, device);
   return err;
 }
 
@@ -90,6 +91,8 @@ cudaError_t current_device_info(DeviceInfo* info) {
 }
 
 }  // namespace
+
+int cached_device_info_status(DeviceInfo* info) { return int(current_device_info(info)); }
 
 bool fwd_variant_compiled(DType dtype, int head_dim) {
   return find_variant(dtype, head_dim) != nullptr;

@@ -7,6 +7,7 @@
 
 #include "flashkit/tensor.h"
 #include "kernels/attention_params.h"
+#include "launch/fwd_launch.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -18,6 +19,9 @@ namespace flashkit {
 Status run_attention_fwd(const FwdParams& params, DType dtype, cudaStream_t stream);
 
 bool fwd_variant_compiled(DType dtype, int head_dim);
+
+// The current device's attributes, read once per device (int: cudaError_t).
+int cached_device_info_status(DeviceInfo* info);
 std::vector<std::string> fwd_variants();
 // Every compiled kernel as "<family>/<dtype>/<head_dim>", e.g. "sm90/bfloat16/128".
 std::vector<std::string> fwd_kernels();

@@ -20,6 +20,7 @@ struct DeviceInfo {
   int cc_minor;
   int smem_optin;  // max dynamic shared memory per block, bytes
   int l2_bytes;
+  int num_sms;
 };
 
 // Returns the cudaError_t of the launch (as int, 0 = success).

@@ -11,7 +11,9 @@
 without any memory, so argument validation can be tested on a machine without a GPU.
 """
 
+from . import decode_reference as _decode_reference
 from . import reference
+from .decode_reference import *  # noqa: F401,F403
 from .reference import *  # noqa: F401,F403 - the public testing API
 
-__all__ = list(reference.__all__)
+__all__ = list(reference.__all__) + list(_decode_reference.__all__)

@@ -1,0 +1,184 @@
+"""torch custom ops of the paged decode (imports torch; loaded by flashkit.decode).
+
+    torch.ops.flashkit.decode(q, k_cache, v_cache, block_table, seqlens_k, causal,
+        softmax_scale, return_lse, split_size, max_seqlen_k) -> (out, lse)
+    torch.ops.flashkit.decode_plan(seqlens_k, workspace!, batch, s_q, h_q, h_kv, d, d_v,
+        split_size, max_seqlen_k) -> ()
+    torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace,
+        causal, softmax_scale, return_lse, split_size, max_seqlen_k) -> (out, lse)
+    torch.ops.flashkit.append_kv(k_cache!, v_cache!, k_new, v_new, block_table,
+        seqlens_k) -> ()
+
+Each has a fake implementation, so torch.compile(fullgraph=True) traces them, and each
+launches on the current stream with no host sync (CUDA-graph capture works). When
+``return_lse`` is False the returned ``lse`` is an empty float32 tensor of shape (0,).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+from .ops import _native
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if _raw_stream is None:
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _check_tensors(fn, named):
+    for name, x in named:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"flashkit.{fn}: {name} must be a torch.Tensor, got {_type_name(x)}")
+
+
+def _stream_of(t):
+    index = t.get_device()
+    return (0, None) if index < 0 else (_raw_stream(index), index)
+
+
+class _on_device:
+    """Makes t's device current for the launch (the kernels go to the current device)."""
+
+    def __init__(self, index):
+        self.index = index
+        self.ctx = None
+
+    def __enter__(self):
+        if self.index is not None and self.index != torch.cuda.current_device():
+            self.ctx = torch.cuda.device(self.index)
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
+
+
+@functools.lru_cache(maxsize=256)
+def _workspace_bytes(B, s_q, h_q, h_kv, d, dv, split_size, max_seqlen_k, index):
+    return _native().decode_workspace_size(B, s_q, h_q, h_kv, d, dv, split_size, max_seqlen_k,
+                                           index)
+
+
+def _alloc_out(q, v_cache, return_lse):
+    B, s_q, H_q = q.shape[0], q.shape[1], q.shape[2]
+    out = torch.empty((B, s_q, H_q, v_cache.shape[3]), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, H_q, s_q) if return_lse else (0,), dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+def _fake_out(q, v_cache, return_lse):
+    B, s_q, H_q = q.shape[0], q.shape[1], q.shape[2]
+    return (q.new_empty((B, s_q, H_q, v_cache.shape[3])),
+            q.new_empty((B, H_q, s_q) if return_lse else (0,), dtype=torch.float32))
+
+
+def _max_seqlen(block_table, k_cache, split_size, max_seqlen_k):
+    if split_size > 0 and max_seqlen_k == 0:
+        return int(block_table.shape[1]) * int(k_cache.shape[1])
+    return max_seqlen_k
+
+
+def _decode_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
+                 seqlens_k: Tensor, causal: bool, softmax_scale: float, return_lse: bool,
+                 split_size: int, max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+    C = _native()
+    out, lse = _alloc_out(q, v_cache, return_lse)
+    stream, index = _stream_of(q)
+    if index is None or q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4 or block_table.dim() != 2:
+        # Not a 4-D CUDA q etc.: let the C++ validation name the problem.
+        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
+                     None, softmax_scale, causal, split_size, max_seqlen_k, False, True, 0)
+    msl = _max_seqlen(block_table, k_cache, split_size, max_seqlen_k)
+    nbytes = _workspace_bytes(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[2], q.shape[3],
+                              v_cache.shape[3], split_size, msl, index)
+    ws = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=q.device)
+    with _on_device(index):
+        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
+                     ws, softmax_scale, causal, split_size, msl, True, False, stream)
+    return out, lse
+
+
+def _decode_run_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
+                     seqlens_k: Tensor, workspace: Tensor, causal: bool, softmax_scale: float,
+                     return_lse: bool, split_size: int, max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+    C = _native()
+    out, lse = _alloc_out(q, v_cache, return_lse)
+    stream, index = _stream_of(q)
+    with _on_device(index):
+        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
+                     workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream)
+    return out, lse
+
+
+def _decode_plan_impl(seqlens_k: Tensor, workspace: Tensor, batch: int, s_q: int, h_q: int,
+                      h_kv: int, head_dim: int, head_dim_v: int, split_size: int,
+                      max_seqlen_k: int) -> None:
+    stream, index = _stream_of(seqlens_k)
+    with _on_device(index):
+        _native().decode_plan(seqlens_k, workspace, batch, s_q, h_q, h_kv, head_dim, head_dim_v,
+                              split_size, max_seqlen_k, stream)
+
+
+def _append_kv_impl(k_cache: Tensor, v_cache: Tensor, k_new: Tensor, v_new: Tensor,
+                    block_table: Tensor, seqlens_k: Tensor) -> None:
+    stream, index = _stream_of(k_new)
+    with _on_device(index):
+        _native().append_kv(k_new, v_new, k_cache, v_cache, block_table, seqlens_k, stream)
+
+
+_decode_op = torch.library.custom_op("flashkit::decode", _decode_impl, mutates_args=())
+_decode_op.register_fake(
+    lambda q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
+    split_size, max_seqlen_k: _fake_out(q, v_cache, return_lse))
+
+_decode_run_op = torch.library.custom_op("flashkit::decode_run", _decode_run_impl, mutates_args=())
+_decode_run_op.register_fake(
+    lambda q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
+    return_lse, split_size, max_seqlen_k: _fake_out(q, v_cache, return_lse))
+
+_decode_plan_op = torch.library.custom_op("flashkit::decode_plan", _decode_plan_impl,
+                                          mutates_args=("workspace",))
+_decode_plan_op.register_fake(lambda *args: None)
+
+_append_kv_op = torch.library.custom_op("flashkit::append_kv", _append_kv_impl,
+                                        mutates_args=("k_cache", "v_cache"))
+_append_kv_op.register_fake(lambda *args: None)
+
+
+def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
+           split_size, max_seqlen_k):
+    _check_tensors("decode", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                              ("block_table", block_table), ("seqlens_k", seqlens_k)))
+    return torch.ops.flashkit.decode(q, k_cache, v_cache, block_table, seqlens_k, causal,
+                                     softmax_scale, return_lse, split_size, max_seqlen_k)
+
+
+def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
+               return_lse, split_size, max_seqlen_k):
+    _check_tensors("DecodePlan.run", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                                      ("block_table", block_table), ("seqlens_k", seqlens_k)))
+    return torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace,
+                                         causal, softmax_scale, return_lse, split_size,
+                                         max_seqlen_k)
+
+
+def decode_plan(seqlens_k, workspace, *sizes):
+    _check_tensors("DecodePlan.plan", (("seqlens_k", seqlens_k),))
+    torch.ops.flashkit.decode_plan(seqlens_k, workspace, *sizes)
+
+
+def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k):
+    _check_tensors("append_kv", (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new),
+                                 ("v_new", v_new), ("block_table", block_table),
+                                 ("seqlens_k", seqlens_k)))
+    torch.ops.flashkit.append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k)

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Quick decode bandwidth probe (development tool; the full sweep is
+``python -m flashkit.bench --op decode``): FlashKit's paged decode against a plain
+device-to-device copy of the same bytes, a few configurations, CUDA events, median.
+
+    python scripts/decode_quick_bench.py [--page 16] [--configs B:S:HQ:HKV ...]
+"""
+import argparse
+import statistics
+
+import torch
+
+import flashkit
+
+
+def median_ms(fn, reps=30, warmup=5):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--page", type=int, nargs="+", default=[16])
+    p.add_argument("--sq", type=int, nargs="+", default=[1])
+    p.add_argument("--configs", nargs="+",
+                   default=["1:65536:32:8", "16:8192:32:8", "64:8192:32:8", "128:4096:32:8",
+                            "64:8192:64:8", "16:16384:32:32", "128:1024:32:8"])
+    a = p.parse_args()
+    d = 128
+    dt = torch.bfloat16
+    print(f"{'B':>4} {'S':>6} {'Hq/Hkv':>7} {'page':>4} {'sq':>2} {'KV MB':>8} {'us':>8} {'GB/s':>7} {'copy GB/s':>9} {'ratio':>6}")
+    for cfg in a.configs:
+        B, S, hq, hkv = (int(x) for x in cfg.split(":"))
+        for page in a.page:
+            for s_q in a.sq:
+                pages_per = (S + page - 1) // page
+                P = B * pages_per
+                k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+                v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+                bt = torch.randperm(P, device="cuda", dtype=torch.int32).view(B, pages_per)
+                sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
+                q = torch.randn((B, s_q, hq, d), device="cuda", dtype=dt)
+                plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda")
+                plan.plan(sl)
+                t = median_ms(lambda: plan.run(q, k, v, bt, sl))
+                kv_bytes = 2 * B * S * hkv * d * 2
+                nbytes = kv_bytes + 2 * q.numel() * 2
+                src = torch.empty(kv_bytes // 2, dtype=torch.uint8, device="cuda")
+                dst = torch.empty_like(src)
+                tc = median_ms(lambda: dst.copy_(src))
+                copy_bw = 2 * src.numel() / tc / 1e6  # read + write
+                bw = nbytes / t / 1e6
+                print(f"{B:>4} {S:>6} {hq:>3}/{hkv:<3} {page:>4} {s_q:>2} {kv_bytes/1e6:>8.0f} {t*1e3:>8.1f} {bw:>7.0f} {copy_bw:>9.0f} {bw/copy_bw:>6.2f}")
+                del k, v, src, dst
+                torch.cuda.empty_cache()
+    assert flashkit.device_errors() == 0
+
+
+if __name__ == "__main__":
+    main()

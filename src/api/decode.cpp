@@ -1,0 +1,561 @@
+// Paged decode: validation, workspace layout, plan / run / append entry points.
+#include "flashkit/decode.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "api/attention_internal.h"  // FLASHKIT_EXPORT
+#include "api/validate_util.h"
+#include "kernels/decode_params.h"
+#include "launch/decode_dispatch.h"
+#include "launch/decode_launch.h"
+#include "launch/device_errors.h"
+#include "launch/fwd_dispatch.h"
+
+namespace flashkit {
+namespace {
+using namespace vutil;
+
+constexpr int kDecodeHeadDims[] = {64, 128, 256};
+constexpr int64_t kMaxSq = 16;
+constexpr int kMinChunk = 256;  // tokens: shorter splits cost more in combine than they save
+constexpr int64_t kAlign = 256;
+
+bool decode_head_dim_ok(int64_t d) {
+  for (int x : kDecodeHeadDims) {
+    if (d == x) return true;
+  }
+  return false;
+}
+
+// Sizes shared by plan and run.
+struct Dims {
+  int64_t B = 0, s_q = 0, h_q = 0, h_kv = 0, d = 0, dv = 0;
+  int64_t ratio = 0, rows = 0, row_groups = 0, hr = 0;
+  int64_t split_size = 0, max_seqlen_k = 0;
+};
+
+Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int64_t dv,
+               int64_t split_size, int64_t max_seqlen_k) {
+  Dims m;
+  m.B = B, m.s_q = s_q, m.h_q = h_q, m.h_kv = h_kv, m.d = d, m.dv = dv;
+  m.ratio = h_kv > 0 ? h_q / h_kv : 0;
+  m.rows = decode_rows_per_item(int(m.ratio * s_q), int(d));
+  m.row_groups = (m.ratio * s_q + m.rows - 1) / m.rows;
+  m.hr = h_kv * m.row_groups;
+  m.split_size = split_size, m.max_seqlen_k = max_seqlen_k;
+  return m;
+}
+
+// Checks on the sizes alone (shared by plan and run).
+Status check_dims(const Dims& m, const char* q_name) {
+  if (m.B < 0) return invalid(q_name, "expected batch size B >= 0, got " + str(m.B));
+  if (m.s_q < 1 || m.s_q > kMaxSq) {
+    return invalid(q_name, "expected s_q (new tokens per sequence) in 1.." + str(kMaxSq) + ", got " + str(m.s_q));
+  }
+  if (m.h_q < 1) return invalid(q_name, "expected H_q >= 1 heads, got " + str(m.h_q));
+  if (m.h_kv < 1) return invalid("k_cache", "expected H_kv >= 1 heads, got " + str(m.h_kv));
+  if (m.h_q % m.h_kv != 0) {
+    return Status::Invalid("q, k_cache: H_q = " + str(m.h_q) + " must be a multiple of H_kv = " +
+                           str(m.h_kv) + " (GQA/MQA)");
+  }
+  if (!decode_head_dim_ok(m.d)) {
+    return invalid(q_name, "head_dim D = " + str(m.d) + " is not supported by decode (supported: 64, 128, 256)");
+  }
+  if (m.dv != m.d) {
+    return invalid("v_cache", "head_dim D_v = " + str(m.dv) + " must equal D = " + str(m.d) + " for decode");
+  }
+  if (m.split_size < 0 || m.split_size % 64 != 0) {
+    return invalid("split_size", "expected 0 (balanced) or a positive multiple of 64 tokens, got " +
+                                     str(m.split_size));
+  }
+  if (m.split_size > (int64_t{1} << 30)) {
+    return invalid("split_size", "expected <= 2^30, got " + str(m.split_size));
+  }
+  if (m.max_seqlen_k < 0 || m.max_seqlen_k > kMaxSize) {
+    return invalid("max_seqlen_k", "expected 0..2^31-1, got " + str(m.max_seqlen_k));
+  }
+  if (m.split_size > 0 && m.max_seqlen_k == 0) {
+    return invalid("max_seqlen_k", "expected > 0 (an upper bound of the lengths) with a fixed split_size");
+  }
+  return Status::Ok();
+}
+
+struct Layout {
+  int64_t header = 0, items = 0, combines = 0, first_partial = 0, num_splits = 0, item_base = 0;
+  int64_t part_o = 0, part_lse = 0, bytes = 0;
+  int64_t max_items = 0, max_combines = 0, max_partials = 0;
+  int target_ctas = 0;
+};
+
+int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Workspace layout; see kernels/decode/plan_kernel.cuh for the bounds.
+Status make_layout(const Dims& m, int target_ctas, Layout* out) {
+  Layout L;
+  L.target_ctas = target_ctas;
+  if (m.split_size > 0) {
+    const int64_t nmax = std::max<int64_t>(1, (m.max_seqlen_k + m.split_size - 1) / m.split_size);
+    L.max_items = m.hr * m.B * nmax;
+    L.max_partials = nmax > 1 ? L.max_items : 0;
+    L.max_combines = nmax > 1 ? m.hr * m.B : 0;
+  } else {
+    L.max_items = m.hr * m.B + target_ctas;
+    L.max_partials = 2 * int64_t(target_ctas) + m.hr;
+    L.max_combines = int64_t(target_ctas) + m.hr;
+  }
+  if (m.B == 0) L.max_items = L.max_partials = L.max_combines = 0;
+  if (L.max_items > kMaxSize || L.max_partials * m.rows * m.dv > (int64_t{1} << 40)) {
+    return invalid("split_size", "the plan would need " + str(L.max_items) +
+                                     " work items (> 2^31): use a larger split_size or 0");
+  }
+  int64_t off = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t at = off;
+    off = align_up(off + bytes);
+    return at;
+  };
+  L.header = take(kHeaderInts * 4);
+  L.items = take(L.max_items * int64_t(sizeof(DecodeItem)));
+  L.combines = take(L.max_combines * 8);
+  L.first_partial = take(m.B * 4);
+  L.num_splits = take(m.B * 4);
+  L.item_base = take(m.B * 4);
+  L.part_o = take(L.max_partials * m.rows * m.dv * 4);
+  L.part_lse = take(L.max_partials * m.rows * 4);
+  L.bytes = off;
+  *out = L;
+  return Status::Ok();
+}
+
+Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::Ok();
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    return Status::Unsupported(std::string("this build of FlashKit has no code for the current GPU: ") +
+                               cudaGetErrorString(err));
+  }
+  return Status::Cuda(std::string(what) + " failed: " + cudaGetErrorString(err));
+}
+
+// Makes `device` current for the scope (restores the caller's device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&prev_);
+    if (device >= 0 && device != prev_) {
+      ok_ = cudaSetDevice(device) == cudaSuccess;
+      switched_ = ok_;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int prev_ = 0;
+  bool ok_ = true, switched_ = false;
+};
+
+// Target CTAs of the plan on the current device: SMs x resident split CTAs.
+Status target_ctas_for(const Dims& m, int* target) {
+  DeviceInfo dev;
+  cudaError_t err = static_cast<cudaError_t>(cached_device_info_status(&dev));
+  if (err != cudaSuccess) return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  if (dev.cc_major < 8) {
+    return Status::Unsupported("decode needs compute capability 8.0 or newer (device has " +
+                               str(dev.cc_major) + ".x)");
+  }
+  int per_sm = 0;
+  err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), dev, &per_sm));
+  if (err != cudaSuccess) return cuda_status(err, "decode occupancy query");
+  *target = std::max(1, dev.num_sms * std::max(per_sm, 1));
+  return Status::Ok();
+}
+
+Status check_workspace(const TensorRef& ws, int32_t device_id, int64_t need) {
+  FK_RETURN_IF_ERROR(check_device("workspace", ws, device_id));
+  if (ws.dtype != DType::kInt32) {
+    return invalid("workspace", std::string("expected dtype int32, got ") + dtype_name(ws.dtype));
+  }
+  FK_RETURN_IF_ERROR(check_contiguous("workspace", ws));
+  FK_RETURN_IF_ERROR(check_data_ptr("workspace", ws, 16));
+  const int64_t have = ws.numel() * dtype_size(ws.dtype);
+  if (need >= 0 && have < need) {
+    return invalid("workspace", "has " + str(have) + " bytes, the plan needs " + str(need) +
+                                    " (decode_workspace_size)");
+  }
+  return Status::Ok();
+}
+
+// DecodeParams from validated args and a layout (workspace may be null: sizes only).
+DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
+  DecodeParams p{};
+  int64_t s[kMaxDims] = {0, 0, 0, 0};
+  auto eff = [&](const TensorRef& t) {  // size-1 dims get contiguous strides (any value is legal there)
+    int64_t c = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      s[i] = t.shape[i] > 1 ? t.stride[i] : c;
+      c = (t.shape[i] > 1 ? t.shape[i] : 1) * s[i];
+    }
+  };
+  p.q = a.q.data, p.k_cache = a.k_cache.data, p.v_cache = a.v_cache.data, p.o = a.out.data;
+  p.lse = a.lse.defined() ? static_cast<float*>(a.lse.data) : nullptr;
+  p.block_table = static_cast<const int32_t*>(a.block_table.data);
+  p.seqlens_k = static_cast<const int32_t*>(a.seqlens_k.data);
+  eff(a.q), p.q_batch_stride = s[0], p.q_tok_stride = s[1], p.q_head_stride = s[2];
+  eff(a.out), p.o_batch_stride = s[0], p.o_tok_stride = s[1], p.o_head_stride = s[2];
+  eff(a.k_cache), p.k_page_stride = s[0], p.k_slot_stride = s[1], p.k_head_stride = s[2];
+  eff(a.v_cache), p.v_page_stride = s[0], p.v_slot_stride = s[1], p.v_head_stride = s[2];
+  eff(a.block_table), p.bt_row_stride = s[0];
+  p.batch = int(m.B), p.s_q = int(m.s_q), p.h_q = int(m.h_q), p.h_kv = int(m.h_kv), p.ratio = int(m.ratio);
+  p.head_dim = int(m.d), p.head_dim_v = int(m.dv);
+  p.page_size = int(a.k_cache.shape[1]);
+  p.max_pages = int(a.block_table.shape[1]);
+  p.num_pages = int(a.k_cache.shape[0]);
+  p.capacity = int64_t(p.max_pages) * p.page_size;
+  p.rows = int(m.rows), p.row_groups = int(m.row_groups), p.hr_count = int(m.hr);
+  const float scale = a.softmax_scale > 0.f ? a.softmax_scale
+                                            : static_cast<float>(1.0 / std::sqrt(double(m.d)));
+  p.softmax_scale = scale;
+  p.softmax_scale_log2 = static_cast<float>(double(scale) * 1.4426950408889634);
+  p.causal = a.causal;
+  p.split_size = int(m.split_size);
+  p.min_chunk = kMinChunk;
+  p.target_ctas = L.target_ctas;
+  p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
+  if (a.workspace.defined()) {
+    char* base = static_cast<char*>(a.workspace.data);
+    p.ws.header = reinterpret_cast<int32_t*>(base + L.header);
+    p.ws.items = reinterpret_cast<DecodeItem*>(base + L.items);
+    p.ws.combines = reinterpret_cast<int2*>(base + L.combines);
+    p.ws.first_partial = reinterpret_cast<int32_t*>(base + L.first_partial);
+    p.ws.num_splits = reinterpret_cast<int32_t*>(base + L.num_splits);
+    p.ws.item_base = reinterpret_cast<int32_t*>(base + L.item_base);
+    p.ws.part_o = reinterpret_cast<float*>(base + L.part_o);
+    p.ws.part_lse = reinterpret_cast<float*>(base + L.part_lse);
+  }
+  return p;
+}
+
+Dims dims_of(const DecodeArgs& a) {
+  const int64_t max_seqlen = a.split_size > 0 && a.max_seqlen_k == 0
+                                 ? a.block_table.shape[1] * a.k_cache.shape[1]
+                                 : a.max_seqlen_k;
+  return make_dims(a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k_cache.shape[2], a.q.shape[3],
+                   a.v_cache.shape[3], a.split_size, max_seqlen);
+}
+
+Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
+  struct Named {
+    const char* name;
+    const TensorRef& t;
+    bool required;
+  };
+  const Named all[] = {{"q", a.q, true},
+                       {"k_cache", a.k_cache, true},
+                       {"v_cache", a.v_cache, true},
+                       {"block_table", a.block_table, true},
+                       {"seqlens_k", a.seqlens_k, true},
+                       {"out", a.out, true},
+                       {"lse", a.lse, false},
+                       {"workspace", a.workspace, need_workspace}};
+  for (const Named& n : all) {
+    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
+      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
+    }
+    if (n.required && !n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
+  }
+  if (a.q.device == Device::kCUDA && a.q.device_id < 0) {
+    return invalid("q", "expected a CUDA device id >= 0, got " + str(a.q.device_id));
+  }
+  for (const Named& n : all) {
+    if (n.t.defined() && n.name != std::string("workspace")) {
+      FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.q.device_id));
+    }
+  }
+  if (a.q.dtype != DType::kFloat16 && a.q.dtype != DType::kBFloat16) {
+    return invalid("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.q.dtype));
+  }
+  FK_RETURN_IF_ERROR(check_dtype("k_cache", a.k_cache, a.q.dtype, " (same as q)"));
+  FK_RETURN_IF_ERROR(check_dtype("v_cache", a.v_cache, a.q.dtype, " (same as q)"));
+  FK_RETURN_IF_ERROR(check_dtype("out", a.out, a.q.dtype, " (same as q)"));
+  if (a.lse.defined()) FK_RETURN_IF_ERROR(check_dtype("lse", a.lse, DType::kFloat32, ""));
+  FK_RETURN_IF_ERROR(check_dtype("block_table", a.block_table, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
+
+  FK_RETURN_IF_ERROR(check_ndim("q", a.q, 4, "[B, s_q, H_q, D]"));
+  FK_RETURN_IF_ERROR(check_ndim("k_cache", a.k_cache, 4, "[num_pages, page_size, H_kv, D]"));
+  FK_RETURN_IF_ERROR(check_ndim("v_cache", a.v_cache, 4, "[num_pages, page_size, H_kv, D_v]"));
+  FK_RETURN_IF_ERROR(check_ndim("block_table", a.block_table, 2, "[B, max_pages]"));
+  FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
+  FK_RETURN_IF_ERROR(check_ndim("out", a.out, 4, "[B, s_q, H_q, D_v]"));
+  if (a.lse.defined()) FK_RETURN_IF_ERROR(check_ndim("lse", a.lse, 3, "[B, H_q, s_q]"));
+  for (const Named& n : all) {
+    if (n.t.defined()) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
+  }
+
+  const Dims m = dims_of(a);
+  FK_RETURN_IF_ERROR(check_dims(m, "q"));
+  const int64_t P = a.k_cache.shape[0], page = a.k_cache.shape[1];
+  if (page < 1) return invalid("k_cache", "expected page_size >= 1, got shape " + a.k_cache.shape_str());
+  if (a.k_cache.shape[3] != m.d) {
+    return invalid("k_cache", "expected head_dim D = " + str(m.d) + " (from q), got " + str(a.k_cache.shape[3]));
+  }
+  if (a.v_cache.shape[0] != P || a.v_cache.shape[1] != page || a.v_cache.shape[2] != m.h_kv) {
+    return invalid("v_cache", "expected [num_pages, page_size, H_kv] = " + shape_of({P, page, m.h_kv}) +
+                                  " (from k_cache), got " + a.v_cache.shape_str());
+  }
+  if (a.block_table.shape[0] != m.B) {
+    return invalid("block_table", "expected " + str(m.B) + " rows (B from q), got " + a.block_table.shape_str());
+  }
+  if (a.seqlens_k.shape[0] != m.B) {
+    return invalid("seqlens_k", "expected shape [" + str(m.B) + "] (B from q), got " + a.seqlens_k.shape_str());
+  }
+  if (a.block_table.shape[1] * page > kMaxSize) {
+    return invalid("block_table", "max_pages * page_size = " + str(a.block_table.shape[1] * page) +
+                                      " tokens exceeds 2^31 - 1 (32-bit lengths)");
+  }
+  if (a.out.shape[0] != m.B || a.out.shape[1] != m.s_q || a.out.shape[2] != m.h_q || a.out.shape[3] != m.dv) {
+    return invalid("out", "expected shape " + shape_of({m.B, m.s_q, m.h_q, m.dv}) + ", got " + a.out.shape_str());
+  }
+  if (a.lse.defined() && (a.lse.shape[0] != m.B || a.lse.shape[1] != m.h_q || a.lse.shape[2] != m.s_q)) {
+    return invalid("lse", "expected shape [B, H_q, s_q] = " + shape_of({m.B, m.h_q, m.s_q}) + ", got " +
+                              a.lse.shape_str());
+  }
+
+  FK_RETURN_IF_ERROR(check_qkvo_layout("q", a.q, false));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, false));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, false));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("out", a.out, true));
+  if (a.lse.defined()) FK_RETURN_IF_ERROR(check_contiguous("lse", a.lse));
+  FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
+  if (a.block_table.shape[1] > 1 && a.block_table.stride[1] != 1) {
+    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
+                                      strides_str(a.block_table));
+  }
+  if (a.block_table.shape[0] > 1 && a.block_table.stride[0] < 0) {
+    return invalid("block_table", "expected non-negative strides, got " + strides_str(a.block_table));
+  }
+  FK_RETURN_IF_ERROR(check_span("block_table", a.block_table));
+  FK_RETURN_IF_ERROR(check_data_ptr("block_table", a.block_table, 4));
+  if (a.workspace.defined()) FK_RETURN_IF_ERROR(check_workspace(a.workspace, a.q.device_id, -1));
+  if (a.softmax_scale > 0.f && !std::isfinite(a.softmax_scale)) {
+    return invalid("softmax_scale", "expected a finite value > 0 (or <= 0 / NaN for 1/sqrt(D)), got inf");
+  }
+  if (!decode_variant_compiled(a.q.dtype, int(m.d))) {
+    return Status::NotCompiled(std::string("decode for dtype ") + dtype_name(a.q.dtype) + " and head_dim " +
+                               str(m.d) + " is not compiled into this build of FlashKit");
+  }
+  return Status::Ok();
+}
+
+Dims dims_of(const DecodePlanArgs& a) {
+  return make_dims(a.batch, a.s_q, a.num_heads_q, a.num_heads_kv, a.head_dim,
+                   a.head_dim_v > 0 ? a.head_dim_v : a.head_dim, a.split_size, a.max_seqlen_k);
+}
+
+Status validate_plan_sizes(const DecodePlanArgs& a) {
+  if (a.num_heads_kv < 1) return invalid("num_heads_kv", "expected >= 1, got " + str(a.num_heads_kv));
+  if (a.batch > kMaxSize) return invalid("batch", "expected < 2^31, got " + str(a.batch));
+  return check_dims(dims_of(a), "q");
+}
+
+}  // namespace
+
+FLASHKIT_EXPORT Status validate_decode_plan(const DecodePlanArgs& a) {
+  FK_RETURN_IF_ERROR(validate_plan_sizes(a));
+  if (!a.seqlens_k.defined()) return invalid("seqlens_k", "required tensor is missing (ndim == 0)");
+  if (!a.workspace.defined()) return invalid("workspace", "required tensor is missing (ndim == 0)");
+  FK_RETURN_IF_ERROR(check_device("seqlens_k", a.seqlens_k, a.seqlens_k.device_id));
+  FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
+  if (a.seqlens_k.shape[0] != a.batch) {
+    return invalid("seqlens_k", "expected shape [" + str(a.batch) + "] (batch), got " + a.seqlens_k.shape_str());
+  }
+  FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
+  return check_workspace(a.workspace, a.seqlens_k.device_id, -1);
+}
+
+FLASHKIT_EXPORT Status validate_decode(const DecodeArgs& a) { return validate_decode_impl(a, false); }
+
+FLASHKIT_EXPORT Status decode_workspace_size(const DecodePlanArgs& a, int device, int64_t* bytes) {
+  FK_RETURN_IF_ERROR(validate_plan_sizes(a));
+  DeviceGuard guard(device);
+  if (!guard.ok()) return Status::Unsupported("cannot make CUDA device " + str(device) + " current");
+  const Dims m = dims_of(a);
+  int target = 0;
+  FK_RETURN_IF_ERROR(target_ctas_for(m, &target));
+  Layout L;
+  FK_RETURN_IF_ERROR(make_layout(m, target, &L));
+  *bytes = L.bytes;
+  return Status::Ok();
+}
+
+FLASHKIT_EXPORT Status decode_plan(const DecodePlanArgs& a, cudaStream_t stream) {
+  FK_RETURN_IF_ERROR(validate_decode_plan(a));
+  DeviceGuard guard(a.seqlens_k.device_id);
+  if (!guard.ok()) return Status::Unsupported("cannot make the device of seqlens_k current");
+  const Dims m = dims_of(a);
+  int target = 0;
+  FK_RETURN_IF_ERROR(target_ctas_for(m, &target));
+  Layout L;
+  FK_RETURN_IF_ERROR(make_layout(m, target, &L));
+  FK_RETURN_IF_ERROR(check_workspace(a.workspace, a.seqlens_k.device_id, L.bytes));
+  if (m.B == 0) return Status::Ok();
+  DecodeArgs run;  // only the parts make_params reads for the plan
+  run.seqlens_k = a.seqlens_k;
+  run.workspace = a.workspace;
+  DecodeParams p = make_params(run, m, L);
+  // The plan clamps lengths to the block table at run time; here any int32 length is
+  // accepted (capacity = 2^31 - 1), only negative ones are flagged.
+  p.capacity = kMaxSize;
+  p.errors = device_error_word(a.seqlens_k.device_id);
+  if (p.errors == nullptr) return Status::Cuda("decode: the device error word is not available");
+  return cuda_status(static_cast<cudaError_t>(launch_decode_plan(p, stream)), "decode plan launch");
+}
+
+namespace {
+
+Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
+  FK_RETURN_IF_ERROR(validate_decode_impl(a, true));
+  DeviceGuard guard(a.q.device_id);
+  if (!guard.ok()) return Status::Unsupported("cannot make the device of q current");
+  const Dims m = dims_of(a);
+  int target = 0;
+  FK_RETURN_IF_ERROR(target_ctas_for(m, &target));
+  Layout L;
+  FK_RETURN_IF_ERROR(make_layout(m, target, &L));
+  FK_RETURN_IF_ERROR(check_workspace(a.workspace, a.q.device_id, L.bytes));
+  if (m.B == 0) return Status::Ok();
+  DecodeParams p = make_params(a, m, L);
+  p.errors = device_error_word(a.q.device_id);
+  if (p.errors == nullptr) return Status::Cuda("decode: the device error word is not available");
+  if (plan_first) {
+    DecodeParams pp = p;
+    pp.capacity = kMaxSize;
+    FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_plan(pp, stream)), "decode plan launch"));
+  }
+  DeviceInfo dev;
+  FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
+  FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, p, dev, stream)),
+                                 "decode split launch"));
+  if (L.max_combines > 0) {
+    FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_combine_for(a.q.dtype, p, stream)),
+                                   "decode combine launch"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+FLASHKIT_EXPORT Status decode_run(const DecodeArgs& a, cudaStream_t stream) { return run_impl(a, stream, false); }
+
+FLASHKIT_EXPORT Status decode(const DecodeArgs& a, cudaStream_t stream) { return run_impl(a, stream, true); }
+
+FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
+  struct Named {
+    const char* name;
+    const TensorRef& t;
+  };
+  const Named all[] = {{"k_new", a.k_new},     {"v_new", a.v_new},
+                       {"k_cache", a.k_cache}, {"v_cache", a.v_cache},
+                       {"block_table", a.block_table}, {"seqlens_k", a.seqlens_k}};
+  for (const Named& n : all) {
+    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
+      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
+    }
+    if (!n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
+  }
+  if (a.k_new.device == Device::kCUDA && a.k_new.device_id < 0) {
+    return invalid("k_new", "expected a CUDA device id >= 0, got " + str(a.k_new.device_id));
+  }
+  for (const Named& n : all) FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.k_new.device_id));
+  if (a.k_cache.dtype != DType::kFloat16 && a.k_cache.dtype != DType::kBFloat16) {
+    return invalid("k_cache", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.k_cache.dtype));
+  }
+  FK_RETURN_IF_ERROR(check_dtype("v_cache", a.v_cache, a.k_cache.dtype, " (same as k_cache)"));
+  FK_RETURN_IF_ERROR(check_dtype("k_new", a.k_new, a.k_cache.dtype, " (same as k_cache)"));
+  FK_RETURN_IF_ERROR(check_dtype("v_new", a.v_new, a.k_cache.dtype, " (same as k_cache)"));
+  FK_RETURN_IF_ERROR(check_dtype("block_table", a.block_table, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_ndim("k_new", a.k_new, 4, "[B, s_new, H_kv, D]"));
+  FK_RETURN_IF_ERROR(check_ndim("v_new", a.v_new, 4, "[B, s_new, H_kv, D_v]"));
+  FK_RETURN_IF_ERROR(check_ndim("k_cache", a.k_cache, 4, "[num_pages, page_size, H_kv, D]"));
+  FK_RETURN_IF_ERROR(check_ndim("v_cache", a.v_cache, 4, "[num_pages, page_size, H_kv, D_v]"));
+  FK_RETURN_IF_ERROR(check_ndim("block_table", a.block_table, 2, "[B, max_pages]"));
+  FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
+  for (const Named& n : all) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
+  const int64_t B = a.k_new.shape[0], s_new = a.k_new.shape[1], H = a.k_cache.shape[2];
+  const int64_t D = a.k_cache.shape[3], Dv = a.v_cache.shape[3];
+  if (a.k_cache.shape[1] < 1) return invalid("k_cache", "expected page_size >= 1, got shape " + a.k_cache.shape_str());
+  if (a.v_cache.shape[0] != a.k_cache.shape[0] || a.v_cache.shape[1] != a.k_cache.shape[1] || a.v_cache.shape[2] != H) {
+    return invalid("v_cache", "expected [num_pages, page_size, H_kv] = " +
+                                  shape_of({a.k_cache.shape[0], a.k_cache.shape[1], H}) + " (from k_cache), got " +
+                                  a.v_cache.shape_str());
+  }
+  if (D % 8 != 0 || Dv % 8 != 0) {
+    return invalid("k_cache", "head dims must be multiples of 8 (16-byte rows), got D = " + str(D) + ", D_v = " + str(Dv));
+  }
+  if (a.k_new.shape[2] != H || a.k_new.shape[3] != D) {
+    return invalid("k_new", "expected shape " + shape_of({B, s_new, H, D}) + ", got " + a.k_new.shape_str());
+  }
+  if (a.v_new.shape[0] != B || a.v_new.shape[1] != s_new || a.v_new.shape[2] != H || a.v_new.shape[3] != Dv) {
+    return invalid("v_new", "expected shape " + shape_of({B, s_new, H, Dv}) + ", got " + a.v_new.shape_str());
+  }
+  if (a.block_table.shape[0] != B) return invalid("block_table", "expected " + str(B) + " rows (B from k_new)");
+  if (a.seqlens_k.shape[0] != B) return invalid("seqlens_k", "expected shape [" + str(B) + "] (B from k_new)");
+  if (a.block_table.shape[1] * a.k_cache.shape[1] > kMaxSize) {
+    return invalid("block_table", "max_pages * page_size exceeds 2^31 - 1");
+  }
+  FK_RETURN_IF_ERROR(check_qkvo_layout("k_new", a.k_new, false));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("v_new", a.v_new, false));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, true));
+  FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, true));
+  FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
+  if (a.block_table.shape[1] > 1 && a.block_table.stride[1] != 1) {
+    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
+                                      strides_str(a.block_table));
+  }
+  FK_RETURN_IF_ERROR(check_span("block_table", a.block_table));
+  return check_data_ptr("block_table", a.block_table, 4);
+}
+
+FLASHKIT_EXPORT Status append_kv(const AppendKVArgs& a, cudaStream_t stream) {
+  FK_RETURN_IF_ERROR(validate_append_kv(a));
+  if (a.k_new.numel() == 0 && a.v_new.numel() == 0) return Status::Ok();
+  DeviceGuard guard(a.k_new.device_id);
+  if (!guard.ok()) return Status::Unsupported("cannot make the device of k_new current");
+  AppendParams p{};
+  int64_t s[kMaxDims] = {0, 0, 0, 0};
+  auto eff = [&](const TensorRef& t) {
+    int64_t c = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      s[i] = t.shape[i] > 1 ? t.stride[i] : c;
+      c = (t.shape[i] > 1 ? t.shape[i] : 1) * s[i];
+    }
+  };
+  p.k_new = a.k_new.data, p.v_new = a.v_new.data, p.k_cache = a.k_cache.data, p.v_cache = a.v_cache.data;
+  p.block_table = static_cast<const int32_t*>(a.block_table.data);
+  p.seqlens_k = static_cast<const int32_t*>(a.seqlens_k.data);
+  eff(a.k_new), p.kn_batch_stride = s[0], p.kn_tok_stride = s[1], p.kn_head_stride = s[2];
+  eff(a.v_new), p.vn_batch_stride = s[0], p.vn_tok_stride = s[1], p.vn_head_stride = s[2];
+  eff(a.k_cache), p.k_page_stride = s[0], p.k_slot_stride = s[1], p.k_head_stride = s[2];
+  eff(a.v_cache), p.v_page_stride = s[0], p.v_slot_stride = s[1], p.v_head_stride = s[2];
+  eff(a.block_table), p.bt_row_stride = s[0];
+  p.batch = int(a.k_new.shape[0]), p.s_new = int(a.k_new.shape[1]), p.h_kv = int(a.k_cache.shape[2]);
+  p.head_dim = int(a.k_cache.shape[3]), p.head_dim_v = int(a.v_cache.shape[3]);
+  p.page_size = int(a.k_cache.shape[1]), p.max_pages = int(a.block_table.shape[1]);
+  p.num_pages = int(a.k_cache.shape[0]);
+  p.elem_bytes = dtype_size(a.k_cache.dtype);
+  p.errors = device_error_word(a.k_new.device_id);
+  if (p.errors == nullptr) return Status::Cuda("append_kv: the device error word is not available");
+  DeviceInfo dev;
+  FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
+  return cuda_status(static_cast<cudaError_t>(launch_decode_append(p, dev.num_sms, stream)), "append_kv launch");
+}
+
+}  // namespace flashkit

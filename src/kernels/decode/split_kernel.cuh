@@ -1,0 +1,392 @@
+// Paged-decode split kernel (Flash-Decoding over a paged KV cache), sm_80 and newer.
+//
+// One CTA per work item (b, hr, split) of the plan (see kernels/decode_params.h). Per
+// KV tile n of the item's chunk (kBlockN tokens):
+//
+//   wait tile n ─ sync ─ issue loads of tile n+S-1 ─ offsets of tile n+S (block-table
+//   entry loaded last iteration; load the entry of tile n+S+1) ─ S = Q K^T (16 keys per
+//   warp) ─ mask (last tile / bad pages only) ─ online softmax ─ O += P V
+//
+// Device-side index data is never trusted: lengths are clamped to the block table's
+// capacity, block ids outside [0, num_pages) are never dereferenced (their tokens are
+// masked out) and both set a bit of the sticky device error word. Tokens past the end of
+// a sequence are zero-filled, never read, and masked, so NaN/Inf in unused cache slots
+// cannot reach the result.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_common/online_softmax.cuh"
+#include "kernels/decode/traits.cuh"
+#include "kernels/decode_params.h"
+#include "prims/cp_async.cuh"
+#include "prims/ldmatrix.cuh"
+#include "prims/mma.cuh"
+#include "prims/numeric.cuh"
+
+namespace flashkit::decode {
+
+// Clamped length of sequence b (the same rule in the plan, split and combine kernels).
+__device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
+  const int len = p.seqlens_k[b];
+  return len < 0 ? 0 : (int64_t(len) > p.capacity ? int(p.capacity) : len);
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const DecodeParams p) {
+  using T = typename Tr::T;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kStages = Tr::kStages;
+  constexpr int kOffSlots = Tr::kOffSlots;
+  constexpr int kRows = Tr::kRows;
+  constexpr int kMTiles = Tr::kMTiles;
+  constexpr int kD = Tr::kHeadDim;
+  constexpr int kThreads = Tr::kThreads;
+  using KVTile = typename Tr::KVTile;
+  using QTile = typename Tr::QTile;
+
+  if (int(blockIdx.x) >= p.ws.header[kHdrNumItems]) return;
+  if (p.ws.header[kHdrBatch] != p.batch || p.ws.header[kHdrHrCount] != p.hr_count) {
+    if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
+    return;
+  }
+  const DecodeItem item = p.ws.items[blockIdx.x];
+  // A workspace that was not planned for these dims is a caller error: never index with it.
+  if (item.batch < 0 || item.batch >= p.batch || item.hr < 0 || item.hr >= p.hr_count ||
+      item.partial >= p.max_partials) {
+    if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
+    return;
+  }
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
+  int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
+  int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int b = item.batch;
+  const int len = clamped_len(p, b);
+  const int chunk = p.ws.header[kHdrChunk];
+  const int64_t t_begin64 = int64_t(item.split) * chunk;
+  const int t_begin = t_begin64 < len ? int(t_begin64) : len;
+  const int t_end = int(min(int64_t(len), t_begin64 + chunk));
+  const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;
+  const int kv_head = item.hr / p.row_groups;
+  const int row0 = (item.hr % p.row_groups) * kRows;
+  const int rows_valid = min(kRows, p.ratio * p.s_q - row0);
+
+  const T* k_base = static_cast<const T*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
+  const T* v_base = static_cast<const T*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.bt_row_stride;
+
+  // --- block table -> per-token element offsets (threads 0..kBlockN-1, one token each) ---
+  // page_of: the block id of this thread's token of `tile` (-1 past the chunk's end).
+  auto page_of = [&](int tile) -> int {
+    const int tok = t_begin + tile * kBlockN + tid;
+    return (tile < n_tiles && tok < t_end) ? bt_row[tok / p.page_size] : -1;
+  };
+  // Writes the offsets of `tile` into its ring slot; a block id out of range is never
+  // dereferenced: offset -1 (zero-filled and masked) and the error bit.
+  auto write_offsets = [&](int tile, int page) {
+    const int slot = tile % kOffSlots;
+    const int tok = t_begin + tile * kBlockN + tid;
+    const bool in_range = tile < n_tiles && tok < t_end;
+    const bool ok = page >= 0 && page < p.num_pages;
+    int64_t ok_k = -1, ok_v = -1;
+    if (in_range && ok) {
+      const int in_page = tok - (tok / p.page_size) * p.page_size;
+      ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
+      ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
+    }
+    sOffK[slot * kBlockN + tid] = ok_k;
+    sOffV[slot * kBlockN + tid] = ok_v;
+    const bool bad = __any_sync(0xffffffffu, in_range && !ok);
+    if (lane == 0) {
+      sBad[slot * 2 + warp] = bad;
+      if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
+    }
+  };
+
+  // --- K/V tile loads: thread -> (row, 16-byte chunk), rows at a fixed step ---
+  constexpr int kChunksPerRow = kD * int(sizeof(T)) / 16;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kPasses = kBlockN / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
+  const int ld_row = tid / kChunksPerRow;
+  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(T)));
+  auto load_tile = [&](int tile) {
+    if (tile < n_tiles) {
+      const int stage = tile % kStages;
+      const int slot = tile % kOffSlots;
+      T* dk = sK + stage * KVTile::kElems;
+      T* dv = sV + stage * KVTile::kElems;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int r = ld_row + i * kRowsPerPass;
+        const int64_t ok = sOffK[slot * kBlockN + r];
+        const int64_t ov = sOffV[slot * kBlockN + r];
+        prims::cp_async_16(dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0);
+        prims::cp_async_16(dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0);
+      }
+    }
+    prims::cp_async_commit();  // always: keeps the group count per iteration uniform
+  };
+
+  // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
+  {
+    constexpr int kQChunks = kRows * kChunksPerRow;
+    for (int c = tid; c < kQChunks; c += kThreads) {
+      const int r = c / kChunksPerRow;
+      const int col = (c % kChunksPerRow) * (16 / int(sizeof(T)));
+      const int R = row0 + r;
+      const bool valid = r < rows_valid;
+      const T* src = static_cast<const T*>(p.q);
+      if (valid) {
+        const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+        src += int64_t(b) * p.q_batch_stride + int64_t(t) * p.q_tok_stride +
+               int64_t(kv_head * p.ratio + hg) * p.q_head_stride + col;
+      }
+      prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
+    }
+  }
+  int next_page = -1;
+  if (tid < kBlockN) {
+    int pages[kStages];
+#pragma unroll
+    for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
+    next_page = page_of(kStages);
+#pragma unroll
+    for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
+
+  // Per-row visibility limit (causal: query token t sits at position len - s_q + t).
+  const int g = lane / 4, tq = lane % 4;
+  int row_limit[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int R = row0 + mt * 16 + g + 8 * h;
+      row_limit[mt][h] = p.causal ? len - p.s_q + R % p.s_q : len - 1;
+    }
+  }
+  // Tiles whose keys all lie below this position need no mask (besides bad pages).
+  const int mask_from = p.causal ? min(t_end, len - p.s_q + 1) : t_end;
+
+  float o[kMTiles][Tr::kDTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+  attn::OnlineSoftmax<kMTiles, true> softmax;
+  softmax.init();
+  const float scale_log2 = p.softmax_scale_log2;
+
+  // ldmatrix lane addresses (see prims/ldmatrix.cuh and the sm80 forward kernel):
+  //   A (Q, 16x16): row lane%16, column 8*(lane/16)
+  //   B (K, two n8 key tiles x k16): key lane%8 + 8*(lane/16), column 8*((lane/8)%2)
+  //   B (V^T via .trans, k16 keys x two n8 column tiles): key lane%8 + 8*((lane/8)%2), column 8*(lane/16)
+  constexpr int kElt = int(sizeof(T));
+  const uint32_t q_addr = prims::smem_addr(sQ + QTile::offset(lane % 16, (lane / 16) * 8));
+  const uint32_t k_addr0 =
+      prims::smem_addr(sK + KVTile::offset(warp * 16 + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8));
+  const uint32_t v_addr0 =
+      prims::smem_addr(sV + KVTile::offset(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    prims::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
+    load_tile(tile + kStages - 1);
+    if (tid < kBlockN) {
+      write_offsets(tile + kStages, next_page);
+      next_page = page_of(tile + kStages + 1);
+    }
+
+    const int stage = tile % kStages;
+    const int slot = tile % kOffSlots;
+    const uint32_t k_addr = k_addr0 + stage * KVTile::kBytes;
+    const uint32_t v_addr = v_addr0 + stage * KVTile::kBytes;
+
+    // S = Q K^T for this warp's 16 keys.
+    float s[kMTiles][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      uint32_t kb[4];
+      prims::ldmatrix_x4(kb, k_addr + KVTile::offset(0, ks * 16) * kElt);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        uint32_t qa[4];
+        prims::ldmatrix_x4(qa, q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+        prims::mma_m16n8k16<T>(s[mt][0], qa, kb[0], kb[1]);
+        prims::mma_m16n8k16<T>(s[mt][1], qa, kb[2], kb[3]);
+      }
+    }
+
+    const int key0 = t_begin + tile * kBlockN;
+    if (key0 + kBlockN > mask_from || sBad[slot * 2] || sBad[slot * 2 + 1]) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kt = warp * 16 + nt * 8 + 2 * tq + (e & 1);
+          const int kp = key0 + kt;
+          const bool usable = sOffK[slot * kBlockN + kt] >= 0;  // in range and a valid page
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            if (!usable || kp > row_limit[mt][e >> 1]) s[mt][nt][e] = -INFINITY;
+          }
+        }
+      }
+    }
+
+    softmax.update(s, o, scale_log2);
+
+    // O += P V: P's C fragments (two n8 key tiles) are the A fragment of one k16 step.
+    uint32_t pa[kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      pa[mt][0] = prims::pack2<T>(s[mt][0][0], s[mt][0][1]);
+      pa[mt][1] = prims::pack2<T>(s[mt][0][2], s[mt][0][3]);
+      pa[mt][2] = prims::pack2<T>(s[mt][1][0], s[mt][1][1]);
+      pa[mt][3] = prims::pack2<T>(s[mt][1][2], s[mt][1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
+      uint32_t vb[4];
+      prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(0, dp * 16) * kElt);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+        prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+      }
+    }
+  }
+
+  // --- merge the 4 warps' partial softmax states (fixed order: deterministic) ---
+  prims::cp_async_wait<0>();
+  __syncthreads();  // every load landed and every warp is done: the rings are free
+  float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemStats);
+  float* sSum = sMax + Tr::kNWarps * kRows;
+  float* sO = reinterpret_cast<float*>(smem + Tr::kSmemK);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sum = prims::quad_sum(softmax.row_sum[mt][h]);
+      if (tq == 0) {
+        const int r = mt * 16 + g + 8 * h;
+        sMax[warp * kRows + r] = softmax.row_max[mt][h];
+        sSum[warp * kRows + r] = sum;
+      }
+    }
+  }
+  __syncthreads();
+  // Row max over warps, in raw score units; -inf when no warp saw a key of the row.
+  auto merged_max = [&](int r) {
+    float m = sMax[r];
+#pragma unroll
+    for (int w = 1; w < Tr::kNWarps; ++w) m = fmaxf(m, sMax[w * kRows + r]);
+    return m;
+  };
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = mt * 16 + g + 8 * h;
+      const float m_all = merged_max(r);
+      const float m_own = softmax.row_max[mt][h];
+      const float f = m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2);
+      float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 2 * tq;
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[mt][dt][2 * h] * f, o[mt][dt][2 * h + 1] * f);
+      }
+    }
+  }
+  __syncthreads();
+
+  const bool split = item.partial >= 0;
+  // Row sums rescaled to the merged max; 0 when the row saw no key.
+  auto merged_sum = [&](int r, float m_all) {
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < Tr::kNWarps; ++w) {
+      const float mw = sMax[w * kRows + r];
+      if (mw != -INFINITY) l += sSum[w * kRows + r] * prims::exp2_approx((mw - m_all) * scale_log2);
+    }
+    return l;
+  };
+  constexpr int kOutChunks = kRows * (kD / 8);  // 8 columns per chunk
+  for (int c = tid; c < kOutChunks; c += kThreads) {
+    const int r = c / (kD / 8);
+    const int col = (c % (kD / 8)) * 8;
+    if (r >= rows_valid) continue;
+    const float m_all = merged_max(r);
+    const float l = merged_sum(r, m_all);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    float acc[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < Tr::kNWarps; ++w) {
+      const float* src = sO + (w * kRows + r) * Tr::kMergeStride + col;
+      const float4 a = *reinterpret_cast<const float4*>(src);
+      const float4 bq = *reinterpret_cast<const float4*>(src + 4);
+      acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
+      acc[4] += bq.x, acc[5] += bq.y, acc[6] += bq.z, acc[7] += bq.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] *= inv;
+    if (split) {
+      float* dst = p.ws.part_o + (int64_t(item.partial) * p.rows + r) * p.head_dim_v + col;
+      *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    } else {
+      const int R = row0 + r;
+      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+      T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
+               int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col;
+      uint4 packed;
+      packed.x = prims::pack2<T>(acc[0], acc[1]);
+      packed.y = prims::pack2<T>(acc[2], acc[3]);
+      packed.z = prims::pack2<T>(acc[4], acc[5]);
+      packed.w = prims::pack2<T>(acc[6], acc[7]);
+      *reinterpret_cast<uint4*>(dst) = packed;
+    }
+  }
+  if (tid < rows_valid) {
+    const int r = tid;
+    const float m_all = merged_max(r);
+    const float l = merged_sum(r, m_all);
+    const float lse = l > 0.f ? (m_all * scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+    if (split) {
+      p.ws.part_lse[int64_t(item.partial) * p.rows + r] = lse;
+    } else if (p.lse != nullptr) {
+      const int R = row0 + r;
+      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+      p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
+    }
+  }
+}
+
+}  // namespace flashkit::decode

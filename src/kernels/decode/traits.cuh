@@ -1,0 +1,56 @@
+// Tile shapes and the shared-memory plan of the paged-decode split kernel.
+//
+// A CTA = 4 warps works on one item (sequence b, head-row group hr, KV chunk). The kRows
+// query rows of the item (16 or 32: the GQA heads of one KV head times the s_q new
+// tokens) are the M dimension of m16n8k16 MMAs; each KV tile of kBlockN = 64 tokens is
+// split between the warps, 16 keys each (split-K inside the CTA: rows are few, keys are
+// many), and the 4 partial softmax states are merged once at the end. K/V tiles stream
+// through a kStages-deep cp.async ring; the per-token page offsets of each tile are
+// computed one tile ahead from the block table (whose entries are loaded two tiles
+// ahead), so the pointer chase never sits on the critical path of the loads.
+#pragma once
+
+#include "tiles/smem_tile.cuh"
+
+namespace flashkit::decode {
+
+template <typename T_, int kHeadDim_, int kMTiles_, int kStages_>
+struct DecodeTraits {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kMTiles = kMTiles_;     // 16-row MMA tiles of query rows
+  static constexpr int kRows = 16 * kMTiles;   // query rows of one item
+  static constexpr int kStages = kStages_;     // K/V tiles in flight
+  static constexpr int kBlockN = 64;           // tokens per K/V tile
+  static constexpr int kNWarps = 4;
+  static constexpr int kThreads = kNWarps * 32;
+  static constexpr int kWarpKeys = kBlockN / kNWarps;  // 16: one k16 step of P V per tile
+  static constexpr int kKSteps = kHeadDim / 16;        // k16 steps of Q K^T
+  static constexpr int kDTiles = kHeadDim / 8;         // n8 tiles of O
+  static constexpr int kOffSlots = kStages + 1;        // offset ring: one more than the data ring
+  static_assert(kWarpKeys == 16, "each warp takes one k16 step of keys per tile");
+  static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
+
+  using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
+  using KVTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
+
+  // fp32 rows of the end-of-CTA merge buffer (padded by 4 floats: rows stay 16-byte
+  // aligned and the fragment writes of 8 rows spread over more banks).
+  static constexpr int kMergeStride = kHeadDim + 4;
+
+  // Shared-memory plan: [Q | K ring | V ring | K offsets | V offsets | bad flags | stats].
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + QTile::kBytes;
+  static constexpr int kSmemV = kSmemK + kStages * KVTile::kBytes;
+  static constexpr int kSmemOffK = kSmemV + kStages * KVTile::kBytes;  // int64 [kOffSlots][kBlockN]
+  static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
+  static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][2]
+  static constexpr int kSmemStats = kSmemBad + ((kOffSlots * 2 * 4 + 15) / 16) * 16;
+  // float [2][kNWarps][kRows]: each warp's row max and row sum
+  static constexpr int kSmemBytes = kSmemStats + 2 * kNWarps * kRows * 4;
+  // The merge buffer fp32 [kNWarps][kRows][kMergeStride] reuses the K/V rings.
+  static constexpr int kMergeBytes = kNWarps * kRows * kMergeStride * 4;
+  static_assert(kMergeBytes <= 2 * kStages * KVTile::kBytes, "merge buffer must fit in the K/V rings");
+};
+
+}  // namespace flashkit::decode

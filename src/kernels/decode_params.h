@@ -1,0 +1,118 @@
+// Plain-data parameters of the paged-decode kernels (plan, split, combine, append).
+// Filled by the API layer from validated TensorRefs; strides are in elements.
+//
+// Work decomposition. The query rows of one KV head (the H_q / H_kv query heads of its
+// GQA group times the s_q new tokens, row = head_in_group * s_q + token) form the M
+// dimension of the MMAs; they are cut into `row_groups` groups of kRows rows (16 or 32).
+// A "head-row" hr = kv_head * row_groups + row_group names one such group. Each
+// sequence's KV range is cut into `n_splits` chunks of `chunk` tokens; one work item =
+// (sequence, hr, split), one CTA each. Sequences with one split write the output
+// directly; the others write fp32 partial O and LSE, merged by the combine kernel.
+#pragma once
+
+#include <cstdint>
+
+#include <vector_types.h>  // int2
+
+namespace flashkit {
+
+// One work item of the split kernel, written by the plan kernel.
+struct DecodeItem {
+  int32_t batch;
+  int32_t hr;       // kv_head * row_groups + row_group
+  int32_t split;    // chunk index within the sequence
+  int32_t partial;  // partial-result slot, or -1 when the sequence has a single split
+};
+
+// Workspace layout (offsets in bytes from the workspace base, 256-byte aligned), computed
+// on the host from (B, hr, target CTAs, limits); see api/decode.cpp.
+struct DecodeWorkspace {
+  int32_t* header;       // [kHeaderInts]: counts written by the plan kernel
+  DecodeItem* items;     // [max_items]
+  int2* combines;        // [max_combines]: (batch, hr) pairs whose splits must be merged
+  int32_t* first_partial;  // [B]: first partial split row of b (see part_o), -1 if unsplit
+  int32_t* num_splits;   // [B]
+  int32_t* item_base;    // [B]: index of b's first item divided by hr_count
+  // Partial results of split sequences: slot (first_partial[b] + split) * hr_count + hr.
+  float* part_o;         // [max_partials][rows][D_v]
+  float* part_lse;       // [max_partials][rows]
+};
+
+struct DecodeParams {
+  const void* __restrict__ q;        // [B, s_q, H_q, D]
+  const void* __restrict__ k_cache;  // [num_pages, page_size, H_kv, D] (any strides)
+  const void* __restrict__ v_cache;  // [num_pages, page_size, H_kv, D_v]
+  void* __restrict__ o;              // [B, s_q, H_q, D_v]
+  float* __restrict__ lse;           // [B, H_q, s_q] or nullptr
+  const int32_t* __restrict__ block_table;  // [B, max_pages] (row stride bt_row_stride)
+  const int32_t* __restrict__ seqlens_k;    // [B]
+
+  int64_t q_batch_stride, q_tok_stride, q_head_stride;
+  int64_t o_batch_stride, o_tok_stride, o_head_stride;
+  int64_t k_page_stride, k_slot_stride, k_head_stride;
+  int64_t v_page_stride, v_slot_stride, v_head_stride;
+  int64_t bt_row_stride;
+
+  int batch, s_q, h_q, h_kv, ratio;  // ratio = h_q / h_kv
+  int head_dim, head_dim_v;
+  int page_size, max_pages, num_pages;
+  int64_t capacity;  // max_pages * page_size: longest length the block table can describe
+  int rows;          // kRows of the kernel configuration (16 or 32)
+  int row_groups;    // ceil(ratio * s_q / rows)
+  int hr_count;      // h_kv * row_groups
+
+  float softmax_scale, softmax_scale_log2;
+  bool causal;
+
+  // Plan inputs: split_size > 0 fixes the chunk (batch invariance); 0 = balanced from the
+  // total work over target_ctas. max_items / max_combines / max_partials bound what the
+  // plan may write (the workspace was sized for them).
+  int split_size;
+  int min_chunk;
+  int target_ctas;
+  int max_items, max_combines, max_partials;
+
+  DecodeWorkspace ws;
+  uint32_t* errors;  // sticky device error word (flashkit/errors.h bits)
+};
+
+// Header slots written by the plan kernel.
+enum DecodeHeader : int {
+  kHdrNumItems = 0,
+  kHdrNumCombines = 1,
+  kHdrChunk = 2,
+  kHdrTotalTokens = 3,  // sum of clamped lengths (for tests and diagnostics)
+  kHdrBatch = 4,        // B and hr_count the plan was made for (checked by the run)
+  kHdrHrCount = 5,
+  kHeaderInts = 8,
+};
+
+// Device error bits used by the decode kernels (same values as flashkit/errors.h).
+enum DecodeErrorBits : uint32_t {
+  kDecodeErrBlockId = 4u,   // a block id used by a sequence is outside [0, num_pages)
+  kDecodeErrSeqlen = 8u,    // seqlens_k[b] < 0 or > max_pages * page_size
+  kDecodeErrAppend = 16u,   // append: a new token has no valid slot
+  kDecodeErrPlan = 32u,     // the workspace was not planned for this call's sizes
+};
+
+// Parameters of the append kernel: writes k_new/v_new [B, s_new, H_kv, D] into the slots
+// of positions seqlens_k[b] - s_new + t.
+struct AppendParams {
+  const void* __restrict__ k_new;
+  const void* __restrict__ v_new;
+  void* __restrict__ k_cache;
+  void* __restrict__ v_cache;
+  const int32_t* __restrict__ block_table;
+  const int32_t* __restrict__ seqlens_k;
+  int64_t kn_batch_stride, kn_tok_stride, kn_head_stride;
+  int64_t vn_batch_stride, vn_tok_stride, vn_head_stride;
+  int64_t k_page_stride, k_slot_stride, k_head_stride;
+  int64_t v_page_stride, v_slot_stride, v_head_stride;
+  int64_t bt_row_stride;
+  int batch, s_new, h_kv, head_dim, head_dim_v;
+  int page_size, max_pages, num_pages;
+  int elem_bytes;
+  uint32_t* errors;
+};
+
+}  // namespace flashkit

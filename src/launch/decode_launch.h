@@ -1,0 +1,31 @@
+// Declarations of the paged-decode launchers. The split kernels are instantiated per
+// (dtype, head dim) in src/kernels/decode/inst/decode_<dtype>_hd<D>.cu; the plan, combine
+// and append launchers live in src/kernels/decode/inst/decode_aux.cu.
+#pragma once
+
+#include "kernels/decode_params.h"
+#include "launch/fwd_launch.h"  // DeviceInfo, fp16_t / bf16_t tags
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashkit {
+
+// Query rows per item for `rows_needed` = (H_q / H_kv) * s_q: 16, or 32 where the O tile
+// of 32 rows still fits in registers (head dim <= 128). Larger groups use several items.
+inline int decode_rows_per_item(int rows_needed, int head_dim) {
+  return (rows_needed <= 16 || head_dim > 128) ? 16 : 32;
+}
+
+// The split kernel of (dtype, head dim) for params.rows rows. All return cudaError_t as int.
+template <typename DTypeTag, int kHeadDim>
+int launch_decode_split(const DecodeParams& params, const DeviceInfo& dev, cudaStream_t stream);
+// CTAs of that split kernel resident per SM (occupancy), used to size the plan.
+template <typename DTypeTag, int kHeadDim>
+int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks);
+
+int launch_decode_plan(const DecodeParams& params, cudaStream_t stream);
+template <typename DTypeTag>
+int launch_decode_combine(const DecodeParams& params, cudaStream_t stream);
+int launch_decode_append(const AppendParams& params, int num_sms, cudaStream_t stream);
+
+}  // namespace flashkit

@@ -1,0 +1,64 @@
+// Launcher of the paged-decode split kernel: the tile configuration of each head dim.
+// Included only by the instantiation files src/kernels/decode/inst/decode_<dt>_hd<D>.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/decode/split_kernel.cuh"
+#include "launch/decode_launch.h"
+#include "launch/element_type.cuh"
+#include "launch/launch_common.cuh"
+
+namespace flashkit {
+namespace decode {
+
+// DecodeTraits<T, D, kMTiles, kStages>: K/V stages so that 2 CTAs fit per SM at D = 128
+// (3 x 34 KB of K/V each) and the ring keeps >= 64 KB in flight per SM at every D.
+template <typename T, int D, int kMTiles> struct Config;
+template <typename T, int M> struct Config<T, 64, M> { using Tr = DecodeTraits<T, 64, M, 4>; };
+template <typename T, int M> struct Config<T, 128, M> { using Tr = DecodeTraits<T, 128, M, 3>; };
+template <typename T, int M> struct Config<T, 256, M> { using Tr = DecodeTraits<T, 256, 1, 2>; };
+
+template <class Tr>
+cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  constexpr auto kernel = &decode_split_kernel<Tr>;
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  if (p.max_items <= 0) return cudaSuccess;
+  decode_split_kernel<Tr><<<p.max_items, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <class Tr>
+cudaError_t blocks_per_sm(const DeviceInfo& dev, int* blocks) {
+  constexpr auto kernel = &decode_split_kernel<Tr>;
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, Tr::kThreads, Tr::kSmemBytes);
+}
+
+}  // namespace decode
+
+template <typename Tag, int D>
+int launch_decode_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  if (p.rows == 32 && D <= 128) {
+    return decode::launch_split<typename decode::Config<T, D, 2>::Tr>(p, dev, stream);
+  }
+  return decode::launch_split<typename decode::Config<T, D, 1>::Tr>(p, dev, stream);
+}
+
+template <typename Tag, int D>
+int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks) {
+  using T = typename ElementOf<Tag>::type;
+  if (rows == 32 && D <= 128) return decode::blocks_per_sm<typename decode::Config<T, D, 2>::Tr>(dev, blocks);
+  return decode::blocks_per_sm<typename decode::Config<T, D, 1>::Tr>(dev, blocks);
+}
+
+}  // namespace flashkit
+
+#define FLASHKIT_INSTANTIATE_DECODE(TAG, D)                                                     \
+  template int flashkit::launch_decode_split<flashkit::TAG, D>(                                 \
+      const flashkit::DecodeParams&, const flashkit::DeviceInfo&, cudaStream_t);                \
+  template int flashkit::decode_split_blocks_per_sm<flashkit::TAG, D>(int, const flashkit::DeviceInfo&, \
+                                                                      int*);

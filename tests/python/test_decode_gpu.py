@@ -1,0 +1,300 @@
+"""GPU tests of the paged decode (flashkit.decode / DecodePlan / append_kv).
+
+Every case: random inputs (never zeros), a randomly permuted block table, NaN written into
+every cache slot that no sequence uses (and past every length), outputs poisoned with NaN;
+out checked with the SPEC §3 rule against a float32 reference on a contiguous gather of the
+cache (PyTorch's SDPA in the same dtype as the baseline), lse against the reference, and
+the device error word clear afterwards. Plus: lengths 0 / 1 / page_size +- 1 / mixed, a 1M
+token sequence, s_q up to 16 (causal and not), GQA 1..16, every page size of the issue, NHD
+and HND layouts, fixed split sizes (bitwise batch invariance), determinism, CUDA-graph
+replay with new lengths and block tables, torch.compile, out-of-range block ids and
+lengths (error bit, never a fault), append_kv.
+
+Run: ``pytest -m gpu tests/python/test_decode_gpu.py``.
+"""
+
+import math
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+try:
+    import flashkit
+    from flashkit.testing import (check_close, check_lse, decode_pytorch, decode_reference,
+                                  poison_)
+except ImportError as e:
+    pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _gen(seed):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(zlib.crc32(repr(seed).encode()))
+    return g
+
+
+def make_case(lens, s_q=1, h_q=8, h_kv=2, d=128, page=16, dtype=torch.bfloat16, hnd=False,
+              extra_pages=3, seed=0, fill=float("nan")):
+    """q, caches (unused slots = `fill`), permuted block table, seqlens."""
+    g = _gen(("case", tuple(lens), s_q, h_q, h_kv, d, page, str(dtype), hnd, seed))
+    B = len(lens)
+    pages_per = [max(1, math.ceil(n / page)) for n in lens]
+    max_pages = max(pages_per) + 1
+    num_pages = sum(pages_per) + extra_pages
+    if hnd:  # physical [P, H, page, D] viewed as [P, page, H, D]
+        k_cache = torch.full((num_pages, h_kv, page, d), fill, dtype=dtype, device="cuda").transpose(1, 2)
+        v_cache = torch.full((num_pages, h_kv, page, d), fill, dtype=dtype, device="cuda").transpose(1, 2)
+    else:
+        k_cache = torch.full((num_pages, page, h_kv, d), fill, dtype=dtype, device="cuda")
+        v_cache = torch.full((num_pages, page, h_kv, d), fill, dtype=dtype, device="cuda")
+    perm = torch.randperm(num_pages, generator=g, device="cuda").int()
+    block_table = torch.full((B, max_pages), -7, dtype=torch.int32, device="cuda")  # junk past the end
+    i = 0
+    for b, n in enumerate(lens):
+        block_table[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+        i += pages_per[b]
+        if n:
+            pos = torch.arange(n, device="cuda")
+            pg = block_table[b].long()[pos // page]
+            k_cache[pg, pos % page] = torch.randn((n, h_kv, d), generator=g, device="cuda").to(dtype)
+            v_cache[pg, pos % page] = torch.randn((n, h_kv, d), generator=g, device="cuda").to(dtype)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn((B, s_q, h_q, d), generator=g, device="cuda").to(dtype)
+    return q, k_cache, v_cache, block_table, seqlens
+
+
+def run_checked(q, k_cache, v_cache, block_table, seqlens, causal=True, split_size=0, scale=None,
+                expect_errors=0):
+    flashkit.device_errors(clear=True)
+    B, s_q, h_q, _ = q.shape
+    out = poison_(torch.empty((B, s_q, h_q, v_cache.shape[3]), dtype=q.dtype, device="cuda"))
+    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device="cuda"))
+    plan = flashkit.DecodePlan(B, s_q, h_q, k_cache.shape[2], q.shape[3], device="cuda",
+                               split_size=split_size,
+                               max_seqlen_k=block_table.shape[1] * k_cache.shape[1] if split_size else 0)
+    plan.plan(seqlens)
+    flashkit._C.decode_run(q, k_cache, v_cache, block_table, seqlens, out, lse, plan.workspace,
+                           scale or 0.0, causal, split_size, plan.max_seqlen_k, False, False,
+                           torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == expect_errors
+    return out, lse
+
+
+def check(q, k_cache, v_cache, block_table, seqlens, out, lse, causal=True, scale=None):
+    ref, lse_ref = decode_reference(q, k_cache, v_cache, block_table, seqlens, causal, scale)
+    pt = decode_pytorch(q, k_cache, v_cache, block_table, seqlens, causal, scale)
+    res = check_close(out, ref, pt)
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
+    assert res.ok, res.message
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("heads", [(8, 8), (8, 2), (32, 8), (16, 1)])
+def test_accuracy_dtypes_dims_gqa(dtype, d, heads):
+    h_q, h_kv = heads
+    case = make_case([1, 17, 300, 1000], h_q=h_q, h_kv=h_kv, d=d, dtype=DT[dtype], seed=1)
+    out, lse = run_checked(*case)
+    check(*case, out, lse)
+
+
+@pytest.mark.parametrize("page", [1, 8, 16, 32, 48, 64, 128, 256])
+def test_page_sizes(page):
+    case = make_case([0, 1, page - 1 if page > 1 else 2, page, page + 1, 777, 2049], page=page,
+                     h_q=16, h_kv=4, seed=page)
+    out, lse = run_checked(*case)
+    check(*case, out, lse)
+
+
+@pytest.mark.parametrize("s_q", [1, 2, 3, 4, 7, 16])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("heads", [(4, 4), (32, 8), (64, 8), (16, 1)])
+def test_multi_token_queries(s_q, causal, heads):
+    h_q, h_kv = heads
+    case = make_case([s_q, s_q + 5, 130, 1500], s_q=s_q, h_q=h_q, h_kv=h_kv, seed=(s_q, causal))
+    out, lse = run_checked(*case, causal=causal)
+    check(*case, out, lse, causal=causal)
+
+
+def test_fewer_cached_tokens_than_queries():
+    # len < s_q: the first query tokens see no key (out 0, lse -inf).
+    case = make_case([2, 0, 5], s_q=4, h_q=8, h_kv=2, seed=3)
+    out, lse = run_checked(*case)
+    check(*case, out, lse)
+    assert torch.isneginf(lse[0, :, :2]).all() and (out[0, :2] == 0).all()
+
+
+@pytest.mark.parametrize("hnd", [False, True])
+def test_layouts_and_scale(hnd):
+    case = make_case([5, 64, 65, 4000], h_q=8, h_kv=4, page=32, hnd=hnd, seed=hnd)
+    out, lse = run_checked(*case, scale=0.05)
+    check(*case, out, lse, scale=0.05)
+
+
+def test_mixed_batch_and_inf_in_unused_slots():
+    lens = [0, 3, 9000, 1, 15, 16, 17, 20000, 64, 2]
+    case = make_case(lens, h_q=32, h_kv=8, fill=float("inf"), seed=5)
+    out, lse = run_checked(*case)
+    check(*case, out, lse)
+
+
+def test_million_token_sequence():
+    case = make_case([1 << 20], h_q=8, h_kv=1, d=128, page=256, seed=6)
+    out, lse = run_checked(*case)
+    check(*case, out, lse)
+
+
+@pytest.mark.parametrize("split", [64, 256, 1024])
+def test_batch_invariance_fixed_split(split):
+    lens = [3000, 17, 700, 5000]
+    q, k, v, bt, sl = make_case(lens, h_q=16, h_kv=4, seed=7)
+    out_all, lse_all = run_checked(q, k, v, bt, sl, split_size=split)
+    check(q, k, v, bt, sl, out_all, lse_all)
+    for b in range(len(lens)):
+        o1, l1 = run_checked(q[b:b + 1], k, v, bt[b:b + 1], sl[b:b + 1], split_size=split)
+        assert torch.equal(o1, out_all[b:b + 1]), f"sequence {b}: output depends on the batch"
+        assert torch.equal(l1, lse_all[b:b + 1])
+
+
+def test_deterministic():
+    case = make_case([5000, 12000, 3, 800], h_q=32, h_kv=8, seed=8)
+    o1, l1 = run_checked(*case)
+    o2, l2 = run_checked(*case)
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+
+
+def test_one_call_and_lse_optional():
+    q, k, v, bt, sl = make_case([100, 3000], h_q=8, h_kv=2, seed=9)
+    out = flashkit.decode(q, k, v, bt, sl)
+    out2, lse = flashkit.decode(q, k, v, bt, sl, return_lse=True)
+    assert torch.equal(out, out2)
+    check(q, k, v, bt, sl, out, lse)
+
+
+def test_cuda_graph_replay_with_new_lengths_and_tables():
+    B, h_q, h_kv, d, page = 4, 16, 4, 128, 16
+    q, k, v, bt, sl = make_case([4000, 4000, 4000, 4000], h_q=h_q, h_kv=h_kv, d=d, page=page, seed=10)
+    plan = flashkit.DecodePlan(B, 1, h_q, h_kv, d, device="cuda")
+    sl_buf, bt_buf, q_buf = sl.clone(), bt.clone(), q.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # warm-up outside capture
+            plan.plan(sl_buf)
+            plan.run(q_buf, k, v, bt_buf, sl_buf)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.plan(sl_buf)
+        out_g, lse_g = plan.run(q_buf, k, v, bt_buf, sl_buf, return_lse=True)
+    for step, lens in enumerate([[4000, 1, 0, 3999], [17, 2500, 4000, 64], [4000, 4000, 4000, 4000]]):
+        sl_buf.copy_(torch.tensor(lens, dtype=torch.int32))
+        perm = torch.randperm(B, generator=_gen(("perm", step)), device="cuda")
+        bt_buf.copy_(bt[perm])  # other sequences' pages: a new block table
+        q_buf.copy_(torch.randn(q.shape, generator=_gen(("q", step)), device="cuda").to(q.dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(q_buf, k, v, bt_buf, sl_buf, out_g, lse_g)
+    assert flashkit.device_errors() == 0
+
+
+def test_torch_compile_fullgraph():
+    q, k, v, bt, sl = make_case([300, 2000], h_q=8, h_kv=2, seed=11)
+
+    @torch.compile(fullgraph=True)
+    def step(q, k, v, bt, sl):
+        return flashkit.decode(q * 1.0, k, v, bt, sl) + 0
+
+    out = step(q, k, v, bt, sl)
+    check_res = check_close(out, *[decode_reference(q, k, v, bt, sl)[0],
+                                   decode_pytorch(q, k, v, bt, sl)])
+    assert check_res.ok, check_res.message
+
+
+def test_out_of_range_block_ids_are_skipped_and_reported():
+    q, k, v, bt, sl = make_case([200, 500, 33], h_q=8, h_kv=2, page=16, seed=12)
+    bad = bt.clone()
+    bad[1, 3] = k.shape[0] + 100   # past the pool
+    bad[1, 7] = -5                  # negative
+    bad[2, 0] = 2 ** 31 - 1
+    out, lse = run_checked(q, k, v, bad, sl, causal=False, expect_errors=4)
+    ref, lse_ref = decode_reference(q, k, v, bad, sl, causal=False)
+    pt = decode_pytorch(q, k, v, bad, sl, causal=False)
+    res = check_close(out, ref, pt)
+    assert res.ok, res.message
+    assert torch.isfinite(out).all()
+
+
+def test_out_of_range_lengths_are_clamped_and_reported():
+    q, k, v, bt, sl = make_case([200, 500], h_q=8, h_kv=2, page=16, seed=13)
+    cap = bt.shape[1] * 16
+    bad = torch.tensor([-3, 10 ** 9], dtype=torch.int32, device="cuda")
+    # 8: lengths out of range; 4: the clamped length reaches junk block ids (-7)
+    out, lse = run_checked(q, k, v, bt, bad, causal=False, expect_errors=8 | 4)
+    assert (out[0] == 0).all() and torch.isneginf(lse[0]).all()
+    # sequence 1 is clamped to the table's capacity; its tail pages hold junk ids (-7): skipped
+    assert torch.isfinite(out[1]).all() and cap > 500
+
+
+def test_append_kv_writes_exactly_the_new_slots():
+    B, s_new, h_kv, d, page = 3, 2, 4, 128, 16
+    lens = [5, 16, 40]
+    q, k, v, bt, sl = make_case(lens, h_q=8, h_kv=h_kv, d=d, page=page, seed=14)
+    k0, v0 = k.clone(), v.clone()
+    g = _gen("append")
+    k_new = torch.randn((B, s_new, h_kv, d), generator=g, device="cuda").to(k.dtype)
+    v_new = torch.randn((B, s_new, h_kv, d), generator=g, device="cuda").to(k.dtype)
+    new_lens = sl + s_new
+    bt2 = bt.clone()
+    flashkit.device_errors(clear=True)
+    flashkit.append_kv(k, v, k_new, v_new, bt2, new_lens)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 0
+    expect_k, expect_v = k0.clone(), v0.clone()
+    for b in range(B):
+        for t in range(s_new):
+            pos = lens[b] + t
+            pg = int(bt2[b, pos // page])
+            expect_k[pg, pos % page] = k_new[b, t]
+            expect_v[pg, pos % page] = v_new[b, t]
+    assert torch.equal(k.nan_to_num(7.0), expect_k.nan_to_num(7.0))
+    assert torch.equal(v.nan_to_num(7.0), expect_v.nan_to_num(7.0))
+    # then decode over the appended cache with the new tokens as queries
+    out, lse = run_checked(q, k, v, bt2, new_lens)
+    check(q, k, v, bt2, new_lens, out, lse)
+
+
+def test_append_kv_bad_slot_is_skipped_and_reported():
+    q, k, v, bt, sl = make_case([5], h_q=8, h_kv=2, page=16, seed=15)
+    k0 = k.clone()
+    k_new = torch.randn((1, 1, 2, 128), device="cuda").to(k.dtype)
+    bad_len = torch.tensor([10 ** 6], dtype=torch.int32, device="cuda")  # beyond the table
+    flashkit.device_errors(clear=True)
+    flashkit.append_kv(k, v, k_new, k_new.clone(), bt, bad_len)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 16
+    assert torch.equal(k.nan_to_num(7.0), k0.nan_to_num(7.0))
+
+
+def test_bad_arguments_write_nothing():
+    q, k, v, bt, sl = make_case([10], h_q=8, h_kv=2, seed=16)
+    with pytest.raises(ValueError, match="block_table"):
+        flashkit.decode(q, k, v, bt.long(), sl)
+    with pytest.raises(ValueError, match="seqlens_k"):
+        flashkit.decode(q, k, v, bt, sl.float())
+    with pytest.raises(ValueError, match="H_q"):
+        flashkit.decode(q[:, :, :3], k, v, bt, sl)
+    with pytest.raises(ValueError, match="s_q"):
+        flashkit.decode(torch.randn((1, 17, 8, 128), device="cuda").to(q.dtype), k, v, bt, sl)
+    with pytest.raises(ValueError, match="split_size"):
+        flashkit.decode(q, k, v, bt, sl, split_size=100)
+    plan = flashkit.DecodePlan(1, 1, 8, 2, 128, device="cuda")
+    with pytest.raises(ValueError, match="differ from the plan"):
+        plan.run(q[:, :, :4], k[:, :, :1], v[:, :, :1], bt, sl)
