@@ -444,7 +444,7 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, p, dev, stream)),
                                  "decode split launch"));
   if (L.max_combines > 0) {
-    FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_combine_for(a.q.dtype, p, stream)),
+    FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_combine_for(a.q.dtype, p, dev.cc_major >= 9, stream)),
                                    "decode combine launch"));
   }
   return Status::Ok();

@@ -17,11 +17,14 @@
 namespace flashkit {
 
 // One work item of the split kernel, written by the plan kernel.
-struct DecodeItem {
+struct alignas(32) DecodeItem {
   int32_t batch;
   int32_t hr;       // kv_head * row_groups + row_group
-  int32_t split;    // chunk index within the sequence
+  int32_t t_begin;  // token range [t_begin, t_end) of this split (clamped again at run time)
+  int32_t t_end;
   int32_t partial;  // partial-result slot, or -1 when the sequence has a single split
+  int32_t split;    // index of the split within its sequence
+  int32_t pad[2];
 };
 
 // Workspace layout (offsets in bytes from the workspace base, 256-byte aligned), computed

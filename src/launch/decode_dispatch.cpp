@@ -12,7 +12,7 @@ struct DecodeVariant {
   int head_dim;
   int (*split)(const DecodeParams&, const DeviceInfo&, cudaStream_t);
   int (*occupancy)(int, const DeviceInfo&, int*);
-  int (*combine)(const DecodeParams&, cudaStream_t);
+  int (*combine)(const DecodeParams&, bool, cudaStream_t);
 };
 
 #define FLASHKIT_DTYPE_fp16 DType::kFloat16
@@ -49,10 +49,10 @@ int launch_decode_split_for(DType dtype, const DecodeParams& p, const DeviceInfo
   return v->split(p, dev, stream);
 }
 
-int launch_decode_combine_for(DType dtype, const DecodeParams& p, cudaStream_t stream) {
+int launch_decode_combine_for(DType dtype, const DecodeParams& p, bool pdl, cudaStream_t stream) {
   const DecodeVariant* v = find(dtype, p.head_dim);
   if (v == nullptr) return int(cudaErrorInvalidDeviceFunction);
-  return v->combine(p, stream);
+  return v->combine(p, pdl, stream);
 }
 
 }  // namespace flashkit

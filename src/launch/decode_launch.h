@@ -24,8 +24,9 @@ template <typename DTypeTag, int kHeadDim>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks);
 
 int launch_decode_plan(const DecodeParams& params, cudaStream_t stream);
+// pdl: launch with programmatic dependent launch (compute capability 9.0+).
 template <typename DTypeTag>
-int launch_decode_combine(const DecodeParams& params, cudaStream_t stream);
+int launch_decode_combine(const DecodeParams& params, bool pdl, cudaStream_t stream);
 int launch_decode_append(const AppendParams& params, int num_sms, cudaStream_t stream);
 
 }  // namespace flashkit

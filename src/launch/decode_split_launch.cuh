@@ -8,16 +8,36 @@
 #include "launch/decode_launch.h"
 #include "launch/element_type.cuh"
 #include "launch/launch_common.cuh"
+#include "launch/pdl_launch.cuh"
 
 namespace flashkit {
 namespace decode {
 
-// DecodeTraits<T, D, kMTiles, kStages>: K/V stages so that 2 CTAs fit per SM at D = 128
-// (3 x 34 KB of K/V each) and the ring keeps >= 64 KB in flight per SM at every D.
+// DecodeTraits<T, D, kMTiles, kStages, kBlockN>: K/V stages so that 2 CTAs fit per SM at
+// D = 128 (3 x 34 KB of K/V each) and the ring keeps >= 64 KB in flight per SM at every D.
+// (The FLASHKIT_DECODE_* macros exist for tuning sweeps; see docs/kernels/decode.md.)
+#ifndef FLASHKIT_DECODE_BLOCKN
+#define FLASHKIT_DECODE_BLOCKN 64
+#endif
+#ifndef FLASHKIT_DECODE_STAGES_64
+#define FLASHKIT_DECODE_STAGES_64 4
+#endif
+#ifndef FLASHKIT_DECODE_STAGES_128
+#define FLASHKIT_DECODE_STAGES_128 3
+#endif
+#ifndef FLASHKIT_DECODE_STAGES_256
+#define FLASHKIT_DECODE_STAGES_256 2
+#endif
 template <typename T, int D, int kMTiles> struct Config;
-template <typename T, int M> struct Config<T, 64, M> { using Tr = DecodeTraits<T, 64, M, 4>; };
-template <typename T, int M> struct Config<T, 128, M> { using Tr = DecodeTraits<T, 128, M, 3>; };
-template <typename T, int M> struct Config<T, 256, M> { using Tr = DecodeTraits<T, 256, 1, 2>; };
+template <typename T, int M> struct Config<T, 64, M> {
+  using Tr = DecodeTraits<T, 64, M, FLASHKIT_DECODE_STAGES_64, FLASHKIT_DECODE_BLOCKN>;
+};
+template <typename T, int M> struct Config<T, 128, M> {
+  using Tr = DecodeTraits<T, 128, M, FLASHKIT_DECODE_STAGES_128, FLASHKIT_DECODE_BLOCKN>;
+};
+template <typename T, int M> struct Config<T, 256, M> {
+  using Tr = DecodeTraits<T, 256, 1, FLASHKIT_DECODE_STAGES_256, 64>;
+};
 
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
@@ -25,8 +45,8 @@ cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStrea
   cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   if (p.max_items <= 0) return cudaSuccess;
-  decode_split_kernel<Tr><<<p.max_items, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return launch_util::launch_pdl(kernel, dim3(p.max_items), dim3(Tr::kThreads), Tr::kSmemBytes, stream,
+                                 dev.cc_major >= 9, p);
 }
 
 template <class Tr>

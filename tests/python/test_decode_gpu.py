@@ -246,7 +246,10 @@ def test_out_of_range_lengths_are_clamped_and_reported():
 def test_append_kv_writes_exactly_the_new_slots():
     B, s_new, h_kv, d, page = 3, 2, 4, 128, 16
     lens = [5, 16, 40]
-    q, k, v, bt, sl = make_case(lens, h_q=8, h_kv=h_kv, d=d, page=page, seed=14)
+    # pages for the grown lengths (make_case fills them; append overwrites the new slots)
+    q, k, v, bt, sl = make_case([n + s_new for n in lens], h_q=8, h_kv=h_kv, d=d, page=page,
+                                seed=14)
+    sl = sl - s_new
     k0, v0 = k.clone(), v.clone()
     g = _gen("append")
     k_new = torch.randn((B, s_new, h_kv, d), generator=g, device="cuda").to(k.dtype)

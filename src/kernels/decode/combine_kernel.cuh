@@ -13,12 +13,15 @@
 
 namespace flashkit::decode {
 
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 256;
 constexpr int kMaxRows = 32;
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
   __shared__ float s_lse[kMaxRows];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
+#endif
   if (int(blockIdx.x) >= p.ws.header[kHdrNumCombines]) return;
   const int2 entry = p.ws.combines[blockIdx.x];
   const int b = entry.x, hr = entry.y;
@@ -33,14 +36,19 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
 
   const int tid = threadIdx.x;
   if (tid < rows_valid) {
-    float m = -INFINITY;
-    for (int s = 0; s < n; ++s) m = fmaxf(m, p.ws.part_lse[slot(s) * p.rows + tid]);
-    float lse = -INFINITY;
-    if (m != -INFINITY) {
-      float l = 0.f;
-      for (int s = 0; s < n; ++s) l += __expf(p.ws.part_lse[slot(s) * p.rows + tid] - m);
-      lse = m + __logf(l);
+    // One pass, online: running max m and sum l of exp(lse_s - m).
+    float m = -INFINITY, l = 0.f;
+#pragma unroll 4
+    for (int s = 0; s < n; ++s) {
+      const float x = p.ws.part_lse[slot(s) * p.rows + tid];
+      if (x > m) {
+        l = l * __expf(m - x) + 1.f;  // exp(-inf) = 0 on the first finite value
+        m = x;
+      } else if (x != -INFINITY) {
+        l += __expf(x - m);
+      }
     }
+    const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
     s_lse[tid] = lse;
     if (p.lse != nullptr) {
       const int R = row0 + tid;
@@ -59,6 +67,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] = 0.f;
     if (lse != -INFINITY) {
+#pragma unroll 4
       for (int s = 0; s < n; ++s) {
         const float w = __expf(p.ws.part_lse[slot(s) * p.rows + r] - lse);
         const float* src = p.ws.part_o + (slot(s) * p.rows + r) * p.head_dim_v + col;

@@ -2,17 +2,21 @@
 // sync, so that plan + split + combine can be captured in one CUDA graph and replayed
 // with new lengths.
 //
-// One CTA. The chunk (tokens per split) is either fixed by the caller (split_size > 0:
-// a sequence's splits then depend on its own length only, so its output bits do not
-// depend on the rest of the batch) or balanced: the total work hr_count * sum(len) over
-// target_ctas (the CTAs the split kernel keeps resident), rounded up to whole 64-token
-// tiles, at least min_chunk. With chunk >= hr_count * sum(len) / target_ctas the counts
-// are bounded independently of the lengths, which is what sizes the workspace:
+// One CTA. With a fixed split size (split_size > 0) sequence b gets n_b = ceil(len_b /
+// split_size) splits of exactly split_size tokens: they depend on its own length only,
+// so its output bits do not depend on the rest of the batch. Otherwise (balanced) the
+// target is the total work hr_count * sum(len) over target_ctas (the split CTAs resident
+// on the GPU: one wave), rounded up to whole 64-token tiles and at least min_chunk;
+// n_b = max(1, round(len_b / target)) (nearest, so that e.g. 2.06 targets make 2 splits,
+// not 3, and the wave stays full) and the splits are even: ceil(len_b / n_b) rounded up
+// to 64. With target >= hr_count * sum(len) / target_ctas the counts are bounded
+// independently of the lengths, which is what sizes the workspace:
 //   items    = hr_count * sum_b n_b            <= hr_count * B + target_ctas
-//   partials = hr_count * sum_{n_b>1} n_b      <  2 * target_ctas
-//   combines = hr_count * #{b : n_b > 1}       <  target_ctas
-// (n_b > 1 means len_b > chunk, so n_b < 2 len_b / chunk.) Items are laid out sequence
-// by sequence, split-major, so CTAs in flight share pages across heads.
+//   partials = hr_count * sum_{n_b>1} n_b      <= 4/3 * target_ctas
+//   combines = hr_count * #{b : n_b > 1}       <= 2/3 * target_ctas
+// (n_b >= 2 needs len_b >= 1.5 target, so n_b <= len_b / target + 1/2 <= 4/3 len_b /
+// target.) Items are laid out sequence by sequence, split-major, so the CTAs in flight
+// read neighbouring heads of the same pages.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +55,23 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* total, int* s_wa
   return before;
 }
 
+// Splits of a sequence of `len` tokens and their (even) chunk.
+__device__ __forceinline__ void splits_of(int64_t len, int64_t target, bool fixed, int* n, int64_t* chunk) {
+  if (fixed) {
+    *chunk = target;
+    *n = len == 0 ? 1 : int((len + target - 1) / target);
+    return;
+  }
+  const int64_t k = (len + target / 2) / target;
+  *n = k < 1 ? 1 : int(k);
+  const int64_t even = (len + *n - 1) / *n;
+  *chunk = ((even + 63) / 64) * 64;
+}
+
 __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");  // the split kernel may get resident
+#endif
   __shared__ int s_warp[kPlanThreads / 32];
   __shared__ unsigned long long s_total;
   const int tid = threadIdx.x;
@@ -90,8 +110,8 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
     const int b = base + tid;
     int n = 0;
     if (b < B) {
-      const int len = clamped_len(p, b);
-      n = len == 0 ? 1 : int((len + chunk - 1) / chunk);
+      int64_t chunk_b;
+      splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
     }
     const int parts = n > 1 ? n : 0;
     int t_items, t_parts, t_comb;
@@ -133,11 +153,18 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         const int local_i = int(i - int64_t(p.ws.item_base[b]) * hr);
         const int split = local_i / hr, h = local_i - (local_i / hr) * hr;
         const int fp = p.ws.first_partial[b];
+        const int64_t len = clamped_len(p, b);
+        int n;
+        int64_t chunk_b;
+        splits_of(len, chunk, p.split_size > 0, &n, &chunk_b);
         DecodeItem it;
         it.batch = b;
         it.hr = h;
-        it.split = split;
+        it.t_begin = int(min(len, int64_t(split) * chunk_b));
+        it.t_end = int(min(len, int64_t(split + 1) * chunk_b));
         it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
+        it.split = split;
+        it.pad[0] = it.pad[1] = 0;
         p.ws.items[i] = it;
       }
     }

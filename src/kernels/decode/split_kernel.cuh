@@ -46,9 +46,15 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   constexpr int kMTiles = Tr::kMTiles;
   constexpr int kD = Tr::kHeadDim;
   constexpr int kThreads = Tr::kThreads;
+  constexpr int kNT = Tr::kNTiles;
+  constexpr int kWarpKeys = Tr::kWarpKeys;
+  constexpr int kMetaWarps = Tr::kMetaWarps;
   using KVTile = typename Tr::KVTile;
   using QTile = typename Tr::QTile;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
+#endif
   if (int(blockIdx.x) >= p.ws.header[kHdrNumItems]) return;
   if (p.ws.header[kHdrBatch] != p.batch || p.ws.header[kHdrHrCount] != p.hr_count) {
     if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
@@ -75,10 +81,8 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int warp = tid / 32;
   const int b = item.batch;
   const int len = clamped_len(p, b);
-  const int chunk = p.ws.header[kHdrChunk];
-  const int64_t t_begin64 = int64_t(item.split) * chunk;
-  const int t_begin = t_begin64 < len ? int(t_begin64) : len;
-  const int t_end = int(min(int64_t(len), t_begin64 + chunk));
+  const int t_end = min(len, item.t_end);
+  const int t_begin = min(max(item.t_begin, 0), t_end);
   const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;
   const int kv_head = item.hr / p.row_groups;
   const int row0 = (item.hr % p.row_groups) * kRows;
@@ -111,7 +115,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     sOffV[slot * kBlockN + tid] = ok_v;
     const bool bad = __any_sync(0xffffffffu, in_range && !ok);
     if (lane == 0) {
-      sBad[slot * 2 + warp] = bad;
+      sBad[slot * kMetaWarps + warp] = bad;
       if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
     }
   };
@@ -202,10 +206,10 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   //   B (V^T via .trans, k16 keys x two n8 column tiles): key lane%8 + 8*((lane/8)%2), column 8*(lane/16)
   constexpr int kElt = int(sizeof(T));
   const uint32_t q_addr = prims::smem_addr(sQ + QTile::offset(lane % 16, (lane / 16) * 8));
-  const uint32_t k_addr0 =
-      prims::smem_addr(sK + KVTile::offset(warp * 16 + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8));
-  const uint32_t v_addr0 =
-      prims::smem_addr(sV + KVTile::offset(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
+  const uint32_t k_addr0 = prims::smem_addr(
+      sK + KVTile::offset(warp * kWarpKeys + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8));
+  const uint32_t v_addr0 = prims::smem_addr(
+      sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     prims::cp_async_wait<kStages - 2>();
@@ -221,34 +225,43 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     const uint32_t k_addr = k_addr0 + stage * KVTile::kBytes;
     const uint32_t v_addr = v_addr0 + stage * KVTile::kBytes;
 
-    // S = Q K^T for this warp's 16 keys.
-    float s[kMTiles][2][4];
+    // S = Q K^T for this warp's kWarpKeys keys.
+    float s[kMTiles][kNT][4];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      uint32_t kb[4];
-      prims::ldmatrix_x4(kb, k_addr + KVTile::offset(0, ks * 16) * kElt);
+      uint32_t qa[kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        uint32_t qa[4];
-        prims::ldmatrix_x4(qa, q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-        prims::mma_m16n8k16<T>(s[mt][0], qa, kb[0], kb[1]);
-        prims::mma_m16n8k16<T>(s[mt][1], qa, kb[2], kb[3]);
+        prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+      }
+#pragma unroll
+      for (int kp = 0; kp < kNT / 2; ++kp) {
+        uint32_t kb[4];
+        prims::ldmatrix_x4(kb, k_addr + KVTile::offset(kp * 16, ks * 16) * kElt);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          prims::mma_m16n8k16<T>(s[mt][2 * kp], qa[mt], kb[0], kb[1]);
+          prims::mma_m16n8k16<T>(s[mt][2 * kp + 1], qa[mt], kb[2], kb[3]);
+        }
       }
     }
 
     const int key0 = t_begin + tile * kBlockN;
-    if (key0 + kBlockN > mask_from || sBad[slot * 2] || sBad[slot * 2 + 1]) {
+    bool bad_tile = false;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+    for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+    if (key0 + kBlockN > mask_from || bad_tile) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int kt = warp * 16 + nt * 8 + 2 * tq + (e & 1);
+          const int kt = warp * kWarpKeys + nt * 8 + 2 * tq + (e & 1);
           const int kp = key0 + kt;
           const bool usable = sOffK[slot * kBlockN + kt] >= 0;  // in range and a valid page
 #pragma unroll
@@ -261,28 +274,34 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
     softmax.update(s, o, scale_log2);
 
-    // O += P V: P's C fragments (two n8 key tiles) are the A fragment of one k16 step.
-    uint32_t pa[kMTiles][4];
+    // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-      pa[mt][0] = prims::pack2<T>(s[mt][0][0], s[mt][0][1]);
-      pa[mt][1] = prims::pack2<T>(s[mt][0][2], s[mt][0][3]);
-      pa[mt][2] = prims::pack2<T>(s[mt][1][0], s[mt][1][1]);
-      pa[mt][3] = prims::pack2<T>(s[mt][1][2], s[mt][1][3]);
-    }
-#pragma unroll
-    for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
-      uint32_t vb[4];
-      prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(0, dp * 16) * kElt);
+    for (int ps = 0; ps < Tr::kPSteps; ++ps) {
+      uint32_t pa[kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
-        prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        pa[mt][0] = prims::pack2<T>(s[mt][2 * ps][0], s[mt][2 * ps][1]);
+        pa[mt][1] = prims::pack2<T>(s[mt][2 * ps][2], s[mt][2 * ps][3]);
+        pa[mt][2] = prims::pack2<T>(s[mt][2 * ps + 1][0], s[mt][2 * ps + 1][1]);
+        pa[mt][3] = prims::pack2<T>(s[mt][2 * ps + 1][2], s[mt][2 * ps + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
+        uint32_t vb[4];
+        prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(ps * 16, dp * 16) * kElt);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+          prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        }
       }
     }
   }
 
   // --- merge the 4 warps' partial softmax states (fixed order: deterministic) ---
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");  // the combine may start its prologue
+#endif
   prims::cp_async_wait<0>();
   __syncthreads();  // every load landed and every warp is done: the rings are free
   float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemStats);

@@ -14,21 +14,24 @@
 
 namespace flashkit::decode {
 
-template <typename T_, int kHeadDim_, int kMTiles_, int kStages_>
+template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64>
 struct DecodeTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kMTiles = kMTiles_;     // 16-row MMA tiles of query rows
   static constexpr int kRows = 16 * kMTiles;   // query rows of one item
   static constexpr int kStages = kStages_;     // K/V tiles in flight
-  static constexpr int kBlockN = 64;           // tokens per K/V tile
+  static constexpr int kBlockN = kBlockN_;     // tokens per K/V tile
   static constexpr int kNWarps = 4;
   static constexpr int kThreads = kNWarps * 32;
-  static constexpr int kWarpKeys = kBlockN / kNWarps;  // 16: one k16 step of P V per tile
+  static constexpr int kWarpKeys = kBlockN / kNWarps;  // keys per warp per tile
+  static constexpr int kNTiles = kWarpKeys / 8;        // n8 tiles of S per warp
+  static constexpr int kPSteps = kWarpKeys / 16;       // k16 steps of P V per warp
   static constexpr int kKSteps = kHeadDim / 16;        // k16 steps of Q K^T
   static constexpr int kDTiles = kHeadDim / 8;         // n8 tiles of O
   static constexpr int kOffSlots = kStages + 1;        // offset ring: one more than the data ring
-  static_assert(kWarpKeys == 16, "each warp takes one k16 step of keys per tile");
+  static_assert(kWarpKeys % 16 == 0, "each warp takes whole k16 steps of keys");
+  static constexpr int kMetaWarps = kBlockN / 32;      // warps that compute a tile's offsets
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
@@ -44,8 +47,8 @@ struct DecodeTraits {
   static constexpr int kSmemV = kSmemK + kStages * KVTile::kBytes;
   static constexpr int kSmemOffK = kSmemV + kStages * KVTile::kBytes;  // int64 [kOffSlots][kBlockN]
   static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
-  static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][2]
-  static constexpr int kSmemStats = kSmemBad + ((kOffSlots * 2 * 4 + 15) / 16) * 16;
+  static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][kMetaWarps]
+  static constexpr int kSmemStats = kSmemBad + ((kOffSlots * kMetaWarps * 4 + 15) / 16) * 16;
   // float [2][kNWarps][kRows]: each warp's row max and row sum
   static constexpr int kSmemBytes = kSmemStats + 2 * kNWarps * kRows * 4;
   // The merge buffer fp32 [kNWarps][kRows][kMergeStride] reuses the K/V rings.

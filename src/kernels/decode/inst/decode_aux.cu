@@ -9,6 +9,7 @@
 #include "kernels/decode/plan_kernel.cuh"
 #include "launch/decode_launch.h"
 #include "launch/element_type.cuh"
+#include "launch/pdl_launch.cuh"
 
 namespace flashkit {
 
@@ -18,14 +19,14 @@ int launch_decode_plan(const DecodeParams& p, cudaStream_t stream) {
 }
 
 template <typename Tag>
-int launch_decode_combine(const DecodeParams& p, cudaStream_t stream) {
+int launch_decode_combine(const DecodeParams& p, bool pdl, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (p.max_combines <= 0) return cudaSuccess;
-  decode::decode_combine_kernel<T><<<p.max_combines, decode::kCombineThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_util::launch_pdl(&decode::decode_combine_kernel<T>, dim3(p.max_combines),
+                                 dim3(decode::kCombineThreads), 0, stream, pdl, p);
 }
-template int launch_decode_combine<fp16_t>(const DecodeParams&, cudaStream_t);
-template int launch_decode_combine<bf16_t>(const DecodeParams&, cudaStream_t);
+template int launch_decode_combine<fp16_t>(const DecodeParams&, bool, cudaStream_t);
+template int launch_decode_combine<bf16_t>(const DecodeParams&, bool, cudaStream_t);
 
 int launch_decode_append(const AppendParams& p, int num_sms, cudaStream_t stream) {
   const int64_t chunks = int64_t(p.batch) * p.s_new * p.h_kv *

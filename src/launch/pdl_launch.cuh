@@ -1,0 +1,27 @@
+// Kernel launch with programmatic dependent launch (PDL, compute capability 9.0+): the
+// kernel may be scheduled while the previous kernel on the stream is still running; it
+// calls `griddepcontrol.wait` before reading what that kernel wrote. Also captured into
+// CUDA graphs as a programmatic edge.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace flashkit::launch_util {
+
+template <typename... KArgs, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                       cudaStream_t stream, bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+}
+
+}  // namespace flashkit::launch_util
