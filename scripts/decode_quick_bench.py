@@ -27,17 +27,52 @@ def median_ms(fn, reps=30, warmup=5):
     return statistics.median(times)
 
 
+def graph_ms(fn, calls=10, reps=20):
+    """GPU time per call from a CUDA graph of `calls` back-to-back calls (no host gaps)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return median_ms(g.replay, reps=reps) / calls
+
+
+def kernel_breakdown(fn):
+    """Per-kernel GPU time (us) of one call, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0):
+            t = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+            if t:
+                out[e.key[:40]] = t / 5
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--page", type=int, nargs="+", default=[16])
     p.add_argument("--sq", type=int, nargs="+", default=[1])
+    p.add_argument("--profile", action="store_true", help="print per-kernel GPU time")
     p.add_argument("--configs", nargs="+",
                    default=["1:65536:32:8", "16:8192:32:8", "64:8192:32:8", "128:4096:32:8",
                             "64:8192:64:8", "16:16384:32:32", "128:1024:32:8"])
     a = p.parse_args()
     d = 128
     dt = torch.bfloat16
-    print(f"{'B':>4} {'S':>6} {'Hq/Hkv':>7} {'page':>4} {'sq':>2} {'KV MB':>8} {'us':>8} {'GB/s':>7} {'copy GB/s':>9} {'ratio':>6}")
+    print(f"{'B':>4} {'S':>6} {'Hq/Hkv':>7} {'page':>4} {'sq':>2} {'KV MB':>8} {'us':>8} {'GB/s':>7} "
+          f"{'graph us':>8} {'GB/s':>7} {'copy GB/s':>9} {'ratio':>6}")
     for cfg in a.configs:
         B, S, hq, hkv = (int(x) for x in cfg.split(":"))
         for page in a.page:
@@ -51,7 +86,9 @@ def main():
                 q = torch.randn((B, s_q, hq, d), device="cuda", dtype=dt)
                 plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda")
                 plan.plan(sl)
-                t = median_ms(lambda: plan.run(q, k, v, bt, sl))
+                step = lambda: plan.run(q, k, v, bt, sl)  # noqa: E731
+                t = median_ms(step)
+                tg = graph_ms(step)
                 kv_bytes = 2 * B * S * hkv * d * 2
                 nbytes = kv_bytes + 2 * q.numel() * 2
                 src = torch.empty(kv_bytes // 2, dtype=torch.uint8, device="cuda")
@@ -59,7 +96,13 @@ def main():
                 tc = median_ms(lambda: dst.copy_(src))
                 copy_bw = 2 * src.numel() / tc / 1e6  # read + write
                 bw = nbytes / t / 1e6
-                print(f"{B:>4} {S:>6} {hq:>3}/{hkv:<3} {page:>4} {s_q:>2} {kv_bytes/1e6:>8.0f} {t*1e3:>8.1f} {bw:>7.0f} {copy_bw:>9.0f} {bw/copy_bw:>6.2f}")
+                bwg = nbytes / tg / 1e6
+                print(f"{B:>4} {S:>6} {hq:>3}/{hkv:<3} {page:>4} {s_q:>2} {kv_bytes/1e6:>8.0f} "
+                      f"{t*1e3:>8.1f} {bw:>7.0f} {tg*1e3:>8.1f} {bwg:>7.0f} {copy_bw:>9.0f} "
+                      f"{bwg/copy_bw:>6.2f}")
+                if a.profile:
+                    for name, us in kernel_breakdown(lambda: (plan.plan(sl), step())).items():
+                        print(f"      {us:9.1f} us  {name}")
                 del k, v, src, dst
                 torch.cuda.empty_cache()
     assert flashkit.device_errors() == 0

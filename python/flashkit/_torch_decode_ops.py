@@ -22,6 +22,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
+from ._torch_ops import _eager_direct
 from .ops import _native
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -159,21 +160,28 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, r
            split_size, max_seqlen_k):
     _check_tensors("decode", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                               ("block_table", block_table), ("seqlens_k", seqlens_k)))
-    return torch.ops.flashkit.decode(q, k_cache, v_cache, block_table, seqlens_k, causal,
-                                     softmax_scale, return_lse, split_size, max_seqlen_k)
+    args = (q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
+            split_size, max_seqlen_k)
+    if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k)):
+        return _decode_impl(*args)  # no autograd / compile / modes: skip the dispatcher
+    return torch.ops.flashkit.decode(*args)
 
 
 def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
                return_lse, split_size, max_seqlen_k):
     _check_tensors("DecodePlan.run", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                                       ("block_table", block_table), ("seqlens_k", seqlens_k)))
-    return torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace,
-                                         causal, softmax_scale, return_lse, split_size,
-                                         max_seqlen_k)
+    args = (q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
+            return_lse, split_size, max_seqlen_k)
+    if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k, workspace)):
+        return _decode_run_impl(*args)
+    return torch.ops.flashkit.decode_run(*args)
 
 
 def decode_plan(seqlens_k, workspace, *sizes):
     _check_tensors("DecodePlan.plan", (("seqlens_k", seqlens_k),))
+    if _eager_direct((seqlens_k, workspace)):
+        return _decode_plan_impl(seqlens_k, workspace, *sizes)
     torch.ops.flashkit.decode_plan(seqlens_k, workspace, *sizes)
 
 
@@ -181,4 +189,7 @@ def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k):
     _check_tensors("append_kv", (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new),
                                  ("v_new", v_new), ("block_table", block_table),
                                  ("seqlens_k", seqlens_k)))
-    torch.ops.flashkit.append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k)
+    tensors = (k_cache, v_cache, k_new, v_new, block_table, seqlens_k)
+    if _eager_direct(tensors):
+        return _append_kv_impl(*tensors)
+    torch.ops.flashkit.append_kv(*tensors)

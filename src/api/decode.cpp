@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "api/attention_internal.h"  // FLASHKIT_EXPORT
@@ -43,7 +45,12 @@ Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int
   Dims m;
   m.B = B, m.s_q = s_q, m.h_q = h_q, m.h_kv = h_kv, m.d = d, m.dv = dv;
   m.ratio = h_kv > 0 ? h_q / h_kv : 0;
-  m.rows = decode_rows_per_item(int(m.ratio * s_q), int(d));
+  // FLASHKIT_DECODE_MAX_ROWS=16 (read once) keeps 16-row items everywhere: a tuning switch.
+  static const int max_rows = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_MAX_ROWS");
+    return e != nullptr && std::atoi(e) == 16 ? 16 : 32;
+  }();
+  m.rows = decode_rows_per_item(int(m.ratio * s_q), int(d), max_rows);
   m.row_groups = (m.ratio * s_q + m.rows - 1) / m.rows;
   m.hr = h_kv * m.row_groups;
   m.split_size = split_size, m.max_seqlen_k = max_seqlen_k;
@@ -160,7 +167,8 @@ class DeviceGuard {
   bool ok_ = true, switched_ = false;
 };
 
-// Target CTAs of the plan on the current device: SMs x resident split CTAs.
+// Target CTAs of the plan on the current device: SMs x resident split CTAs. Cached per
+// (device, head dim, rows): the occupancy query costs microseconds, a decode step a few.
 Status target_ctas_for(const Dims& m, int* target) {
   DeviceInfo dev;
   cudaError_t err = static_cast<cudaError_t>(cached_device_info_status(&dev));
@@ -169,10 +177,22 @@ Status target_ctas_for(const Dims& m, int* target) {
     return Status::Unsupported("decode needs compute capability 8.0 or newer (device has " +
                                str(dev.cc_major) + ".x)");
   }
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices][3][2];  // [device][d 64/128/256][rows 16/32]; 0 = unknown
+  const int di = m.d == 64 ? 0 : (m.d == 128 ? 1 : 2), ri = m.rows == 32 ? 1 : 0;
+  const bool cacheable = dev.device >= 0 && dev.device < kDevices;
+  if (cacheable) {
+    const int t = cache[dev.device][di][ri].load(std::memory_order_relaxed);
+    if (t > 0) {
+      *target = t;
+      return Status::Ok();
+    }
+  }
   int per_sm = 0;
   err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), dev, &per_sm));
   if (err != cudaSuccess) return cuda_status(err, "decode occupancy query");
   *target = std::max(1, dev.num_sms * std::max(per_sm, 1));
+  if (cacheable) cache[dev.device][di][ri].store(*target, std::memory_order_relaxed);
   return Status::Ok();
 }
 

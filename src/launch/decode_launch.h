@@ -11,9 +11,10 @@ typedef struct CUstream_st* cudaStream_t;
 namespace flashkit {
 
 // Query rows per item for `rows_needed` = (H_q / H_kv) * s_q: 16, or 32 where the O tile
-// of 32 rows still fits in registers (head dim <= 128). Larger groups use several items.
-inline int decode_rows_per_item(int rows_needed, int head_dim) {
-  return (rows_needed <= 16 || head_dim > 128) ? 16 : 32;
+// of 32 rows still fits in registers (head dim <= 128) and max_rows allows it. Larger
+// groups use several items (their K/V reads of the same pages then mostly hit L2).
+inline int decode_rows_per_item(int rows_needed, int head_dim, int max_rows = 32) {
+  return (rows_needed <= 16 || head_dim > 128 || max_rows < 32) ? 16 : 32;
 }
 
 // The split kernel of (dtype, head dim) for params.rows rows. All return cudaError_t as int.

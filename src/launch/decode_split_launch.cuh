@@ -25,6 +25,9 @@ namespace decode {
 #ifndef FLASHKIT_DECODE_STAGES_128
 #define FLASHKIT_DECODE_STAGES_128 3
 #endif
+#ifndef FLASHKIT_DECODE_STAGES_128_M2
+#define FLASHKIT_DECODE_STAGES_128_M2 FLASHKIT_DECODE_STAGES_128
+#endif
 #ifndef FLASHKIT_DECODE_STAGES_256
 #define FLASHKIT_DECODE_STAGES_256 2
 #endif
@@ -32,8 +35,11 @@ template <typename T, int D, int kMTiles> struct Config;
 template <typename T, int M> struct Config<T, 64, M> {
   using Tr = DecodeTraits<T, 64, M, FLASHKIT_DECODE_STAGES_64, FLASHKIT_DECODE_BLOCKN>;
 };
-template <typename T, int M> struct Config<T, 128, M> {
-  using Tr = DecodeTraits<T, 128, M, FLASHKIT_DECODE_STAGES_128, FLASHKIT_DECODE_BLOCKN>;
+template <typename T> struct Config<T, 128, 1> {
+  using Tr = DecodeTraits<T, 128, 1, FLASHKIT_DECODE_STAGES_128, FLASHKIT_DECODE_BLOCKN>;
+};
+template <typename T> struct Config<T, 128, 2> {
+  using Tr = DecodeTraits<T, 128, 2, FLASHKIT_DECODE_STAGES_128_M2, FLASHKIT_DECODE_BLOCKN>;
 };
 template <typename T, int M> struct Config<T, 256, M> {
   using Tr = DecodeTraits<T, 256, 1, FLASHKIT_DECODE_STAGES_256, 64>;

@@ -13,12 +13,22 @@
 
 namespace flashkit::decode {
 
-constexpr int kCombineThreads = 256;
+constexpr int kCombineThreads = 128;
 constexpr int kMaxRows = 32;
+constexpr int kCombineCols = 16;      // output columns per CTA (grid.y = D_v / 16)
+constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
 
+// grid = (combine entries, D_v / kCombineCols). Latency, not bandwidth, is what a combine
+// costs (the partials were just written and sit in L2), so every global load of a batch
+// of splits is issued at once into shared memory and the sums run from there:
+//   phase 1: all (split, row) LSEs -> per-row total LSE (online over batches),
+//   phase 2: per batch, all (split, row, 16 columns) partials and their weights
+//            exp(lse_s - lse) -> shared memory; each thread sums its outputs in split order.
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
   __shared__ float s_lse[kMaxRows];
+  __shared__ __align__(16) float s_o[kStageFloats];
+  __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
 #endif
@@ -32,61 +42,90 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   const int kv_head = hr / p.row_groups;
   const int row0 = (hr % p.row_groups) * p.rows;
   const int rows_valid = min(p.rows, p.ratio * p.s_q - row0);
+  const int rows = p.rows;
   auto slot = [&](int s) { return int64_t(first + s) * p.hr_count + hr; };
-
   const int tid = threadIdx.x;
-  if (tid < rows_valid) {
-    // One pass, online: running max m and sum l of exp(lse_s - m).
-    float m = -INFINITY, l = 0.f;
-#pragma unroll 4
-    for (int s = 0; s < n; ++s) {
-      const float x = p.ws.part_lse[slot(s) * p.rows + tid];
-      if (x > m) {
-        l = l * __expf(m - x) + 1.f;  // exp(-inf) = 0 on the first finite value
-        m = x;
-      } else if (x != -INFINITY) {
-        l += __expf(x - m);
+  const int per_batch = kStageFloats / (rows * kCombineCols);  // splits per batch (16 or 32)
+
+  // Phase 1: total LSE of each row.
+  float m = -INFINITY, l = 0.f;  // running, for row tid (tid < rows_valid)
+  for (int s0 = 0; s0 < n; s0 += per_batch) {
+    const int ns = min(per_batch, n - s0);
+    __syncthreads();
+    for (int i = tid; i < ns * rows; i += kCombineThreads) {
+      const int s = i / rows, r = i - (i / rows) * rows;
+      s_w[i] = p.ws.part_lse[slot(s0 + s) * rows + r];
+    }
+    __syncthreads();
+    if (tid < rows_valid) {
+      for (int s = 0; s < ns; ++s) {
+        const float x = s_w[s * rows + tid];
+        if (x > m) {
+          l = l * __expf(m - x) + 1.f;  // exp(-inf) = 0 on the first finite value
+          m = x;
+        } else if (x != -INFINITY) {
+          l += __expf(x - m);
+        }
       }
     }
+  }
+  if (tid < rows_valid) {
     const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
     s_lse[tid] = lse;
-    if (p.lse != nullptr) {
+    if (p.lse != nullptr && blockIdx.y == 0) {
       const int R = row0 + tid;
       const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
       p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
     }
   }
-  __syncthreads();
 
-  const int chunks_per_row = p.head_dim_v / 8;
-  for (int c = tid; c < rows_valid * chunks_per_row; c += kCombineThreads) {
-    const int r = c / chunks_per_row;
-    const int col = (c - r * chunks_per_row) * 8;
-    const float lse = s_lse[r];
-    float acc[8];
+  // Phase 2: thread -> outputs (row, column pair) of this CTA's 16 columns.
+  const int col0 = blockIdx.y * kCombineCols;
+  constexpr int kPairs = kCombineCols / 2;
+  constexpr int kMaxOut = kMaxRows * kPairs / kCombineThreads;  // 2 per thread at 32 rows
+  float2 acc[kMaxOut];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] = 0.f;
-    if (lse != -INFINITY) {
-#pragma unroll 4
-      for (int s = 0; s < n; ++s) {
-        const float w = __expf(p.ws.part_lse[slot(s) * p.rows + r] - lse);
-        const float* src = p.ws.part_o + (slot(s) * p.rows + r) * p.head_dim_v + col;
-        const float4 a = *reinterpret_cast<const float4*>(src);
-        const float4 c4 = *reinterpret_cast<const float4*>(src + 4);
-        acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
-        acc[4] += w * c4.x, acc[5] += w * c4.y, acc[6] += w * c4.z, acc[7] += w * c4.w;
+  for (int j = 0; j < kMaxOut; ++j) acc[j] = make_float2(0.f, 0.f);
+  for (int s0 = 0; s0 < n; s0 += per_batch) {
+    const int ns = min(per_batch, n - s0);
+    __syncthreads();  // s_lse visible; previous batch consumed
+    for (int i = tid; i < ns * rows * (kCombineCols / 4); i += kCombineThreads) {
+      const int s = i / (rows * (kCombineCols / 4));
+      const int rest = i - s * (rows * (kCombineCols / 4));
+      const int r = rest / (kCombineCols / 4), c4 = rest - r * (kCombineCols / 4);
+      const float* src = p.ws.part_o + (slot(s0 + s) * rows + r) * p.head_dim_v + col0 + c4 * 4;
+      *reinterpret_cast<float4*>(s_o + i * 4) = *reinterpret_cast<const float4*>(src);
+    }
+    for (int i = tid; i < ns * rows; i += kCombineThreads) {
+      const int s = i / rows, r = i - (i / rows) * rows;
+      const float lse = r < rows_valid ? s_lse[r] : -INFINITY;
+      const float x = p.ws.part_lse[slot(s0 + s) * rows + r];
+      s_w[i] = lse == -INFINITY ? 0.f : __expf(x - lse);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kMaxOut; ++j) {
+      const int o = tid + j * kCombineThreads;
+      const int r = o / kPairs, c = (o - r * kPairs) * 2;
+      if (r >= rows_valid) continue;
+      for (int s = 0; s < ns; ++s) {
+        const float w = s_w[s * rows + r];
+        const float2 v = *reinterpret_cast<const float2*>(s_o + (s * rows + r) * kCombineCols + c);
+        acc[j].x += w * v.x;
+        acc[j].y += w * v.y;
       }
     }
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxOut; ++j) {
+    const int o = tid + j * kCombineThreads;
+    const int r = o / kPairs, c = (o - r * kPairs) * 2;
+    if (r >= rows_valid) continue;
     const int R = row0 + r;
     const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
     T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
-             int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col;
-    uint4 packed;
-    packed.x = prims::pack2<T>(acc[0], acc[1]);
-    packed.y = prims::pack2<T>(acc[2], acc[3]);
-    packed.z = prims::pack2<T>(acc[4], acc[5]);
-    packed.w = prims::pack2<T>(acc[6], acc[7]);
-    *reinterpret_cast<uint4*>(dst) = packed;
+             int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col0 + c;
+    *reinterpret_cast<uint32_t*>(dst) = prims::pack2<T>(acc[j].x, acc[j].y);
   }
 }
 

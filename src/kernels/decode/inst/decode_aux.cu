@@ -22,7 +22,8 @@ template <typename Tag>
 int launch_decode_combine(const DecodeParams& p, bool pdl, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (p.max_combines <= 0) return cudaSuccess;
-  return launch_util::launch_pdl(&decode::decode_combine_kernel<T>, dim3(p.max_combines),
+  const unsigned col_groups = unsigned((p.head_dim_v + decode::kCombineCols - 1) / decode::kCombineCols);
+  return launch_util::launch_pdl(&decode::decode_combine_kernel<T>, dim3(p.max_combines, col_groups),
                                  dim3(decode::kCombineThreads), 0, stream, pdl, p);
 }
 template int launch_decode_combine<fp16_t>(const DecodeParams&, bool, cudaStream_t);
