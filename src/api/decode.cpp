@@ -191,7 +191,13 @@ Status target_ctas_for(const Dims& m, int* target) {
   int per_sm = 0;
   err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), dev, &per_sm));
   if (err != cudaSuccess) return cuda_status(err, "decode occupancy query");
-  *target = std::max(1, dev.num_sms * std::max(per_sm, 1));
+  // FLASHKIT_DECODE_WAVES (read once, default 1): plan for this many waves of split CTAs.
+  static const int waves = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_WAVES");
+    const int w = e != nullptr ? std::atoi(e) : 0;
+    return w >= 1 && w <= 16 ? w : 1;
+  }();
+  *target = std::max(1, dev.num_sms * std::max(per_sm, 1) * waves);
   if (cacheable) cache[dev.device][di][ri].store(*target, std::memory_order_relaxed);
   return Status::Ok();
 }

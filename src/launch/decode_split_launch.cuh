@@ -25,8 +25,10 @@ namespace decode {
 #ifndef FLASHKIT_DECODE_STAGES_128
 #define FLASHKIT_DECODE_STAGES_128 3
 #endif
+// 32-row items at D = 128: 2 stages, so that 2 CTAs fit per SM (3 stages need 118 KB each:
+// 1 CTA/SM, measured 1.36x slower; docs/kernels/decode.md v5).
 #ifndef FLASHKIT_DECODE_STAGES_128_M2
-#define FLASHKIT_DECODE_STAGES_128_M2 FLASHKIT_DECODE_STAGES_128
+#define FLASHKIT_DECODE_STAGES_128_M2 2
 #endif
 #ifndef FLASHKIT_DECODE_STAGES_256
 #define FLASHKIT_DECODE_STAGES_256 2
