@@ -24,7 +24,8 @@ struct alignas(32) DecodeItem {
   int32_t t_end;
   int32_t partial;  // partial-result slot, or -1 when the sequence has a single split
   int32_t split;    // index of the split within its sequence
-  int32_t pad[2];
+  int32_t len;      // the sequence's length as planned (clamped to [0, capacity] at run time)
+  int32_t pad;
 };
 
 // Workspace layout (offsets in bytes from the workspace base, 256-byte aligned), computed

@@ -15,25 +15,20 @@ namespace flashkit::decode {
 
 constexpr int kCombineThreads = 128;
 constexpr int kMaxRows = 32;
-constexpr int kCombineCols = 16;      // output columns per CTA (grid.y = D_v / 16)
+constexpr int kCombineCols = 16;      // output columns per work pair
 constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
 
-// grid = (combine entries, D_v / kCombineCols). Latency, not bandwidth, is what a combine
-// costs (the partials were just written and sit in L2), so every global load of a batch
+// Persistent: the CTAs loop over the (combine entry, 16-column group) pairs. Latency, not
+// bandwidth, is what a combine costs (the partials were just written and sit in L2), so
+// every global load of a batch
 // of splits is issued at once into shared memory and the sums run from there:
 //   phase 1: all (split, row) LSEs -> per-row total LSE (online over batches),
 //   phase 2: per batch, all (split, row, 16 columns) partials and their weights
 //            exp(lse_s - lse) -> shared memory; each thread sums its outputs in split order.
 template <typename T>
-__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
-  __shared__ float s_lse[kMaxRows];
-  __shared__ __align__(16) float s_o[kStageFloats];
-  __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
-#endif
-  if (int(blockIdx.x) >= p.ws.header[kHdrNumCombines]) return;
-  const int2 entry = p.ws.combines[blockIdx.x];
+__device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
+                                            float* s_o, float* s_w) {
+  const int2 entry = p.ws.combines[e];
   const int b = entry.x, hr = entry.y;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
   const int n = p.ws.num_splits[b];
@@ -72,7 +67,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   if (tid < rows_valid) {
     const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
     s_lse[tid] = lse;
-    if (p.lse != nullptr && blockIdx.y == 0) {
+    if (p.lse != nullptr && cg == 0) {
       const int R = row0 + tid;
       const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
       p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
@@ -80,7 +75,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   }
 
   // Phase 2: thread -> outputs (row, column pair) of this CTA's 16 columns.
-  const int col0 = blockIdx.y * kCombineCols;
+  const int col0 = cg * kCombineCols;
   constexpr int kPairs = kCombineCols / 2;
   constexpr int kMaxOut = kMaxRows * kPairs / kCombineThreads;  // 2 per thread at 32 rows
   float2 acc[kMaxOut];
@@ -126,6 +121,23 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
     T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
              int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col0 + c;
     *reinterpret_cast<uint32_t*>(dst) = prims::pack2<T>(acc[j].x, acc[j].y);
+  }
+}
+
+
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
+  __shared__ float s_lse[kMaxRows];
+  __shared__ __align__(16) float s_o[kStageFloats];
+  __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
+#endif
+  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
+  const int work = p.ws.header[kHdrNumCombines] * col_groups;
+  for (int w = blockIdx.x; w < work; w += gridDim.x) {
+    __syncthreads();  // shared buffers of the previous pair are consumed
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_w);
   }
 }
 

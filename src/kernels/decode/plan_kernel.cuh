@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         it.t_end = int(min(len, int64_t(split + 1) * chunk_b));
         it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
         it.split = split;
-        it.pad[0] = it.pad[1] = 0;
+        it.len = int(len);
+        it.pad = 0;
         p.ws.items[i] = it;
       }
     }

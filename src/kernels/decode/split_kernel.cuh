@@ -55,15 +55,15 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
 #endif
-  if (int(blockIdx.x) >= p.ws.header[kHdrNumItems]) return;
-  if (p.ws.header[kHdrBatch] != p.batch || p.ws.header[kHdrHrCount] != p.hr_count) {
-    if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
-    return;
-  }
+  // Header and item are independent loads: both in flight before either is used.
+  const int num_items = p.ws.header[kHdrNumItems];
+  const int hdr_batch = p.ws.header[kHdrBatch];
+  const int hdr_hr = p.ws.header[kHdrHrCount];
   const DecodeItem item = p.ws.items[blockIdx.x];
+  if (int(blockIdx.x) >= num_items) return;
   // A workspace that was not planned for these dims is a caller error: never index with it.
-  if (item.batch < 0 || item.batch >= p.batch || item.hr < 0 || item.hr >= p.hr_count ||
-      item.partial >= p.max_partials) {
+  if (hdr_batch != p.batch || hdr_hr != p.hr_count || item.batch < 0 || item.batch >= p.batch ||
+      item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
     if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
     return;
   }
@@ -80,7 +80,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int lane = tid % 32;
   const int warp = tid / 32;
   const int b = item.batch;
-  const int len = clamped_len(p, b);
+  // The planned length, clamped to what the block table can describe (the plan kernel
+  // already flagged lengths outside [0, capacity]).
+  const int len = int(min(int64_t(max(item.len, 0)), p.capacity));
   const int t_end = min(len, item.t_end);
   const int t_begin = min(max(item.t_begin, 0), t_end);
   const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;

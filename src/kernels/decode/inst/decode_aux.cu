@@ -22,8 +22,12 @@ template <typename Tag>
 int launch_decode_combine(const DecodeParams& p, bool pdl, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (p.max_combines <= 0) return cudaSuccess;
-  const unsigned col_groups = unsigned((p.head_dim_v + decode::kCombineCols - 1) / decode::kCombineCols);
-  return launch_util::launch_pdl(&decode::decode_combine_kernel<T>, dim3(p.max_combines, col_groups),
+  // Persistent grid: a few CTAs per SM loop over (entry, column group) pairs, so a launch
+  // sized for the worst case does not cost thousands of idle CTAs.
+  const int64_t col_groups = (p.head_dim_v + decode::kCombineCols - 1) / decode::kCombineCols;
+  const int64_t pairs = int64_t(p.max_combines) * col_groups;
+  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(pairs, int64_t(p.target_ctas) * 2)));
+  return launch_util::launch_pdl(&decode::decode_combine_kernel<T>, dim3(grid),
                                  dim3(decode::kCombineThreads), 0, stream, pdl, p);
 }
 template int launch_decode_combine<fp16_t>(const DecodeParams&, bool, cudaStream_t);
