@@ -11,14 +11,21 @@
 # flashinfer/data/{include,csrc,cccl,cutlass} (the same include set FlashInfer's JIT uses).
 #
 # Output in OUT_DIR: libfi_decode.so, libfi_fa2.so, libfi_fa3.so (sm_90a only), BUILD_INFO.txt,
-# and copies of this folder's sources (so the carry folder documents and rebuilds itself).
+# README.md, validate_fi.py + fi_peer.py (standalone GPU check), and src/ (this folder's
+# sources, so the carry folder documents and rebuilds itself: src/build.sh needs the repo
+# layout, i.e. run it from a FlashKit checkout's bench/peers/flashinfer).
 # Time: ~15-25 min on 2 cores (FA3 dominates); FI_JOBS (default 2) parallel nvcc jobs.
 # FI_SKIP_FA3=1 leaves out the FA3 (sm90 prefill) library.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
-OUT="$(mkdir -p "${1:-$REPO/.carry/flashinfer}" && cd "${1:-$REPO/.carry/flashinfer}" && pwd)"
+if [ -f "$REPO/python/flashkit/bench/fi_peer.py" ]; then
+  DEFAULT_OUT="$REPO/.carry/flashinfer"; FI_PEER_PY="$REPO/python/flashkit/bench/fi_peer.py"
+else  # running the copy in a carry folder's src/: rebuild that folder
+  DEFAULT_OUT="$HERE/.."; FI_PEER_PY="$HERE/../fi_peer.py"
+fi
+OUT="$(mkdir -p "${1:-$DEFAULT_OUT}" && cd "${1:-$DEFAULT_OUT}" && pwd)"
 WORK="${FI_WORK:-${TMPDIR:-/tmp}/fi_peer_build}"
 JOBS="${FI_JOBS:-2}"
 PY="${PYTHON:-python3}"
@@ -100,7 +107,11 @@ echo "compile time: $(( $(date +%s) - start )) s"
 
 # 4. record how it was made, and carry the sources ----------------------------------------
 mkdir -p "$OUT/src"
-cp "$HERE"/{build.sh,render_templates.py,fi_peer_common.h,fi_peer_decode.cu,fi_peer_fa2.cu,fi_peer_fa3.cu,README.md} "$OUT/src/" 2>/dev/null || true
+if [ "$(realpath "$HERE")" != "$(realpath "$OUT/src")" ]; then
+  cp "$HERE"/{build.sh,render_templates.py,fi_peer_common.h,fi_peer_decode.cu,fi_peer_fa2.cu,fi_peer_fa3.cu,validate_fi.py,README.md} "$OUT/src/"
+fi
+cp "$HERE/README.md" "$HERE/validate_fi.py" "$OUT/"
+[ "$(realpath "$FI_PEER_PY")" = "$(realpath -m "$OUT/fi_peer.py")" ] || cp "$FI_PEER_PY" "$OUT/"  # loader for validate_fi.py
 {
   echo "flashinfer-python $FI_VERSION (PyPI wheel sha256 $FI_SHA256)"
   echo "built: $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -srm), glibc $(ldd --version | head -1 | awk '{print $NF}')"
