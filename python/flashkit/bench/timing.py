@@ -145,6 +145,9 @@ def rotating_median_ms(fns, opts: RotatingOptions = DECODE_DEFAULT) -> tuple[flo
 
     n_warm = max(1, int(opts.warmup_ms / pass_ms))
     n = min(opts.max_samples, max(opts.min_samples, int(opts.rep_ms / pass_ms)))
+    # each sample also waits for its sleep: bound the wall time of short, host-heavy passes
+    sleep_ms = sleep_cycles / _GPU_HZ_FOR_SLEEP * 1e3
+    n = min(n, max(opts.min_samples, int(4 * opts.rep_ms / (sleep_ms + pass_ms))))
     for _ in range(n_warm):
         for f in fns:
             f()
