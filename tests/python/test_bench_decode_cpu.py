@@ -209,6 +209,26 @@ def test_report_bar_checks():
     assert "4000!" in text3 and "[output mismatch]" in text3
 
 
+def test_report_flashinfer_reference():
+    # s_q = 1: the bar's FlashInfer is the decode wrapper's default kernel (flashinfer); a
+    # faster tensor-core kernel is shown as fi* and noted, not held to the bar
+    rows = _rows([("flashkit", 64, 32, 8, 8192, 1, 16, 4000), ("flashinfer", 64, 32, 8, 8192, 1, 16, 2900),
+                  ("flashinfer_tc", 64, 32, 8, 8192, 1, 16, 4300),
+                  ("flashkit", 64, 32, 8, 8192, 4, 16, 3900),
+                  ("flashinfer_tc", 64, 32, 8, 8192, 4, 16, 3600),
+                  ("flashinfer_fa3", 64, 32, 8, 8192, 4, 16, 1000)])
+    text = dr.format_report(rows)
+    line1 = [ln for ln in text.splitlines() if ln.startswith("64  32/8   8k    1")][0]
+    assert "2900 d" in line1 and "4300 tc" in line1 and "1.38" in line1 and "0.93" in line1
+    assert "a FlashInfer kernel is faster than flashkit on 1 row(s)" in text
+    # s_q > 1: the prefill wrapper's default backend on Hopper (fa3); fi* = flashinfer_tc
+    line4 = [ln for ln in text.splitlines() if ln.startswith("64  32/8   8k    4")][0]
+    assert "1000 f3" in line4 and "3600 tc" in line4 and "3.90" in line4 and "1.08" in line4
+    assert dr.bar_summary(rows)["NVIDIA H200"][:2] == (3, 0)  # + the s_q4/s_q1 time check
+    rows += _rows([("flashkit", 64, 32, 8, 8192, 4, 16, 1050)])  # the later row wins
+    assert dr.bar_summary(rows)["NVIDIA H200"][:2] == (1, 2)  # fi 1.05x, time 3.7x
+
+
 def test_report_without_flashkit_rows():
     rows = _rows([("flashinfer", 64, 32, 8, 8192, 1, 16, 3000),
                   ("sdpa_cudnn", 64, 32, 8, 8192, 1, 0, 3900)])

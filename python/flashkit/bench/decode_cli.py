@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="max absolute error vs the fp32 reference (default 1e-2)")
     p.add_argument("--l2-rotate", type=float, default=4.0,
                    help="input sets rotate over at least this many times the L2 size (default 4)")
+    p.add_argument("--warmup-ms", type=float,
+                   help="GPU warm-up per measurement (default 10, --quick 5)")
+    p.add_argument("--rep-ms", type=float,
+                   help="GPU time of the timed samples per measurement (default 100, --quick 40)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the shapes and exit (no GPU needed)")
     return p
@@ -100,6 +104,9 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("--sq: at most 16")
     if args.kv_budget_gb <= 0 or args.rtol <= 0 or args.atol <= 0 or args.l2_rotate <= 0:
         parser.error("--kv-budget-gb, --rtol, --atol and --l2-rotate must be positive")
+    if (args.warmup_ms is not None and args.warmup_ms < 0) or \
+            (args.rep_ms is not None and args.rep_ms <= 0):
+        parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
     sel = decode_sweeps.build_selection(batches=batches, ratios=ratios, seqlens=seqlens,
                                         page_sizes=pages, sqs=sqs, quick=args.quick,
                                         full=args.full, kv_budget_gb=args.kv_budget_gb)
@@ -146,5 +153,6 @@ def main(argv: Sequence[str]) -> int:
         shapes=s.shapes, impls=sel["impls"], out_dir=args.out_dir, tag=args.tag,
         plot=not args.no_plot, quick=args.quick, rtol=args.rtol, atol=args.atol,
         l2_rotate=args.l2_rotate, flashinfer_path=args.flashinfer_path, skipped=s.skipped,
+        warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
         argv=list(argv))
     return decode_runner.run(opts)

@@ -13,8 +13,10 @@
 - ``sdpa_cudnn``, ``sdpa_flash``  PyTorch SDPA backends on the same data stored contiguously
                       (BHSD, page_size 0); GQA through enable_gqa=True, or, if a backend refuses
                       it, heads expanded by a copy made outside the timed region (then the
-                      backend reads H_q/H_kv times more K/V bytes than counted); s_q > 1 uses
-                      the bottom-right causal mask (torch.nn.attention.bias.causal_lower_right)
+                      backend reads H_q/H_kv times more K/V bytes than counted); s_q > 1 is
+                      bottom-right causal: flash through causal_lower_right (its kernel's own
+                      bottom-right flag), cuDNN through the materialized boolean mask (torch's
+                      cuDNN path has no bottom-right flag)
 - ``read_limit``      a plain streaming read of the same number of bytes (Triton kernels loading
                       a buffer and reducing it into one int per program; best of a few tile
                       shapes), the bandwidth ceiling measured in the same run
@@ -236,7 +238,18 @@ class SdpaImpl(DecodeImpl):
         from torch.nn.attention.bias import causal_lower_right
 
         G = shape.H_q // shape.H_kv
-        mask = None if shape.s_q == 1 else causal_lower_right(shape.s_q, shape.S_k)
+        mask, how_mask = None, ""
+        if shape.s_q > 1:
+            bias = causal_lower_right(shape.s_q, shape.S_k)
+            if self.name == "sdpa_flash":
+                # CausalBias calls the flash kernel with its bottom-right causal flag (and,
+                # under a flash-only sdpa_kernel context, errors rather than fall back)
+                mask, how_mask = bias, "bottom-right causal via causal_lower_right (flash kernel)"
+            else:
+                # torch's cuDNN path has no bottom-right causal flag: a boolean mask [s_q, S_k]
+                # (what causal_lower_right materializes), made here, outside the timed region
+                mask = bias._materialize(sets[0].q.device)
+                how_mask = "bottom-right causal as a materialized boolean attn_mask"
         gqa = G > 1
         views = [(d.q.transpose(1, 2), d.k_src, d.v_src) for d in sets]
         how = "enable_gqa=True" if gqa else "MHA"
@@ -258,8 +271,8 @@ class SdpaImpl(DecodeImpl):
                 gqa = False
                 how = (f"heads expanded x{G} by a copy outside the timed region (enable_gqa "
                        f"refused); reads {G}x the K/V bytes counted")
-        if shape.s_q > 1:
-            how += ", bottom-right causal mask (causal_lower_right)"
+        if how_mask:
+            how += ", " + how_mask
         self._notes[(shape.H_q, shape.H_kv, shape.s_q)] = how
         return [lambda q=q, k=k, v=v, g=gqa: self._call(q, k, v, mask, g) for q, k, v in views]
 

@@ -41,6 +41,8 @@ class DecodeOptions:
     skipped: Sequence = ()       # (shape, reason) left out by the selection
     argv: Sequence[str] = field(default_factory=list)
     seed: int = 0
+    warmup_ms: Optional[float] = None   # override the timing defaults
+    rep_ms: Optional[float] = None
 
 
 class _Fatal(Exception):
@@ -129,7 +131,11 @@ class DecodeRunner:
         self.torch = torch
         self.opts = opts
         self.out = out or sys.stdout
-        self.timing = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
+        t = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
+        self.timing = timing.RotatingOptions(
+            warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
+            rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
+            min_samples=t.min_samples, max_samples=t.max_samples)
         self.rows: list[dict] = []
         self.marks: set = set()        # (impl, B, H_q, H_kv, S_k, s_q, page) that mismatched
         self.mismatches: list[str] = []
