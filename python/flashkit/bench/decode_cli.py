@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Sequence
 
 from . import decode_impls, decode_sweeps
 from .sweeps import parse_seqlen

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, Optional
+from typing import Optional
 
 from . import fi_peer
 

@@ -24,7 +24,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from .sweeps import format_seqlen, parse_seqlen
+from .sweeps import format_seqlen
 
 HEAD_DIM = 128
 DTYPE_BYTES = 2  # bf16 cache, bf16 q/o
