@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 from . import impls, report, sweeps
 
 NO_GPU_MESSAGE = "flashkit.bench needs a CUDA GPU and PyTorch; none found"
+OPS = ("prefill", "decode", "kvcache")
+KVCACHE_MODULE = "flashkit.bench.kvcache_sim"
 EXIT_NO_GPU = 2
 
 _EPILOG = """\
@@ -43,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "backends (and FlexAttention) on this GPU; SPEC §4 sweeps. Writes "
                     "<out-dir>/prefill-<gpu>-<date>[-tag].csv (+ .png, .notes.txt).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", choices=OPS, default="prefill",
+                   help="prefill (this sweep, the default); decode: the paged-decode sweep "
+                        "(see `--op decode --help`); kvcache: the KV-cache manager simulation "
+                        "(python -m flashkit.bench.kvcache_sim)")
     p.add_argument("--sweep", choices=(*sweeps.SWEEPS, "all"), default="all",
                    help="fa3: 16k tokens, hidden 2048, D 64/128/256, S 512..16k; "
                         "small: B=4 H=8 D 64/128, S 256..16k (default: all)")
@@ -169,17 +175,36 @@ def plot_main(argv: Sequence[str]) -> int:
         except (OSError, ValueError, KeyError) as e:
             print(f"error: {path}: {e}", file=sys.stderr)
             return 2
-    print(report.format_tables(rows))
+    from . import decode_report
+
+    has_decode = bool(decode_rows := decode_report.decode_rows(rows))
+    has_prefill = any(r.get("op") == "prefill" for r in rows)
+    if has_prefill or not has_decode:
+        print(report.format_tables(rows))
+    if has_decode:
+        print(decode_report.format_report(decode_rows))
     if args.no_plot:
         return 0
     if not report.have_matplotlib():
         print(f"note: {report.MATPLOTLIB_MISSING}")
         return 0
+    base = Path(args.out) if args.out else Path(args.csv[0]).with_suffix(".png")
+    if has_decode:
+        dpath = base.with_name(f"{base.stem}-decode{base.suffix}") if has_prefill else base
+        try:
+            written = decode_report.plot_rows(decode_rows, dpath, title=args.title)
+        except OSError:
+            if args.out:
+                raise
+            written = decode_report.plot_rows(decode_rows, Path.cwd() / dpath.name,
+                                              title=args.title)
+        if written:
+            print(f"plot: {written}")
     groups = report.plot_groups(rows)
     if not groups:
-        print("note: no prefill TFLOPS rows to plot")
+        if not has_decode:
+            print("note: no prefill TFLOPS rows to plot")
         return 0
-    base = Path(args.out) if args.out else Path(args.csv[0]).with_suffix(".png")
     for (gpu, dtype), grows in groups.items():
         path = base
         if len(groups) > 1:
@@ -194,10 +219,63 @@ def plot_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def op_of(argv: Sequence[str]) -> str:
+    """The --op value in argv ('prefill' when absent); an unknown one is left to the prefill
+    parser, which rejects it."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--op", default="prefill")
+    ns, _ = pre.parse_known_args(list(argv))
+    return ns.op
+
+
+def strip_op(argv: Sequence[str]) -> list[str]:
+    """argv without its --op option ('--op X' or '--op=X')."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--op":
+            skip = True
+        elif not a.startswith("--op="):
+            out.append(a)
+    return out
+
+
+def kvcache_main(argv: Sequence[str]) -> int:
+    """--op kvcache: run python -m flashkit.bench.kvcache_sim with the other arguments."""
+    import importlib.util
+    import runpy
+
+    rest = strip_op(argv)
+    try:
+        found = importlib.util.find_spec(KVCACHE_MODULE) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        print(f"--op kvcache: {KVCACHE_MODULE} is not in this checkout (the KV-cache manager "
+              "simulation is not built yet); nothing to run", file=sys.stderr)
+        return 2
+    saved = sys.argv
+    sys.argv = [KVCACHE_MODULE, *rest]
+    try:
+        runpy.run_module(KVCACHE_MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "plot":
         return plot_main(argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]
+    op = op_of(argv)
+    if op == "decode":
+        from .decode_cli import main as decode_main
+        return decode_main(argv)
+    if op == "kvcache":
+        return kvcache_main(argv)
     return run_main(argv)

@@ -62,9 +62,10 @@ def _safe_tag(tag: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tag).strip("-")
 
 
-def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None) -> Path:
-    """<out_dir>/prefill-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
-    stem = f"prefill-{gpu_slug(gpu_name)}-{date}"
+def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None,
+                 op: str = "prefill") -> Path:
+    """<out_dir>/<op>-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
+    stem = f"{op}-{gpu_slug(gpu_name)}-{date}"
     if tag and _safe_tag(tag):
         stem += f"-{_safe_tag(tag)}"
     out_dir = Path(out_dir)

@@ -88,3 +88,78 @@ def _event_loop_median_ms(fn: Callable[[], object], opts: TimingOptions) -> floa
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return float(statistics.median(times))
+
+
+# ---------------------------------------------------------------------------------------
+# decode: rotating input sets, back-to-back calls
+
+
+@dataclass(frozen=True)
+class RotatingOptions:
+    warmup_ms: float = 10.0   # GPU time spent warming up
+    rep_ms: float = 100.0     # GPU time budget for the timed samples
+    min_samples: int = 10
+    max_samples: int = 400
+
+
+DECODE_DEFAULT = RotatingOptions()
+DECODE_QUICK = RotatingOptions(warmup_ms=5.0, rep_ms=40.0, min_samples=8)
+
+_GPU_HZ_FOR_SLEEP = 2.0e9   # cycles per second assumed by torch.cuda._sleep (a lower clock
+                            # only makes the sleep longer, which is harmless)
+
+
+def rotating_median_ms(fns, opts: RotatingOptions = DECODE_DEFAULT) -> tuple[float, int]:
+    """(median ms per call, number of samples) of calling ``fns`` (one callable per input
+    set) back to back.
+
+    One sample = one pass over all input sets, fn_0() ... fn_{R-1}(), between two CUDA events.
+    The sets rotate so that, when one set's data could sit in L2, the others evict it (the
+    caller sizes R so the R sets together are several times L2). Before each sample's start
+    event the stream gets a sleep kernel longer than the host needs to enqueue the pass, so
+    the pass runs back to back on the GPU: host launch overhead is not timed, the kernels'
+    own gaps (and any merge kernels) are. ms per call = sample time / R; median of samples.
+    Every fn must already have been called once (compiled, planned, checked).
+    """
+    import time
+
+    import torch
+
+    fns = list(fns)
+    torch.cuda.synchronize()
+    # host time to enqueue one pass, and a first GPU estimate
+    t0 = time.perf_counter()
+    for f in fns:
+        f()
+    host_s = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sleep_cycles = int(max(2.0 * host_s, 50e-6) * _GPU_HZ_FOR_SLEEP)
+    torch.cuda._sleep(sleep_cycles)
+    start.record()
+    for f in fns:
+        f()
+    end.record()
+    torch.cuda.synchronize()
+    pass_ms = max(start.elapsed_time(end), 1e-3)
+
+    n_warm = max(1, int(opts.warmup_ms / pass_ms))
+    n = min(opts.max_samples, max(opts.min_samples, int(opts.rep_ms / pass_ms)))
+    # each sample also waits for its sleep: bound the wall time of short, host-heavy passes
+    sleep_ms = sleep_cycles / _GPU_HZ_FOR_SLEEP * 1e3
+    n = min(n, max(opts.min_samples, int(4 * opts.rep_ms / (sleep_ms + pass_ms))))
+    for _ in range(n_warm):
+        for f in fns:
+            f()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(n)]
+    t0 = time.perf_counter()
+    for s, e in events:
+        torch.cuda._sleep(sleep_cycles)
+        s.record()
+        for f in fns:
+            f()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) / len(fns) for s, e in events)
+    return float(statistics.median(times)), n
