@@ -19,6 +19,34 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool pre
                "r"(src_size));
 }
 
+// The same with cache hints for data that is read exactly once (decode's K/V stream):
+// kPrefetch256 asks L2 to fetch the whole 256-byte block around the access (neighbouring
+// threads read it anyway), kEvictFirst marks the lines first in line for eviction.
+// PTX ISA: cp.async ".level::prefetch_size", ".level::cache_hint" with createpolicy.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+template <bool kPrefetch256, bool kEvictFirst>
+__device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, bool pred,
+                                                   uint64_t policy) {
+  const int src_size = pred ? 16 : 0;
+  if constexpr (kEvictFirst && kPrefetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
+                     smem_addr(dst)), "l"(src), "r"(src_size), "l"(policy));
+  } else if constexpr (kEvictFirst) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(src_size), "l"(policy));
+  } else if constexpr (kPrefetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_size));
+  } else {
+    cp_async_16(dst, src, pred);
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most `N` committed groups are still in flight.

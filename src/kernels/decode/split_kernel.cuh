@@ -30,6 +30,14 @@
 
 namespace flashkit::decode {
 
+// Cache hints of the K/V stream (tuning switch, docs/kernels/decode.md): bit 0 = L2 256-byte
+// prefetch, bit 1 = evict-first policy.
+#ifndef FLASHKIT_DECODE_L2HINT
+#define FLASHKIT_DECODE_L2HINT 0
+#endif
+constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
+constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
+
 // Clamped length of sequence b (the same rule in the plan, split and combine kernels).
 __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   const int len = p.seqlens_k[b];
@@ -129,6 +137,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(T)));
+  const uint64_t kv_policy = kKvEvictFirst ? prims::l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
@@ -140,8 +149,10 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         const int r = ld_row + i * kRowsPerPass;
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
-        prims::cp_async_16(dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0);
-        prims::cp_async_16(dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0);
+        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+            dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
+        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+            dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
     }
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
