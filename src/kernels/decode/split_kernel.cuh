@@ -25,6 +25,7 @@
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/bulk_copy.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
@@ -98,12 +99,29 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int rows_valid = min(kRows, p.ratio * p.s_q - row0);
 
   // --- setup: barriers (thread 0), Q rows (consumer threads) ---
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = true;   // producer: one bulk copy per K/V row, bytes counted on `full`
+  constexpr uint32_t kFullCount = 1;
+#else
+  constexpr bool kBulk = false;  // producer: cp.async, one arrival per producer lane
+  constexpr uint32_t kFullCount = 32 + 1;
+#endif
   if (tid == 0) {
 #pragma unroll 1
     for (int s = 0; s < kStages; ++s) {
-      prims::mbarrier_init(full0 + 8 * s, 32 + 1);  // 32 cp.async arrivals + the valid mask
-      prims::mbarrier_init(empty0 + 8 * s, 1);      // the stage's consumer warp
+      prims::mbarrier_init(full0 + 8 * s, kFullCount);  // (+1: the producer's valid-mask arrive)
+      prims::mbarrier_init(empty0 + 8 * s, 1);          // the stage's consumer warp
     }
+  }
+  if constexpr (kBulk) {
+    // Bulk copies skip rows without a valid slot, so every row must hold finite data from
+    // the start (a masked key's V row is still multiplied by P = 0): zero the rings once.
+    uint4* ring = reinterpret_cast<uint4*>(smem + Tr::kSmemK);
+    constexpr int kRingVec = 2 * kStages * KVTile::kBytes / 16;
+    for (int i = tid; i < kRingVec; i += kThreads) ring[i] = make_uint4(0, 0, 0, 0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    prims::fence_proxy_async_shared();  // zeros before the copy engine writes the ring
+#endif
   }
   constexpr int kChunksPerRow = Tr::kChunksPerRow;
   constexpr int kElemsPerChunk = 16 / int(sizeof(T));
@@ -143,7 +161,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     const T* k_base = static_cast<const T*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
     const T* v_base = static_cast<const T*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
     const int32_t* bt_row = p.block_table + int64_t(b) * p.bt_row_stride;
-    const uint64_t kv_policy = kKvEvictFirst ? prims::l2_evict_first_policy() : 0;
+    const uint64_t kv_policy = (kKvEvictFirst || kBulk) ? prims::l2_evict_first_policy() : 0;
     // Lane l owns token l of each 32-token group (two stages). The block-table entries are
     // loaded kAhead groups ahead into registers, so the producer never waits on the
     // pointer chase (with one stage of lookahead it did, ~1 us per stage: v7a).
@@ -172,11 +190,11 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         const int tok = t_begin + grp * kGroupTok + lane;
         const bool in_range = tok < t_end;
         const bool ok = in_range && page >= 0 && page < p.num_pages;
-        int64_t off_k = -1, off_v = -1;
+        int64_t off_k_lane = -1, off_v_lane = -1;
         if (ok) {
           const int in_page = tok - (tok / p.page_size) * p.page_size;
-          off_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
-          off_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
+          off_k_lane = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
+          off_v_lane = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
         }
         const uint32_t valid = __ballot_sync(0xffffffffu, ok);
         if (__any_sync(0xffffffffu, in_range && !ok) && lane == 0) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
@@ -189,20 +207,43 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           if (pass > 0) prims::mbarrier_wait(empty0 + 8 * stage, (pass - 1) & 1);
           T* dk = sK + stage * KVTile::kElems;
           T* dv = sV + stage * KVTile::kElems;
+          const uint32_t stage_valid = (valid >> (half * kTok)) & 0xffffu;
+          if constexpr (kBulk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            // Lane l < 16 copies K row l, lane 16 + l V row l (skipped when not valid).
+            constexpr uint32_t kRowBytes = kD * sizeof(T);
+            if (lane == 0) {
+              sValid[stage] = stage_valid;
+              prims::mbarrier_arrive_expect_tx(full0 + 8 * stage, 2 * kRowBytes * __popc(stage_valid));
+            }
+            __syncwarp();
+            const int r = lane % kTok;
+            const bool is_v = lane >= kTok;
+            const int64_t off_k = __shfl_sync(0xffffffffu, off_k_lane, half * kTok + r);
+            const int64_t off_v = __shfl_sync(0xffffffffu, off_v_lane, half * kTok + r);
+            const int64_t off = is_v ? off_v : off_k;
+            if ((stage_valid >> r) & 1u) {
+              const T* src = (is_v ? v_base : k_base) + off;
+              T* dst = (is_v ? dv : dk) + KVTile::offset(r, 0);
+              prims::bulk_copy_g2s(prims::smem_addr(dst), src, kRowBytes, full0 + 8 * stage, kv_policy);
+            }
+#endif
+          } else {
 #pragma unroll
-          for (int i = 0; i < kPasses; ++i) {
-            const int r = my_row + i * kRowsPerPass;
-            const int64_t ok_r = __shfl_sync(0xffffffffu, off_k, half * kTok + r);
-            const int64_t ov_r = __shfl_sync(0xffffffffu, off_v, half * kTok + r);
-            prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
-                dk + KVTile::offset(r, my_col), ok_r >= 0 ? k_base + ok_r + my_col : k_base, ok_r >= 0, kv_policy);
-            prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
-                dv + KVTile::offset(r, my_col), ov_r >= 0 ? v_base + ov_r + my_col : v_base, ov_r >= 0, kv_policy);
-          }
-          prims::cp_async_mbarrier_arrive(full0 + 8 * stage);
-          if (lane == 0) {
-            sValid[stage] = (valid >> (half * kTok)) & 0xffffu;
-            prims::mbarrier_arrive(full0 + 8 * stage);  // release: sValid is visible to the consumer
+            for (int i = 0; i < kPasses; ++i) {
+              const int r = my_row + i * kRowsPerPass;
+              const int64_t ok_r = __shfl_sync(0xffffffffu, off_k_lane, half * kTok + r);
+              const int64_t ov_r = __shfl_sync(0xffffffffu, off_v_lane, half * kTok + r);
+              prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+                  dk + KVTile::offset(r, my_col), ok_r >= 0 ? k_base + ok_r + my_col : k_base, ok_r >= 0, kv_policy);
+              prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+                  dv + KVTile::offset(r, my_col), ov_r >= 0 ? v_base + ov_r + my_col : v_base, ov_r >= 0, kv_policy);
+            }
+            prims::cp_async_mbarrier_arrive(full0 + 8 * stage);
+            if (lane == 0) {
+              sValid[stage] = stage_valid;
+              prims::mbarrier_arrive(full0 + 8 * stage);  // release: sValid is visible to the consumer
+            }
           }
         }
       }
