@@ -13,34 +13,38 @@
 namespace flashkit {
 namespace decode {
 
-// DecodeTraits<T, D, kMTiles, kStages>: ring depth (16-token stages) per configuration:
-// ~100 KB of K/V ring per CTA where 2 CTAs fit per SM, ~200 KB where registers allow
-// only 1 (the 32-row kernel at D = 128: 213 registers x 160 threads; D = 256: 225).
-// The FLASHKIT_DECODE_STAGES_* macros exist for tuning sweeps (docs/kernels/decode.md).
+// DecodeTraits<T, D, kMTiles, kStages, kBlockN>: K/V stages so that 2 CTAs fit per SM at
+// D = 128 (3 x 34 KB of K/V each) and the ring keeps >= 64 KB in flight per SM at every D.
+// (The FLASHKIT_DECODE_* macros exist for tuning sweeps; see docs/kernels/decode.md.)
+#ifndef FLASHKIT_DECODE_BLOCKN
+#define FLASHKIT_DECODE_BLOCKN 64
+#endif
 #ifndef FLASHKIT_DECODE_STAGES_64
-#define FLASHKIT_DECODE_STAGES_64 20
+#define FLASHKIT_DECODE_STAGES_64 4
 #endif
 #ifndef FLASHKIT_DECODE_STAGES_128
-#define FLASHKIT_DECODE_STAGES_128 12
+#define FLASHKIT_DECODE_STAGES_128 3
 #endif
+// 32-row items at D = 128: 2 stages, so that 2 CTAs fit per SM (3 stages need 118 KB each:
+// 1 CTA/SM, measured 1.36x slower; docs/kernels/decode.md v5).
 #ifndef FLASHKIT_DECODE_STAGES_128_M2
-#define FLASHKIT_DECODE_STAGES_128_M2 22
+#define FLASHKIT_DECODE_STAGES_128_M2 2
 #endif
 #ifndef FLASHKIT_DECODE_STAGES_256
-#define FLASHKIT_DECODE_STAGES_256 12
+#define FLASHKIT_DECODE_STAGES_256 2
 #endif
 template <typename T, int D, int kMTiles> struct Config;
 template <typename T, int M> struct Config<T, 64, M> {
-  using Tr = DecodeTraits<T, 64, M, FLASHKIT_DECODE_STAGES_64>;
+  using Tr = DecodeTraits<T, 64, M, FLASHKIT_DECODE_STAGES_64, FLASHKIT_DECODE_BLOCKN>;
 };
 template <typename T> struct Config<T, 128, 1> {
-  using Tr = DecodeTraits<T, 128, 1, FLASHKIT_DECODE_STAGES_128>;
+  using Tr = DecodeTraits<T, 128, 1, FLASHKIT_DECODE_STAGES_128, FLASHKIT_DECODE_BLOCKN>;
 };
 template <typename T> struct Config<T, 128, 2> {
-  using Tr = DecodeTraits<T, 128, 2, FLASHKIT_DECODE_STAGES_128_M2>;
+  using Tr = DecodeTraits<T, 128, 2, FLASHKIT_DECODE_STAGES_128_M2, FLASHKIT_DECODE_BLOCKN>;
 };
 template <typename T, int M> struct Config<T, 256, M> {
-  using Tr = DecodeTraits<T, 256, 1, FLASHKIT_DECODE_STAGES_256>;
+  using Tr = DecodeTraits<T, 256, 1, FLASHKIT_DECODE_STAGES_256, 64>;
 };
 
 template <class Tr>

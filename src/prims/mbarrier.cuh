@@ -1,5 +1,4 @@
-// Shared-memory barriers for producer/consumer pipelines inside a CTA (init, arrive and
-// the cp.async arrival exist from sm_80; the wait uses try_wait on sm_90, test_wait before):
+// Shared-memory barriers for producer/consumer pipelines inside a CTA (sm_90+):
 // mbarrier objects (arrive / wait on a phase parity), arrivals triggered by the completion
 // of a thread's cp.async copies, and named barriers (bar.sync / bar.arrive on ids 1..15).
 // PTX ISA: "Parallel Synchronization and Communication Instructions: mbarrier", "bar".
@@ -27,19 +26,11 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
-#else
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-#endif
   } while (!done);
 }
 

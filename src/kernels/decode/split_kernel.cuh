@@ -1,12 +1,11 @@
 // Paged-decode split kernel (Flash-Decoding over a paged KV cache), sm_80 and newer.
 //
-// One CTA per work item (b, hr, token range) of the plan (see kernels/decode_params.h),
-// warp-specialized (traits.cuh): the producer warp streams 16-token stages of K and V
-// into a ring (cp.async, completion on the stage's `full` mbarrier); consumer warp w
-// takes stages w, w+4, ...:
+// One CTA per work item (b, hr, split) of the plan (see kernels/decode_params.h). Per
+// KV tile n of the item's chunk (kBlockN tokens):
 //
-//   wait full[j] ─ S = Q K^T (16 keys) ─ mask (sequence end / causal / bad pages only)
-//   ─ online softmax ─ O += P V ─ arrive empty[j]
+//   wait tile n ─ sync ─ issue loads of tile n+S-1 ─ offsets of tile n+S (block-table
+//   entry loaded last iteration; load the entry of tile n+S+1) ─ S = Q K^T (16 keys per
+//   warp) ─ mask (last tile / bad pages only) ─ online softmax ─ O += P V
 //
 // Device-side index data is never trusted: lengths are clamped to the block table's
 // capacity, block ids outside [0, num_pages) are never dereferenced (their tokens are
@@ -25,8 +24,6 @@
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
-#include "prims/bulk_copy.cuh"
-#include "prims/mbarrier.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
 #include "prims/numeric.cuh"
@@ -50,13 +47,16 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const DecodeParams p) {
   using T = typename Tr::T;
+  constexpr int kBlockN = Tr::kBlockN;
   constexpr int kStages = Tr::kStages;
+  constexpr int kOffSlots = Tr::kOffSlots;
   constexpr int kRows = Tr::kRows;
   constexpr int kMTiles = Tr::kMTiles;
   constexpr int kD = Tr::kHeadDim;
   constexpr int kThreads = Tr::kThreads;
-  constexpr int kTok = Tr::kStageTokens;
-  constexpr int kConsumers = Tr::kConsumers;
+  constexpr int kNT = Tr::kNTiles;
+  constexpr int kWarpKeys = Tr::kWarpKeys;
+  constexpr int kMetaWarps = Tr::kMetaWarps;
   using KVTile = typename Tr::KVTile;
   using QTile = typename Tr::QTile;
 
@@ -80,9 +80,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
-  uint32_t* sValid = reinterpret_cast<uint32_t*>(smem + Tr::kSmemValid);
-  const uint32_t full0 = prims::smem_addr(smem + Tr::kSmemFull);
-  const uint32_t empty0 = prims::smem_addr(smem + Tr::kSmemEmpty);
+  int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
+  int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
+  int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -93,42 +93,77 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int len = int(min(int64_t(max(item.len, 0)), p.capacity));
   const int t_end = min(len, item.t_end);
   const int t_begin = min(max(item.t_begin, 0), t_end);
-  const int n_stages = (t_end - t_begin + kTok - 1) / kTok;
+  const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;
   const int kv_head = item.hr / p.row_groups;
   const int row0 = (item.hr % p.row_groups) * kRows;
   const int rows_valid = min(kRows, p.ratio * p.s_q - row0);
 
-  // --- setup: barriers (thread 0), Q rows (consumer threads) ---
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kBulk = true;   // producer: one bulk copy per K/V row, bytes counted on `full`
-  constexpr uint32_t kFullCount = 1;
-#else
-  constexpr bool kBulk = false;  // producer: cp.async, one arrival per producer lane
-  constexpr uint32_t kFullCount = 32 + 1;
-#endif
-  if (tid == 0) {
-#pragma unroll 1
-    for (int s = 0; s < kStages; ++s) {
-      prims::mbarrier_init(full0 + 8 * s, kFullCount);  // (+1: the producer's valid-mask arrive)
-      prims::mbarrier_init(empty0 + 8 * s, 1);          // the stage's consumer warp
+  const T* k_base = static_cast<const T*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
+  const T* v_base = static_cast<const T*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.bt_row_stride;
+
+  // --- block table -> per-token element offsets (threads 0..kBlockN-1, one token each) ---
+  // page_of: the block id of this thread's token of `tile` (-1 past the chunk's end).
+  auto page_of = [&](int tile) -> int {
+    const int tok = t_begin + tile * kBlockN + tid;
+    return (tile < n_tiles && tok < t_end) ? bt_row[tok / p.page_size] : -1;
+  };
+  // Writes the offsets of `tile` into its ring slot; a block id out of range is never
+  // dereferenced: offset -1 (zero-filled and masked) and the error bit.
+  auto write_offsets = [&](int tile, int page) {
+    const int slot = tile % kOffSlots;
+    const int tok = t_begin + tile * kBlockN + tid;
+    const bool in_range = tile < n_tiles && tok < t_end;
+    const bool ok = page >= 0 && page < p.num_pages;
+    int64_t ok_k = -1, ok_v = -1;
+    if (in_range && ok) {
+      const int in_page = tok - (tok / p.page_size) * p.page_size;
+      ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
+      ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
     }
-  }
-  if constexpr (kBulk) {
-    // Bulk copies skip rows without a valid slot, so every row must hold finite data from
-    // the start (a masked key's V row is still multiplied by P = 0): zero the rings once.
-    uint4* ring = reinterpret_cast<uint4*>(smem + Tr::kSmemK);
-    constexpr int kRingVec = 2 * kStages * KVTile::kBytes / 16;
-    for (int i = tid; i < kRingVec; i += kThreads) ring[i] = make_uint4(0, 0, 0, 0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    prims::fence_proxy_async_shared();  // zeros before the copy engine writes the ring
-#endif
-  }
-  constexpr int kChunksPerRow = Tr::kChunksPerRow;
-  constexpr int kElemsPerChunk = 16 / int(sizeof(T));
-  if (tid < Tr::kConsumerThreads) {
-    for (int c = tid; c < kRows * kChunksPerRow; c += Tr::kConsumerThreads) {
+    sOffK[slot * kBlockN + tid] = ok_k;
+    sOffV[slot * kBlockN + tid] = ok_v;
+    const bool bad = __any_sync(0xffffffffu, in_range && !ok);
+    if (lane == 0) {
+      sBad[slot * kMetaWarps + warp] = bad;
+      if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
+    }
+  };
+
+  // --- K/V tile loads: thread -> (row, 16-byte chunk), rows at a fixed step ---
+  constexpr int kChunksPerRow = kD * int(sizeof(T)) / 16;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kPasses = kBlockN / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
+  const int ld_row = tid / kChunksPerRow;
+  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(T)));
+  const uint64_t kv_policy = kKvEvictFirst ? prims::l2_evict_first_policy() : 0;
+  auto load_tile = [&](int tile) {
+    if (tile < n_tiles) {
+      const int stage = tile % kStages;
+      const int slot = tile % kOffSlots;
+      T* dk = sK + stage * KVTile::kElems;
+      T* dv = sV + stage * KVTile::kElems;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int r = ld_row + i * kRowsPerPass;
+        const int64_t ok = sOffK[slot * kBlockN + r];
+        const int64_t ov = sOffV[slot * kBlockN + r];
+        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+            dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
+        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+            dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
+      }
+    }
+    prims::cp_async_commit();  // always: keeps the group count per iteration uniform
+  };
+
+  // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
+  {
+    constexpr int kQChunks = kRows * kChunksPerRow;
+    for (int c = tid; c < kQChunks; c += kThreads) {
       const int r = c / kChunksPerRow;
-      const int col = (c % kChunksPerRow) * kElemsPerChunk;
+      const int col = (c % kChunksPerRow) * (16 / int(sizeof(T)));
       const int R = row0 + r;
       const bool valid = r < rows_valid;
       const T* src = static_cast<const T*>(p.q);
@@ -139,10 +174,33 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       }
       prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
     }
-    prims::cp_async_commit();
-    prims::cp_async_wait<0>();
   }
-  __syncthreads();  // barriers initialized, Q visible
+  int next_page = -1;
+  if (tid < kBlockN) {
+    int pages[kStages];
+#pragma unroll
+    for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
+    next_page = page_of(kStages);
+#pragma unroll
+    for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
+
+  // Per-row visibility limit (causal: query token t sits at position len - s_q + t).
+  const int g = lane / 4, tq = lane % 4;
+  int row_limit[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int R = row0 + mt * 16 + g + 8 * h;
+      row_limit[mt][h] = p.causal ? len - p.s_q + R % p.s_q : len - 1;
+    }
+  }
+  // Tiles whose keys all lie below this position need no mask (besides bad pages).
+  const int mask_from = p.causal ? min(t_end, len - p.s_q + 1) : t_end;
 
   float o[kMTiles][Tr::kDTiles][4];
 #pragma unroll
@@ -154,194 +212,102 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   attn::OnlineSoftmax<kMTiles, true> softmax;
   softmax.init();
   const float scale_log2 = p.softmax_scale_log2;
-  const int g = lane / 4, tq = lane % 4;
 
-  if (warp == kConsumers) {
-    // ================================ producer ================================
-    const T* k_base = static_cast<const T*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
-    const T* v_base = static_cast<const T*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
-    const int32_t* bt_row = p.block_table + int64_t(b) * p.bt_row_stride;
-    const uint64_t kv_policy = (kKvEvictFirst || kBulk) ? prims::l2_evict_first_policy() : 0;
-    // Lane l owns token l of each 32-token group (two stages). The block-table entries are
-    // loaded kAhead groups ahead into registers, so the producer never waits on the
-    // pointer chase (with one stage of lookahead it did, ~1 us per stage: v7a).
-    constexpr int kGroupTok = 2 * kTok;
-    constexpr int kAhead = 8;
-    const int n_groups = (n_stages + 1) / 2;
-    auto page_of = [&](int grp) -> int {
-      const int tok = t_begin + grp * kGroupTok + lane;
-      return (grp < n_groups && tok < t_end) ? bt_row[tok / p.page_size] : -1;
-    };
-    constexpr int kRowsPerPass = 32 / kChunksPerRow;
-    constexpr int kPasses = kTok / kRowsPerPass;
-    const int my_row = lane / kChunksPerRow;
-    const int my_col = (lane % kChunksPerRow) * kElemsPerChunk;
-    int pages[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) pages[u] = page_of(u);
-#pragma unroll 1
-    for (int grp0 = 0; grp0 < n_groups; grp0 += kAhead) {
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        const int grp = grp0 + u;
-        if (grp >= n_groups) break;
-        const int page = pages[u];
-        pages[u] = page_of(grp + kAhead);
-        const int tok = t_begin + grp * kGroupTok + lane;
-        const bool in_range = tok < t_end;
-        const bool ok = in_range && page >= 0 && page < p.num_pages;
-        int64_t off_k_lane = -1, off_v_lane = -1;
-        if (ok) {
-          const int in_page = tok - (tok / p.page_size) * p.page_size;
-          off_k_lane = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
-          off_v_lane = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
-        }
-        const uint32_t valid = __ballot_sync(0xffffffffu, ok);
-        if (__any_sync(0xffffffffu, in_range && !ok) && lane == 0) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int j = grp * 2 + half;
-          if (j >= n_stages) break;
-          const int stage = j % kStages;
-          const int pass = j / kStages;
-          if (pass > 0) prims::mbarrier_wait(empty0 + 8 * stage, (pass - 1) & 1);
-          T* dk = sK + stage * KVTile::kElems;
-          T* dv = sV + stage * KVTile::kElems;
-          const uint32_t stage_valid = (valid >> (half * kTok)) & 0xffffu;
-          if constexpr (kBulk) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            // Lane l < 16 copies K row l, lane 16 + l V row l (skipped when not valid).
-            constexpr uint32_t kRowBytes = kD * sizeof(T);
-            if (lane == 0) {
-              sValid[stage] = stage_valid;
-              prims::mbarrier_arrive_expect_tx(full0 + 8 * stage, 2 * kRowBytes * __popc(stage_valid));
-            }
-            __syncwarp();
-            const int r = lane % kTok;
-            const bool is_v = lane >= kTok;
-            const int64_t off_k = __shfl_sync(0xffffffffu, off_k_lane, half * kTok + r);
-            const int64_t off_v = __shfl_sync(0xffffffffu, off_v_lane, half * kTok + r);
-            const int64_t off = is_v ? off_v : off_k;
-            if ((stage_valid >> r) & 1u) {
-              const T* src = (is_v ? v_base : k_base) + off;
-              T* dst = (is_v ? dv : dk) + KVTile::offset(r, 0);
-              prims::bulk_copy_g2s(prims::smem_addr(dst), src, kRowBytes, full0 + 8 * stage, kv_policy);
-            }
-#endif
-          } else {
-#pragma unroll
-            for (int i = 0; i < kPasses; ++i) {
-              const int r = my_row + i * kRowsPerPass;
-              const int64_t ok_r = __shfl_sync(0xffffffffu, off_k_lane, half * kTok + r);
-              const int64_t ov_r = __shfl_sync(0xffffffffu, off_v_lane, half * kTok + r);
-              prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
-                  dk + KVTile::offset(r, my_col), ok_r >= 0 ? k_base + ok_r + my_col : k_base, ok_r >= 0, kv_policy);
-              prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
-                  dv + KVTile::offset(r, my_col), ov_r >= 0 ? v_base + ov_r + my_col : v_base, ov_r >= 0, kv_policy);
-            }
-            prims::cp_async_mbarrier_arrive(full0 + 8 * stage);
-            if (lane == 0) {
-              sValid[stage] = stage_valid;
-              prims::mbarrier_arrive(full0 + 8 * stage);  // release: sValid is visible to the consumer
-            }
-          }
-        }
-      }
+  // ldmatrix lane addresses (see prims/ldmatrix.cuh and the sm80 forward kernel):
+  //   A (Q, 16x16): row lane%16, column 8*(lane/16)
+  //   B (K, two n8 key tiles x k16): key lane%8 + 8*(lane/16), column 8*((lane/8)%2)
+  //   B (V^T via .trans, k16 keys x two n8 column tiles): key lane%8 + 8*((lane/8)%2), column 8*(lane/16)
+  constexpr int kElt = int(sizeof(T));
+  const uint32_t q_addr = prims::smem_addr(sQ + QTile::offset(lane % 16, (lane / 16) * 8));
+  const uint32_t k_addr0 = prims::smem_addr(
+      sK + KVTile::offset(warp * kWarpKeys + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8));
+  const uint32_t v_addr0 = prims::smem_addr(
+      sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    prims::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
+    load_tile(tile + kStages - 1);
+    if (tid < kBlockN) {
+      write_offsets(tile + kStages, next_page);
+      next_page = page_of(tile + kStages + 1);
     }
-    prims::cp_async_wait<0>();
-  } else {
-    // ================================ consumers ================================
-    // Per-row visibility limit (causal: query token t sits at position len - s_q + t).
-    int row_limit[kMTiles][2];
+
+    const int stage = tile % kStages;
+    const int slot = tile % kOffSlots;
+    const uint32_t k_addr = k_addr0 + stage * KVTile::kBytes;
+    const uint32_t v_addr = v_addr0 + stage * KVTile::kBytes;
+
+    // S = Q K^T for this warp's kWarpKeys keys.
+    float s[kMTiles][kNT][4];
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int R = row0 + mt * 16 + g + 8 * h;
-        row_limit[mt][h] = p.causal ? len - p.s_q + R % p.s_q : len - 1;
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      uint32_t qa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
       }
-    }
-    // Stages whose keys all lie below this position need no mask (besides bad pages).
-    const int mask_from = p.causal ? min(t_end, len - p.s_q + 1) : t_end;
-
-    // ldmatrix lane addresses (see prims/ldmatrix.cuh and the sm80 forward kernel):
-    //   A (Q, 16x16): row lane%16, column 8*(lane/16)
-    //   B (K, two n8 key tiles x k16): key lane%8 + 8*(lane/16), column 8*((lane/8)%2)
-    //   B (V^T via .trans, k16 keys x two n8 column tiles): key lane%8 + 8*((lane/8)%2), column 8*(lane/16)
-    constexpr int kElt = int(sizeof(T));
-    const uint32_t q_addr = prims::smem_addr(sQ + QTile::offset(lane % 16, (lane / 16) * 8));
-    const uint32_t k_addr0 = prims::smem_addr(sK + KVTile::offset((lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8));
-    const uint32_t v_addr0 = prims::smem_addr(sV + KVTile::offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
-
-#pragma unroll 1
-    for (int j = warp; j < n_stages; j += kConsumers) {
-      const int stage = j % kStages;
-      prims::mbarrier_wait(full0 + 8 * stage, (j / kStages) & 1);
-      const uint32_t k_addr = k_addr0 + stage * KVTile::kBytes;
-      const uint32_t v_addr = v_addr0 + stage * KVTile::kBytes;
-
-      // S = Q K^T for the stage's 16 keys.
-      float s[kMTiles][2][4];
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      for (int kp = 0; kp < kNT / 2; ++kp) {
         uint32_t kb[4];
-        prims::ldmatrix_x4(kb, k_addr + KVTile::offset(0, ks * 16) * kElt);
+        prims::ldmatrix_x4(kb, k_addr + KVTile::offset(kp * 16, ks * 16) * kElt);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          uint32_t qa[4];
-          prims::ldmatrix_x4(qa, q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-          prims::mma_m16n8k16<T>(s[mt][0], qa, kb[0], kb[1]);
-          prims::mma_m16n8k16<T>(s[mt][1], qa, kb[2], kb[3]);
+          prims::mma_m16n8k16<T>(s[mt][2 * kp], qa[mt], kb[0], kb[1]);
+          prims::mma_m16n8k16<T>(s[mt][2 * kp + 1], qa[mt], kb[2], kb[3]);
         }
       }
+    }
 
-      const int key0 = t_begin + j * kTok;
-      const uint32_t valid = sValid[stage];
-      if (key0 + kTok > mask_from || valid != 0xffffu) {
+    const int key0 = t_begin + tile * kBlockN;
+    bool bad_tile = false;
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+    for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+    if (key0 + kBlockN > mask_from || bad_tile) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int kt = nt * 8 + 2 * tq + (e & 1);
-            const int kp = key0 + kt;
-            const bool usable = (valid >> kt) & 1u;  // in range and a valid page
+      for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-              if (!usable || kp > row_limit[mt][e >> 1]) s[mt][nt][e] = -INFINITY;
-            }
+        for (int e = 0; e < 4; ++e) {
+          const int kt = warp * kWarpKeys + nt * 8 + 2 * tq + (e & 1);
+          const int kp = key0 + kt;
+          const bool usable = sOffK[slot * kBlockN + kt] >= 0;  // in range and a valid page
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            if (!usable || kp > row_limit[mt][e >> 1]) s[mt][nt][e] = -INFINITY;
           }
         }
       }
+    }
 
-      softmax.update(s, o, scale_log2);
+    softmax.update(s, o, scale_log2);
 
-      // O += P V: the C fragments of the two n8 key tiles are the A fragment of one k16 step.
+    // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
+#pragma unroll
+    for (int ps = 0; ps < Tr::kPSteps; ++ps) {
       uint32_t pa[kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        pa[mt][0] = prims::pack2<T>(s[mt][0][0], s[mt][0][1]);
-        pa[mt][1] = prims::pack2<T>(s[mt][0][2], s[mt][0][3]);
-        pa[mt][2] = prims::pack2<T>(s[mt][1][0], s[mt][1][1]);
-        pa[mt][3] = prims::pack2<T>(s[mt][1][2], s[mt][1][3]);
+        pa[mt][0] = prims::pack2<T>(s[mt][2 * ps][0], s[mt][2 * ps][1]);
+        pa[mt][1] = prims::pack2<T>(s[mt][2 * ps][2], s[mt][2 * ps][3]);
+        pa[mt][2] = prims::pack2<T>(s[mt][2 * ps + 1][0], s[mt][2 * ps + 1][1]);
+        pa[mt][3] = prims::pack2<T>(s[mt][2 * ps + 1][2], s[mt][2 * ps + 1][3]);
       }
 #pragma unroll
       for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
         uint32_t vb[4];
-        prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(0, dp * 16) * kElt);
+        prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(ps * 16, dp * 16) * kElt);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
           prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
         }
       }
-      __syncwarp();
-      if (lane == 0) prims::mbarrier_arrive(empty0 + 8 * stage);  // the stage may be refilled
     }
   }
 
@@ -349,16 +315,17 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");  // the combine may start its prologue
 #endif
-  __syncthreads();  // every load landed (consumers saw each stage full) and every warp is done
+  prims::cp_async_wait<0>();
+  __syncthreads();  // every load landed and every warp is done: the rings are free
   float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemStats);
-  float* sSum = sMax + kConsumers * kRows;
+  float* sSum = sMax + Tr::kNWarps * kRows;
   float* sO = reinterpret_cast<float*>(smem + Tr::kSmemK);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = prims::quad_sum(softmax.row_sum[mt][h]);
-      if (tq == 0 && warp < kConsumers) {
+      if (tq == 0) {
         const int r = mt * 16 + g + 8 * h;
         sMax[warp * kRows + r] = softmax.row_max[mt][h];
         sSum[warp * kRows + r] = sum;
@@ -370,14 +337,13 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   auto merged_max = [&](int r) {
     float m = sMax[r];
 #pragma unroll
-    for (int w = 1; w < kConsumers; ++w) m = fmaxf(m, sMax[w * kRows + r]);
+    for (int w = 1; w < Tr::kNWarps; ++w) m = fmaxf(m, sMax[w * kRows + r]);
     return m;
   };
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (warp >= kConsumers) break;
       const int r = mt * 16 + g + 8 * h;
       const float m_all = merged_max(r);
       const float m_own = softmax.row_max[mt][h];
@@ -396,7 +362,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   auto merged_sum = [&](int r, float m_all) {
     float l = 0.f;
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w) {
+    for (int w = 0; w < Tr::kNWarps; ++w) {
       const float mw = sMax[w * kRows + r];
       if (mw != -INFINITY) l += sSum[w * kRows + r] * prims::exp2_approx((mw - m_all) * scale_log2);
     }
@@ -414,7 +380,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] = 0.f;
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w) {
+    for (int w = 0; w < Tr::kNWarps; ++w) {
       const float* src = sO + (w * kRows + r) * Tr::kMergeStride + col;
       const float4 a = *reinterpret_cast<const float4*>(src);
       const float4 bq = *reinterpret_cast<const float4*>(src + 4);
