@@ -4,7 +4,10 @@
 // so anything that speaks DLPack (torch, cupy, jax, numpy, ...) or the buffer protocol
 // arrives unchanged and without a copy; it becomes a flashkit::TensorRef (dtype from the
 // DLPack code/bits, strides in elements) and the C++ validation decides whether it is
-// acceptable. That keeps a single source of truth for the error messages.
+// acceptable. That keeps a single source of truth for the error messages. The one check
+// made here: a dtype with no flashkit::DType (complex, fp4, vector lanes, ...) raises
+// ValueError "<arg>: unsupported dtype complex64" (every other dtype reaches validation,
+// whose messages name it: "expected dtype int32, got int64").
 //
 // torch tensors take a fast path that reads data_ptr/shape/stride/dtype/device directly
 // (a few attribute reads instead of building a DLPack capsule per tensor: the host
@@ -22,6 +25,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "flashkit/flashkit.h"
 
@@ -35,14 +40,61 @@ using flashkit::DType;
 using flashkit::Status;
 using flashkit::TensorRef;
 
+// DLPack dtype -> DType; kInvalid when FlashKit has no code for it (see dlpack_dtype_str).
 DType dtype_from_dlpack(nb::dlpack::dtype dt) {
   if (dt.lanes != 1) return DType::kInvalid;
-  const auto code = static_cast<nb::dlpack::dtype_code>(dt.code);
-  if (code == nb::dlpack::dtype_code::Float && dt.bits == 16) return DType::kFloat16;
-  if (code == nb::dlpack::dtype_code::Bfloat && dt.bits == 16) return DType::kBFloat16;
-  if (code == nb::dlpack::dtype_code::Float && dt.bits == 32) return DType::kFloat32;
-  if (code == nb::dlpack::dtype_code::Int && dt.bits == 32) return DType::kInt32;
-  return DType::kInvalid;
+  using C = nb::dlpack::dtype_code;
+  switch (static_cast<C>(dt.code)) {
+    case C::Float:
+      return dt.bits == 16 ? DType::kFloat16 : dt.bits == 32 ? DType::kFloat32
+           : dt.bits == 64 ? DType::kFloat64 : DType::kInvalid;
+    case C::Bfloat: return dt.bits == 16 ? DType::kBFloat16 : DType::kInvalid;
+    case C::Int:
+      return dt.bits == 8 ? DType::kInt8 : dt.bits == 16 ? DType::kInt16
+           : dt.bits == 32 ? DType::kInt32 : dt.bits == 64 ? DType::kInt64 : DType::kInvalid;
+    case C::UInt:
+      return dt.bits == 8 ? DType::kUInt8 : dt.bits == 16 ? DType::kUInt16
+           : dt.bits == 32 ? DType::kUInt32 : dt.bits == 64 ? DType::kUInt64 : DType::kInvalid;
+    case C::Bool: return dt.bits == 8 ? DType::kBool : DType::kInvalid;
+    case C::Float8_E4M3FN: return dt.bits == 8 ? DType::kFloat8E4M3FN : DType::kInvalid;
+    case C::Float8_E5M2: return dt.bits == 8 ? DType::kFloat8E5M2 : DType::kInvalid;
+    default: return DType::kInvalid;
+  }
+}
+
+// A DLPack dtype FlashKit has no DType for, as users spell it where we can: "complex64",
+// "float8_e4m3fnuz", else "DLPack dtype code 3, 64 bits"; " x 4 lanes" for vector types.
+std::string dlpack_dtype_str(nb::dlpack::dtype dt) {
+  using C = nb::dlpack::dtype_code;
+  const std::string bits = std::to_string(dt.bits);
+  std::string s;
+  switch (static_cast<C>(dt.code)) {
+    case C::Int: s = "int" + bits; break;
+    case C::UInt: s = "uint" + bits; break;
+    case C::Float: s = "float" + bits; break;
+    case C::Bfloat: s = "bfloat" + bits; break;
+    case C::Complex: s = "complex" + bits; break;
+    case C::Bool: s = "bool (" + bits + " bits)"; break;
+    case C::Float8_E3M4: s = "float8_e3m4"; break;
+    case C::Float8_E4M3: s = "float8_e4m3"; break;
+    case C::Float8_E4M3B11FNUZ: s = "float8_e4m3b11fnuz"; break;
+    case C::Float8_E4M3FN: s = "float8_e4m3fn (" + bits + " bits)"; break;
+    case C::Float8_E4M3FNUZ: s = "float8_e4m3fnuz"; break;
+    case C::Float8_E5M2: s = "float8_e5m2 (" + bits + " bits)"; break;
+    case C::Float8_E5M2FNUZ: s = "float8_e5m2fnuz"; break;
+    case C::Float8_E8M0FNU: s = "float8_e8m0fnu"; break;
+    case C::Float6_E2M3FN: s = "float6_e2m3fn"; break;
+    case C::Float6_E3M2FN: s = "float6_e3m2fn"; break;
+    case C::Float4_E2M1FN: s = "float4_e2m1fn"; break;
+    case C::Bcomplex: s = "bcomplex" + bits; break;
+    default: s = "DLPack dtype code " + std::to_string(int(dt.code)) + ", " + bits + " bits"; break;
+  }
+  if (dt.lanes != 1) s += " x " + std::to_string(dt.lanes) + " lanes";
+  return s;
+}
+
+[[noreturn]] void raise_unsupported_dtype(const char* name, const std::string& what) {
+  throw nb::value_error((std::string(name) + ": unsupported dtype " + what).c_str());
 }
 
 Device device_from_dlpack(int device_type) {
@@ -73,6 +125,7 @@ TensorRef ref_from_ndarray(const nb::ndarray<Ts...>& a, const char* name) {
   }
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
   t.dtype = dtype_from_dlpack(a.dtype());
+  if (t.dtype == DType::kInvalid) raise_unsupported_dtype(name, dlpack_dtype_str(a.dtype()));
   t.device = device_from_dlpack(a.device_type());
   t.device_id = a.device_id();
   t.ndim = static_cast<int32_t>(ndim);
@@ -86,7 +139,9 @@ TensorRef ref_from_ndarray(const nb::ndarray<Ts...>& a, const char* name) {
 // --- torch fast path --------------------------------------------------------------------
 // Objects looked up once torch is in sys.modules (never imported from here).
 struct TorchRefs {
-  nb::object tensor_type, float16, bfloat16, float32, int32;
+  nb::object tensor_type;
+  // torch dtype objects and their DType (dtypes this torch version lacks are left out).
+  std::vector<std::pair<nb::object, DType>> dtypes;
   nb::object s_data_ptr, s_shape, s_stride, s_dtype, s_device, s_type, s_index;
 };
 
@@ -101,10 +156,19 @@ const TorchRefs* torch_refs() {
   nb::object torch = nb::steal(mod);
   auto* r = new TorchRefs;
   r->tensor_type = torch.attr("Tensor");
-  r->float16 = torch.attr("float16");
-  r->bfloat16 = torch.attr("bfloat16");
-  r->float32 = torch.attr("float32");
-  r->int32 = torch.attr("int32");
+  // Most common first: the lookup is a linear scan by identity.
+  const std::pair<const char*, DType> names[] = {
+      {"bfloat16", DType::kBFloat16},   {"float16", DType::kFloat16},
+      {"int32", DType::kInt32},         {"float32", DType::kFloat32},
+      {"int64", DType::kInt64},         {"float64", DType::kFloat64},
+      {"uint8", DType::kUInt8},         {"int8", DType::kInt8},
+      {"int16", DType::kInt16},         {"bool", DType::kBool},
+      {"float8_e4m3fn", DType::kFloat8E4M3FN}, {"float8_e5m2", DType::kFloat8E5M2},
+      {"uint16", DType::kUInt16},       {"uint32", DType::kUInt32},
+      {"uint64", DType::kUInt64}};
+  for (const auto& [attr, dt] : names) {
+    if (nb::hasattr(torch, attr)) r->dtypes.emplace_back(torch.attr(attr), dt);
+  }
   r->s_data_ptr = nb::steal(PyUnicode_InternFromString("data_ptr"));
   r->s_shape = nb::steal(PyUnicode_InternFromString("shape"));
   r->s_stride = nb::steal(PyUnicode_InternFromString("stride"));
@@ -152,11 +216,18 @@ TensorRef ref_from_torch(const TorchRefs& r, nb::handle o, const char* name) {
     t.stride[i] = to_i64(PyTuple_GET_ITEM(stride.ptr(), i));
   }
   nb::object dtype = get_attr(o, r.s_dtype);
-  if (dtype.is(r.float16)) t.dtype = DType::kFloat16;
-  else if (dtype.is(r.bfloat16)) t.dtype = DType::kBFloat16;
-  else if (dtype.is(r.float32)) t.dtype = DType::kFloat32;
-  else if (dtype.is(r.int32)) t.dtype = DType::kInt32;
-  else t.dtype = DType::kInvalid;
+  t.dtype = DType::kInvalid;
+  for (const auto& [obj, dt] : r.dtypes) {
+    if (dtype.is(obj)) {
+      t.dtype = dt;
+      break;
+    }
+  }
+  if (t.dtype == DType::kInvalid) {  // e.g. torch.complex64 -> "complex64"
+    std::string what = nb::cast<std::string>(nb::str(dtype));
+    if (what.rfind("torch.", 0) == 0) what = what.substr(6);
+    raise_unsupported_dtype(name, what);
+  }
   nb::object device = get_attr(o, r.s_device);
   nb::object dev_type = get_attr(device, r.s_type);
   const char* type_str = PyUnicode_AsUTF8(dev_type.ptr());
@@ -310,6 +381,16 @@ NB_MODULE(_C, m) {
                 "-> None"),
         "Checks the arguments of attention_fwd without touching the GPU; returns None or "
         "raises the same exception attention_fwd would.");
+  m.def(
+      "_dtype_of",
+      [](nb::handle x) {
+        Holder h;
+        return std::string(flashkit::dtype_name(to_ref(x, "x", false, h).dtype));
+      },
+      "x"_a,
+      "Testing hook: the dtype name the binding reads from array `x` (as validation messages "
+      "print it); raises ValueError 'x: unsupported dtype ...' for types FlashKit has no name "
+      "for.");
   m.def("compiled_fwd_variants", &flashkit::compiled_fwd_variants,
         "The forward variants compiled into this build, e.g. ['bfloat16/128', ...].");
   m.def("compiled_fwd_kernels", &flashkit::compiled_fwd_kernels,
