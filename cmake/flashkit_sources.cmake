@@ -8,7 +8,9 @@ set(FLASHKIT_SOURCES
   ${_src}/api/tensor.cpp
   ${_src}/api/validate_attention.cpp
   ${_src}/api/attention.cpp
+  ${_src}/api/errors.cpp
   ${_src}/launch/fwd_dispatch.cpp
+  ${_src}/launch/device_errors.cu
 )
 
 # The Hopper family (src/kernels/fwd_sm90/) is compiled when the build targets sm_90a and a

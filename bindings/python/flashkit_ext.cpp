@@ -408,6 +408,35 @@ NB_MODULE(_C, m) {
       "Kernel family attention runs for (dtype, head_dim) on the current device: 'sm90' "
       "(Hopper wgmma), 'sm80' (portable), or '' (not compiled / no usable device). "
       "FLASHKIT_FWD_PORTABLE=1 forces 'sm80'.");
+  m.def(
+      "read_device_errors",
+      [](int device, bool clear) {
+        uint32_t bits = 0;
+        Status st;
+        {
+          nb::gil_scoped_release release;
+          st = flashkit::read_device_errors(device, clear, &bits);
+        }
+        if (!st.ok()) raise_status(st);
+        return bits;
+      },
+      "device"_a = -1, "clear"_a = true,
+      "Bits of the device error word of CUDA device `device` (-1: the current device); clears "
+      "the bits read when `clear`. Synchronizes the device (releases the GIL meanwhile).");
+  m.def("describe_device_errors", &flashkit::describe_device_errors, "bits"_a,
+        "A readable description of device error bits.");
+  m.def(
+      "device_error_bits",
+      []() {
+        nb::dict d;
+        d["CU_SEQLENS"] = uint32_t(flashkit::kDeviceErrorCuSeqlens);
+        d["SEQLEN_ABOVE_MAX"] = uint32_t(flashkit::kDeviceErrorSeqlenAboveMax);
+        d["BLOCK_ID"] = uint32_t(flashkit::kDeviceErrorBlockId);
+        d["SEQLENS_K"] = uint32_t(flashkit::kDeviceErrorSeqlensK);
+        d["APPEND_SLOT"] = uint32_t(flashkit::kDeviceErrorAppendSlot);
+        return d;
+      },
+      "The bits of the device error word by name (as in flashkit::DeviceError).");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
 }

@@ -2,4 +2,5 @@
 #pragma once
 
 #include "flashkit/tensor.h"
+#include "flashkit/errors.h"
 #include "flashkit/attention.h"

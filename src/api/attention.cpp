@@ -7,6 +7,7 @@
 
 #include "api/attention_internal.h"
 #include "flashkit/attention.h"
+#include "launch/device_errors.h"
 #include "launch/fwd_dispatch.h"
 
 namespace flashkit {
@@ -80,6 +81,9 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
     p.lse_head_stride = 0;
   }
 
+  p.error_flag = nullptr;  // set by attention_fwd (needs the device)
+  p.total_q = static_cast<int>(s_q);
+  p.total_k = static_cast<int>(s_k);
   if (varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(args.cu_seqlens_q.data);
     p.cu_seqlens_k = static_cast<const int32_t*>(args.cu_seqlens_k.data);
@@ -116,7 +120,7 @@ FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t 
   if (!status.ok()) return status;
   if (detail::fwd_is_empty(args)) return Status::Ok();  // nothing to compute or write
 
-  const FwdParams params = detail::make_fwd_params(args);
+  FwdParams params = detail::make_fwd_params(args);
 
   // Launch on the tensors' device; restore the caller's current device afterwards.
   int prev_device = 0;
@@ -132,7 +136,15 @@ FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t 
                                  " (the device of q) current: " + cudaGetErrorString(err));
     }
   }
-  status = run_attention_fwd(params, args.q.dtype, stream);
+  int word_err = 0;
+  params.error_flag = device_error_word(device, &word_err);
+  if (params.error_flag == nullptr) {
+    status = Status::Unsupported("cannot use CUDA device " + std::to_string(device) +
+                                 " (its FlashKit error word is not available): " +
+                                 cudaGetErrorString(static_cast<cudaError_t>(word_err)));
+  } else {
+    status = run_attention_fwd(params, args.q.dtype, stream);
+  }
   if (device != prev_device) cudaSetDevice(prev_device);
   return status;
 }
