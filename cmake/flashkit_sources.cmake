@@ -9,8 +9,10 @@ set(FLASHKIT_SOURCES
   ${_src}/api/validate_attention.cpp
   ${_src}/api/attention.cpp
   ${_src}/api/errors.cpp
+  ${_src}/api/index_checks.cpp
   ${_src}/launch/fwd_dispatch.cpp
   ${_src}/launch/device_errors.cu
+  ${_src}/launch/index_checks.cu
 )
 
 # The Hopper family (src/kernels/fwd_sm90/) is compiled when the build targets sm_90a and a

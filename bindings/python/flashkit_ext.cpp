@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/index_checks.h"  // internal (testing hook _check_block_table)
 #include "flashkit/flashkit.h"
 
 namespace nb = nanobind;
@@ -323,11 +324,13 @@ flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::
 
 void attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                    nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int64_t max_seqlen_q,
-                   int64_t max_seqlen_k, double softmax_scale, bool causal, uintptr_t stream) {
+                   int64_t max_seqlen_k, double softmax_scale, bool causal, uintptr_t stream,
+                   bool check_inputs) {
   Holder h;
-  const flashkit::AttentionFwdArgs args =
+  flashkit::AttentionFwdArgs args =
       make_args(h, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal);
+  args.check_inputs = check_inputs;
   Status status;
   {
     nb::gil_scoped_release release;
@@ -357,19 +360,21 @@ NB_MODULE(_C, m) {
   m.def("attention_fwd", &attention_fwd, "q"_a.none(), "k"_a.none(), "v"_a.none(),
         "out"_a.none(), "lse"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
-        "softmax_scale"_a = 0.0, "causal"_a = false, "stream"_a = 0,
+        "softmax_scale"_a = 0.0, "causal"_a = false, "stream"_a = 0, "check_inputs"_a = false,
         nb::sig("def attention_fwd(q: object, k: object, v: object, out: object, "
                 "lse: object | None = None, cu_seqlens_q: object | None = None, "
                 "cu_seqlens_k: object | None = None, max_seqlen_q: int = 0, "
                 "max_seqlen_k: int = 0, softmax_scale: float = 0.0, causal: bool = False, "
-                "stream: int = 0) -> None"),
+                "stream: int = 0, check_inputs: bool = False) -> None"),
         "Attention forward into preallocated `out` (and `lse` if given) on the CUDA stream "
         "`stream` (a cudaStream_t as int; 0 = legacy default stream). Dense layout: "
         "q [B, S_q, H_q, D], k [B, S_k, H_kv, D], v [B, S_k, H_kv, D_v], out [B, S_q, H_q, "
         "D_v], lse float32 [B, H_q, S_q]. Varlen (cu_seqlens_q/k int32 [B+1]): q [total_q, "
-        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). Raises ValueError "
-        "(bad argument, nothing written), NotImplementedError (variant not compiled), "
-        "RuntimeError (device or CUDA error). The GIL is released during the launch.");
+        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). check_inputs "
+        "(varlen): validate cu_seqlens_q/k on the GPU first (syncs `stream`; refused during "
+        "CUDA-graph capture). Raises ValueError (bad argument, nothing written), "
+        "NotImplementedError (variant not compiled), RuntimeError (device or CUDA error). The "
+        "GIL is released during the launch.");
   m.def("validate_attention_fwd", &validate_attention_fwd, "q"_a.none(), "k"_a.none(),
         "v"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
         "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
@@ -391,6 +396,25 @@ NB_MODULE(_C, m) {
       "Testing hook: the dtype name the binding reads from array `x` (as validation messages "
       "print it); raises ValueError 'x: unsupported dtype ...' for types FlashKit has no name "
       "for.");
+  m.def(
+      "_check_block_table",
+      [](nb::handle block_table, nb::handle seqlens_k, int64_t num_pages, int64_t page_size,
+         uintptr_t stream) {
+        Holder h;
+        const TensorRef t = to_ref(block_table, "block_table", false, h);
+        const TensorRef l = to_ref(seqlens_k, "seqlens_k", false, h);
+        Status st;
+        {
+          nb::gil_scoped_release release;
+          st = flashkit::checks::check_block_table(t, l, num_pages, page_size,
+                                                   reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!st.ok()) raise_status(st);
+      },
+      "block_table"_a, "seqlens_k"_a, "num_pages"_a, "page_size"_a, "stream"_a = 0,
+      "Testing hook of the internal block-table check (for the paged-decode ops to come): "
+      "block_table int32 [B, max_pages], seqlens_k int32 [B] on one GPU; raises ValueError "
+      "naming the first bad entry. Synchronizes `stream`.");
   m.def("compiled_fwd_variants", &flashkit::compiled_fwd_variants,
         "The forward variants compiled into this build, e.g. ['bfloat16/128', ...].");
   m.def("compiled_fwd_kernels", &flashkit::compiled_fwd_kernels,

@@ -446,3 +446,38 @@ def test_torch_complex_is_unsupported(flashkit_ext):
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError, match=r"^x: unsupported dtype complex64$"):
         flashkit_ext._C._dtype_of(torch.zeros(3, dtype=torch.complex64))
+
+
+# ---------------------------------------------------------------------------------------
+# Check mode (arguments only: the checks themselves run on the GPU)
+# ---------------------------------------------------------------------------------------
+
+
+def test_numpy_varlen_accepts_check_inputs(flashkit_ext):
+    q, k, v = (x[0] for x in np_qkv())
+    cu_q = np.array([0, 1, 4], dtype=np.int32)
+    cu_k = np.array([0, 3, 6], dtype=np.int32)
+    with pytest.raises(ValueError) as ei:  # CPU arrays: the device check comes first
+        flashkit_ext.attention_varlen(q, k, v, cu_q, cu_k, 3, 3, check_inputs=True)
+    assert_error(ei, "q", r"cuda|device")
+
+
+@pytest.mark.parametrize("case, arg, what", [
+    (dict(block_table=F((4, 8), "int64")), "block_table", r"^block_table: expected dtype int32, "
+                                                          r"got int64$"),
+    (dict(seqlens_k=F((4,), "bool")), "seqlens_k", r"^seqlens_k: expected dtype int32, got bool$"),
+    (dict(seqlens_k=F((3,), "int32")), "seqlens_k", r"expected length B = 4"),
+    (dict(block_table=F((32,), "int32")), "block_table", r"expected 2 dims"),
+    (dict(seqlens_k=F((4,), "int32", device="cpu")), "seqlens_k", r"CUDA tensor"),
+    (dict(page_size=0), "page_size", r"expected >= 1, got 0"),
+    (dict(num_pages=-1), "num_pages", r"expected >= 0, got -1"),
+    (dict(block_table=F((4, 8), "complex64")), "block_table", r"unsupported dtype complex64"),
+], ids=["table_int64", "lengths_bool", "lengths_short", "table_1d", "lengths_cpu", "page_size_0",
+        "num_pages_negative", "table_complex"])
+def test_block_table_check_arguments(flashkit_ext, case, arg, what):
+    args = dict(block_table=F((4, 8), "int32"), seqlens_k=F((4,), "int32"), num_pages=100,
+                page_size=16)
+    args.update(case)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C._check_block_table(**args)
+    assert_error(ei, arg, what)
