@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
-#include <tuple>
 
 #include "launch/index_checks.h"
 
@@ -111,57 +110,75 @@ FLASHKIT_EXPORT Status check_index(const BlockTableCheck& check, cudaStream_t st
   return run_check(check, stream);
 }
 
+namespace {
+
+Status bad(const char* name, const std::string& what) {
+  return Status::Invalid(std::string(name) + ": " + what);
+}
+
+// An int32 CUDA tensor of `ndim` dims with non-negative sizes (`layout` for the message).
+Status check_index_tensor(const char* name, const TensorRef& t, int ndim, const char* layout) {
+  if (t.device != Device::kCUDA) {
+    return bad(name, std::string("expected a CUDA tensor, got a ") + device_name(t.device) + " tensor");
+  }
+  if (t.dtype != DType::kInt32) {
+    return bad(name, std::string("expected dtype int32, got ") + dtype_name(t.dtype));
+  }
+  if (t.ndim != ndim) {
+    return bad(name, "expected " + str(ndim) + (ndim == 1 ? " dim " : " dims ") + layout + ", got " +
+                         t.shape_str());
+  }
+  for (int i = 0; i < ndim; ++i) {
+    if (t.shape[i] < 0) return bad(name, "expected non-negative sizes, got " + t.shape_str());
+  }
+  if (t.numel() > 0 && t.data == nullptr) return bad(name, "data pointer is null");
+  return Status::Ok();
+}
+
+}  // namespace
+
 FLASHKIT_EXPORT Status check_block_table(const TensorRef& block_table, const TensorRef& seqlens_k,
                                          int64_t num_pages, int64_t page_size, cudaStream_t stream) {
-  auto bad = [](const char* name, const std::string& what) { return Status::Invalid(std::string(name) + ": " + what); };
-  for (const auto& [name, t, ndim] : {std::tuple<const char*, const TensorRef&, int>{"block_table", block_table, 2},
-                                      std::tuple<const char*, const TensorRef&, int>{"seqlens_k", seqlens_k, 1}}) {
-    if (t.device != Device::kCUDA) {
-      return bad(name, std::string("expected a CUDA tensor, got a ") + device_name(t.device) + " tensor");
-    }
-    if (t.dtype != DType::kInt32) return bad(name, std::string("expected dtype int32, got ") + dtype_name(t.dtype));
-    if (t.ndim != ndim) {
-      return bad(name, "expected " + str(ndim) + (ndim == 1 ? " dim [B]" : " dims [B, max_pages]") + ", got " +
-                           t.shape_str());
-    }
-    for (int i = 0; i < ndim; ++i) {
-      if (t.shape[i] < 0) return bad(name, "expected non-negative sizes, got " + t.shape_str());
-    }
-    if (t.numel() > 0 && t.data == nullptr) return bad(name, "data pointer is null");
-  }
+  Status s = check_index_tensor("block_table", block_table, 2, "[B, max_pages]");
+  if (s.ok()) s = check_index_tensor("seqlens_k", seqlens_k, 1, "[B]");
+  if (!s.ok()) return s;
+  const int64_t B = block_table.shape[0], max_pages = block_table.shape[1];
   if (seqlens_k.device_id != block_table.device_id) {
-    return bad("seqlens_k", "expected CUDA device " + str(block_table.device_id) + " (the device of block_table), got " +
-                                str(seqlens_k.device_id));
+    return bad("seqlens_k", "expected CUDA device " + str(block_table.device_id) +
+                                " (the device of block_table), got " + str(seqlens_k.device_id));
   }
-  if (seqlens_k.shape[0] != block_table.shape[0]) {
-    return bad("seqlens_k", "expected length B = " + str(block_table.shape[0]) + " (from block_table), got " +
+  if (seqlens_k.shape[0] != B) {
+    return bad("seqlens_k", "expected length B = " + str(B) + " (from block_table), got " +
                                 str(seqlens_k.shape[0]));
   }
-  if (block_table.shape[1] > 1 && block_table.stride[1] != 1) {
-    return bad("block_table", "expected a contiguous last dimension (stride 1), got stride " + str(block_table.stride[1]));
+  if (max_pages > 1 && block_table.stride[1] != 1) {
+    return bad("block_table", "expected a contiguous last dimension (stride 1), got stride " +
+                                  str(block_table.stride[1]));
   }
-  if (block_table.shape[0] > 1 && block_table.stride[0] < block_table.shape[1]) {
-    return bad("block_table", "expected a row stride >= max_pages = " + str(block_table.shape[1]) + ", got " +
-                                  str(block_table.stride[0]));
+  const int64_t row_stride = B > 1 ? block_table.stride[0] : max_pages;
+  if (row_stride < max_pages) {
+    return bad("block_table", "expected a row stride >= max_pages = " + str(max_pages) + ", got " +
+                                  str(row_stride));
   }
   if (!seqlens_k.is_contiguous()) return bad("seqlens_k", "expected a contiguous tensor");
   if (num_pages < 0) return bad("num_pages", "expected >= 0, got " + str(num_pages));
   if (page_size < 1) return bad("page_size", "expected >= 1, got " + str(page_size));
-  if (block_table.shape[0] == 0) return Status::Ok();
+  if (B == 0) return Status::Ok();
 
   int prev = 0;
   cudaError_t err = cudaGetDevice(&prev);
-  if (err != cudaSuccess) return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess) {
+    return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  }
   const int device = block_table.device_id;
   if (device != prev && (err = cudaSetDevice(device)) != cudaSuccess) {
-    return Status::Unsupported("cannot make CUDA device " + str(device) + " current: " + cudaGetErrorString(err));
+    return Status::Unsupported("cannot make CUDA device " + str(device) + " current: " +
+                               cudaGetErrorString(err));
   }
-  const BlockTableCheck check{"block_table",
-                              "seqlens_k",
-                              {static_cast<const int32_t*>(block_table.data), block_table.shape[0],
-                               block_table.shape[1], block_table.shape[0] > 1 ? block_table.stride[0] : block_table.shape[1],
+  const BlockTableCheck check{"block_table", "seqlens_k",
+                              {static_cast<const int32_t*>(block_table.data), B, max_pages, row_stride,
                                static_cast<const int32_t*>(seqlens_k.data), num_pages, page_size}};
-  const Status s = check_index(check, stream);
+  s = check_index(check, stream);
   if (device != prev) cudaSetDevice(prev);
   return s;
 }
