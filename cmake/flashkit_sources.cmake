@@ -9,10 +9,13 @@ set(FLASHKIT_SOURCES
   ${_src}/api/validate_attention.cpp
   ${_src}/api/attention.cpp
   ${_src}/api/validate_util.cpp
+  ${_src}/api/errors.cpp
+  ${_src}/api/index_checks.cpp
   ${_src}/api/decode.cpp
   ${_src}/launch/fwd_dispatch.cpp
   ${_src}/launch/decode_dispatch.cpp
   ${_src}/launch/device_errors.cu
+  ${_src}/launch/index_checks.cu
   ${_src}/kernels/decode/inst/decode_aux.cu
 )
 

@@ -13,8 +13,13 @@ the reference and PyTorch's baseline are computed on the CPU.
 
 Cases: fp16 and bf16 x D 64, 128, 256 x causal or not; MHA and GQA; S_q < S_k and
 S_q > S_k (rows that see no key); S_k = 0; several partial tiles (S 67/300); a varlen
-batch with empty q and k sequences; strided (non-contiguous) q/k/v. ``--quick`` keeps
-two dense shapes (for racecheck, which is slow). Each result is checked like the GPU tests (SPEC §3 rule,
+batch with empty q and k sequences; strided (non-contiguous) q/k/v; and varlen calls with
+wrong cu_seqlens (``flashkit.testing.bad_index``: decreasing, negative, past the end of
+q/k, not starting at 0 / ending at the rows, longer than max_seqlen_q/k, huge values),
+each checked against its contract (no write outside out/lse, outputs as specified, the
+device error bits) and once more in check mode (the ValueError, nothing written).
+``--quick`` keeps two dense shapes and no wrong-index case (for racecheck, which is slow);
+``--bad-index-only`` runs only the wrong-index cases. Each result is checked like the GPU tests (SPEC §3 rule,
 LSE, every element written). Exit status 0 when all pass, 1 otherwise, 2 when it cannot
 run (no torch / CUDA / flashkit).
 """
@@ -41,6 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--dims", nargs="+", type=int, default=list(DIMS))
     p.add_argument("--quick", action="store_true",
                    help=f"dense shapes {QUICK_SHAPES} only (+ varlen, strided): for racecheck")
+    p.add_argument("--bad-index-only", action="store_true",
+                   help="only the varlen calls with wrong cu_seqlens (flashkit.testing.bad_index)")
     args = p.parse_args(argv)
 
     try:
@@ -49,7 +56,7 @@ def main(argv=None) -> int:
         import flashkit
         from flashkit.testing import (attention_pytorch, attention_reference,
                                       attention_varlen_pytorch, attention_varlen_reference,
-                                      check_close, check_lse, check_written, poison_)
+                                      bad_index, check_close, check_lse, check_written, poison_)
     except ImportError as e:
         print(f"sanitize_small: cannot import torch/flashkit: {e}", file=sys.stderr)
         return 2
@@ -129,6 +136,18 @@ def main(argv=None) -> int:
         check(f"{name(dtype)} D{D} causal={causal} varlen q{lens_q} k{lens_k}",
               out, lse, out_ref, lse_ref, out_pt)
 
+    def bad(case, dtype, D, causal, check_mode):
+        nonlocal ran
+        run = bad_index.run_check_mode if check_mode else bad_index.run_case
+        problems = run(flashkit, torch, case, dtype, D, causal, gen)
+        ran += 1
+        label = (f"{name(dtype)} D{D} causal={causal} bad cu_seqlens {case.name}"
+                 f"{' (check mode)' if check_mode else ''}")
+        print(f"{'ok  ' if not problems else 'FAIL'} {label}" +
+              "".join(f"\n     {m}" for m in problems), flush=True)
+        if problems:
+            failures.append(label)
+
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         for D in args.dims:
@@ -140,6 +159,12 @@ def main(argv=None) -> int:
                 cases = [(dense, (dtype, D, causal, s, "contiguous")) for s in shapes]
                 cases.append((dense, (dtype, D, causal, (2, 17, 9, 4, 2), "strided")))
                 cases.append((varlen, (dtype, D, causal)))
+                if args.bad_index_only:
+                    cases = []
+                if args.bad_index_only or not args.quick:
+                    cases += [(bad, (c, dtype, D, causal, False)) for c in bad_index.CASES]
+                    if causal:  # check mode: causal or not makes no difference there
+                        cases += [(bad, (c, dtype, D, causal, True)) for c in bad_index.CASES]
                 for fn, fn_args in cases:
                     try:
                         fn(*fn_args)

@@ -4,7 +4,10 @@
 // so anything that speaks DLPack (torch, cupy, jax, numpy, ...) or the buffer protocol
 // arrives unchanged and without a copy; it becomes a flashkit::TensorRef (dtype from the
 // DLPack code/bits, strides in elements) and the C++ validation decides whether it is
-// acceptable. That keeps a single source of truth for the error messages.
+// acceptable. That keeps a single source of truth for the error messages. The one check
+// made here: a dtype with no flashkit::DType (complex, fp4, vector lanes, ...) raises
+// ValueError "<arg>: unsupported dtype complex64" (every other dtype reaches validation,
+// whose messages name it: "expected dtype int32, got int64").
 //
 // torch tensors take a fast path that reads data_ptr/shape/stride/dtype/device directly
 // (a few attribute reads instead of building a DLPack capsule per tensor: the host
@@ -22,10 +25,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "api/index_checks.h"  // internal (testing hook _check_block_table)
 #include "flashkit/flashkit.h"
 #include "flashkit/decode.h"
-#include "launch/device_errors.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -37,14 +42,61 @@ using flashkit::DType;
 using flashkit::Status;
 using flashkit::TensorRef;
 
+// DLPack dtype -> DType; kInvalid when FlashKit has no code for it (see dlpack_dtype_str).
 DType dtype_from_dlpack(nb::dlpack::dtype dt) {
   if (dt.lanes != 1) return DType::kInvalid;
-  const auto code = static_cast<nb::dlpack::dtype_code>(dt.code);
-  if (code == nb::dlpack::dtype_code::Float && dt.bits == 16) return DType::kFloat16;
-  if (code == nb::dlpack::dtype_code::Bfloat && dt.bits == 16) return DType::kBFloat16;
-  if (code == nb::dlpack::dtype_code::Float && dt.bits == 32) return DType::kFloat32;
-  if (code == nb::dlpack::dtype_code::Int && dt.bits == 32) return DType::kInt32;
-  return DType::kInvalid;
+  using C = nb::dlpack::dtype_code;
+  switch (static_cast<C>(dt.code)) {
+    case C::Float:
+      return dt.bits == 16 ? DType::kFloat16 : dt.bits == 32 ? DType::kFloat32
+           : dt.bits == 64 ? DType::kFloat64 : DType::kInvalid;
+    case C::Bfloat: return dt.bits == 16 ? DType::kBFloat16 : DType::kInvalid;
+    case C::Int:
+      return dt.bits == 8 ? DType::kInt8 : dt.bits == 16 ? DType::kInt16
+           : dt.bits == 32 ? DType::kInt32 : dt.bits == 64 ? DType::kInt64 : DType::kInvalid;
+    case C::UInt:
+      return dt.bits == 8 ? DType::kUInt8 : dt.bits == 16 ? DType::kUInt16
+           : dt.bits == 32 ? DType::kUInt32 : dt.bits == 64 ? DType::kUInt64 : DType::kInvalid;
+    case C::Bool: return dt.bits == 8 ? DType::kBool : DType::kInvalid;
+    case C::Float8_E4M3FN: return dt.bits == 8 ? DType::kFloat8E4M3FN : DType::kInvalid;
+    case C::Float8_E5M2: return dt.bits == 8 ? DType::kFloat8E5M2 : DType::kInvalid;
+    default: return DType::kInvalid;
+  }
+}
+
+// A DLPack dtype FlashKit has no DType for, as users spell it where we can: "complex64",
+// "float8_e4m3fnuz", else "DLPack dtype code 3, 64 bits"; " x 4 lanes" for vector types.
+std::string dlpack_dtype_str(nb::dlpack::dtype dt) {
+  using C = nb::dlpack::dtype_code;
+  const std::string bits = std::to_string(dt.bits);
+  std::string s;
+  switch (static_cast<C>(dt.code)) {
+    case C::Int: s = "int" + bits; break;
+    case C::UInt: s = "uint" + bits; break;
+    case C::Float: s = "float" + bits; break;
+    case C::Bfloat: s = "bfloat" + bits; break;
+    case C::Complex: s = "complex" + bits; break;
+    case C::Bool: s = "bool (" + bits + " bits)"; break;
+    case C::Float8_E3M4: s = "float8_e3m4"; break;
+    case C::Float8_E4M3: s = "float8_e4m3"; break;
+    case C::Float8_E4M3B11FNUZ: s = "float8_e4m3b11fnuz"; break;
+    case C::Float8_E4M3FN: s = "float8_e4m3fn (" + bits + " bits)"; break;
+    case C::Float8_E4M3FNUZ: s = "float8_e4m3fnuz"; break;
+    case C::Float8_E5M2: s = "float8_e5m2 (" + bits + " bits)"; break;
+    case C::Float8_E5M2FNUZ: s = "float8_e5m2fnuz"; break;
+    case C::Float8_E8M0FNU: s = "float8_e8m0fnu"; break;
+    case C::Float6_E2M3FN: s = "float6_e2m3fn"; break;
+    case C::Float6_E3M2FN: s = "float6_e3m2fn"; break;
+    case C::Float4_E2M1FN: s = "float4_e2m1fn"; break;
+    case C::Bcomplex: s = "bcomplex" + bits; break;
+    default: s = "DLPack dtype code " + std::to_string(int(dt.code)) + ", " + bits + " bits"; break;
+  }
+  if (dt.lanes != 1) s += " x " + std::to_string(dt.lanes) + " lanes";
+  return s;
+}
+
+[[noreturn]] void raise_unsupported_dtype(const char* name, const std::string& what) {
+  throw nb::value_error((std::string(name) + ": unsupported dtype " + what).c_str());
 }
 
 Device device_from_dlpack(int device_type) {
@@ -75,6 +127,7 @@ TensorRef ref_from_ndarray(const nb::ndarray<Ts...>& a, const char* name) {
   }
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
   t.dtype = dtype_from_dlpack(a.dtype());
+  if (t.dtype == DType::kInvalid) raise_unsupported_dtype(name, dlpack_dtype_str(a.dtype()));
   t.device = device_from_dlpack(a.device_type());
   t.device_id = a.device_id();
   t.ndim = static_cast<int32_t>(ndim);
@@ -88,7 +141,9 @@ TensorRef ref_from_ndarray(const nb::ndarray<Ts...>& a, const char* name) {
 // --- torch fast path --------------------------------------------------------------------
 // Objects looked up once torch is in sys.modules (never imported from here).
 struct TorchRefs {
-  nb::object tensor_type, float16, bfloat16, float32, int32;
+  nb::object tensor_type;
+  // torch dtype objects and their DType (dtypes this torch version lacks are left out).
+  std::vector<std::pair<nb::object, DType>> dtypes;
   nb::object s_data_ptr, s_shape, s_stride, s_dtype, s_device, s_type, s_index;
 };
 
@@ -103,10 +158,19 @@ const TorchRefs* torch_refs() {
   nb::object torch = nb::steal(mod);
   auto* r = new TorchRefs;
   r->tensor_type = torch.attr("Tensor");
-  r->float16 = torch.attr("float16");
-  r->bfloat16 = torch.attr("bfloat16");
-  r->float32 = torch.attr("float32");
-  r->int32 = torch.attr("int32");
+  // Most common first: the lookup is a linear scan by identity.
+  const std::pair<const char*, DType> names[] = {
+      {"bfloat16", DType::kBFloat16},   {"float16", DType::kFloat16},
+      {"int32", DType::kInt32},         {"float32", DType::kFloat32},
+      {"int64", DType::kInt64},         {"float64", DType::kFloat64},
+      {"uint8", DType::kUInt8},         {"int8", DType::kInt8},
+      {"int16", DType::kInt16},         {"bool", DType::kBool},
+      {"float8_e4m3fn", DType::kFloat8E4M3FN}, {"float8_e5m2", DType::kFloat8E5M2},
+      {"uint16", DType::kUInt16},       {"uint32", DType::kUInt32},
+      {"uint64", DType::kUInt64}};
+  for (const auto& [attr, dt] : names) {
+    if (nb::hasattr(torch, attr)) r->dtypes.emplace_back(torch.attr(attr), dt);
+  }
   r->s_data_ptr = nb::steal(PyUnicode_InternFromString("data_ptr"));
   r->s_shape = nb::steal(PyUnicode_InternFromString("shape"));
   r->s_stride = nb::steal(PyUnicode_InternFromString("stride"));
@@ -154,11 +218,18 @@ TensorRef ref_from_torch(const TorchRefs& r, nb::handle o, const char* name) {
     t.stride[i] = to_i64(PyTuple_GET_ITEM(stride.ptr(), i));
   }
   nb::object dtype = get_attr(o, r.s_dtype);
-  if (dtype.is(r.float16)) t.dtype = DType::kFloat16;
-  else if (dtype.is(r.bfloat16)) t.dtype = DType::kBFloat16;
-  else if (dtype.is(r.float32)) t.dtype = DType::kFloat32;
-  else if (dtype.is(r.int32)) t.dtype = DType::kInt32;
-  else t.dtype = DType::kInvalid;
+  t.dtype = DType::kInvalid;
+  for (const auto& [obj, dt] : r.dtypes) {
+    if (dtype.is(obj)) {
+      t.dtype = dt;
+      break;
+    }
+  }
+  if (t.dtype == DType::kInvalid) {  // e.g. torch.complex64 -> "complex64"
+    std::string what = nb::cast<std::string>(nb::str(dtype));
+    if (what.rfind("torch.", 0) == 0) what = what.substr(6);
+    raise_unsupported_dtype(name, what);
+  }
   nb::object device = get_attr(o, r.s_device);
   nb::object dev_type = get_attr(device, r.s_type);
   const char* type_str = PyUnicode_AsUTF8(dev_type.ptr());
@@ -254,11 +325,13 @@ flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::
 
 void attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                    nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int64_t max_seqlen_q,
-                   int64_t max_seqlen_k, double softmax_scale, bool causal, uintptr_t stream) {
+                   int64_t max_seqlen_k, double softmax_scale, bool causal, uintptr_t stream,
+                   bool check_inputs) {
   Holder h;
-  const flashkit::AttentionFwdArgs args =
+  flashkit::AttentionFwdArgs args =
       make_args(h, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal);
+  args.check_inputs = check_inputs;
   Status status;
   {
     nb::gil_scoped_release release;
@@ -323,7 +396,7 @@ void decode_plan(nb::handle seqlens_k, nb::handle workspace, int64_t batch, int6
 void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle block_table,
                 nb::handle seqlens_k, nb::handle out, nb::handle lse, nb::handle workspace,
                 double softmax_scale, bool causal, int64_t split_size, int64_t max_seqlen_k,
-                bool plan_first, bool validate_only, uintptr_t stream) {
+                bool plan_first, bool validate_only, uintptr_t stream, bool check_inputs) {
   Holder h;
   flashkit::DecodeArgs a;
   a.q = to_ref(q, "q", false, h);
@@ -338,6 +411,7 @@ void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle
   a.causal = causal;
   a.split_size = split_size;
   a.max_seqlen_k = max_seqlen_k;
+  a.check_inputs = check_inputs;
   Status status;
   {
     nb::gil_scoped_release release;
@@ -376,19 +450,21 @@ NB_MODULE(_C, m) {
   m.def("attention_fwd", &attention_fwd, "q"_a.none(), "k"_a.none(), "v"_a.none(),
         "out"_a.none(), "lse"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
-        "softmax_scale"_a = 0.0, "causal"_a = false, "stream"_a = 0,
+        "softmax_scale"_a = 0.0, "causal"_a = false, "stream"_a = 0, "check_inputs"_a = false,
         nb::sig("def attention_fwd(q: object, k: object, v: object, out: object, "
                 "lse: object | None = None, cu_seqlens_q: object | None = None, "
                 "cu_seqlens_k: object | None = None, max_seqlen_q: int = 0, "
                 "max_seqlen_k: int = 0, softmax_scale: float = 0.0, causal: bool = False, "
-                "stream: int = 0) -> None"),
+                "stream: int = 0, check_inputs: bool = False) -> None"),
         "Attention forward into preallocated `out` (and `lse` if given) on the CUDA stream "
         "`stream` (a cudaStream_t as int; 0 = legacy default stream). Dense layout: "
         "q [B, S_q, H_q, D], k [B, S_k, H_kv, D], v [B, S_k, H_kv, D_v], out [B, S_q, H_q, "
         "D_v], lse float32 [B, H_q, S_q]. Varlen (cu_seqlens_q/k int32 [B+1]): q [total_q, "
-        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). Raises ValueError "
-        "(bad argument, nothing written), NotImplementedError (variant not compiled), "
-        "RuntimeError (device or CUDA error). The GIL is released during the launch.");
+        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). check_inputs "
+        "(varlen): validate cu_seqlens_q/k on the GPU first (syncs `stream`; refused during "
+        "CUDA-graph capture). Raises ValueError (bad argument, nothing written), "
+        "NotImplementedError (variant not compiled), RuntimeError (device or CUDA error). The "
+        "GIL is released during the launch.");
   m.def("validate_attention_fwd", &validate_attention_fwd, "q"_a.none(), "k"_a.none(),
         "v"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
         "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
@@ -400,6 +476,35 @@ NB_MODULE(_C, m) {
                 "-> None"),
         "Checks the arguments of attention_fwd without touching the GPU; returns None or "
         "raises the same exception attention_fwd would.");
+  m.def(
+      "_dtype_of",
+      [](nb::handle x) {
+        Holder h;
+        return std::string(flashkit::dtype_name(to_ref(x, "x", false, h).dtype));
+      },
+      "x"_a,
+      "Testing hook: the dtype name the binding reads from array `x` (as validation messages "
+      "print it); raises ValueError 'x: unsupported dtype ...' for types FlashKit has no name "
+      "for.");
+  m.def(
+      "_check_block_table",
+      [](nb::handle block_table, nb::handle seqlens_k, int64_t num_pages, int64_t page_size,
+         uintptr_t stream) {
+        Holder h;
+        const TensorRef t = to_ref(block_table, "block_table", false, h);
+        const TensorRef l = to_ref(seqlens_k, "seqlens_k", false, h);
+        Status st;
+        {
+          nb::gil_scoped_release release;
+          st = flashkit::checks::check_block_table(t, l, num_pages, page_size,
+                                                   reinterpret_cast<cudaStream_t>(stream));
+        }
+        if (!st.ok()) raise_status(st);
+      },
+      "block_table"_a, "seqlens_k"_a, "num_pages"_a, "page_size"_a, "stream"_a = 0,
+      "Testing hook of the internal block-table check (for the paged-decode ops to come): "
+      "block_table int32 [B, max_pages], seqlens_k int32 [B] on one GPU; raises ValueError "
+      "naming the first bad entry. Synchronizes `stream`.");
   m.def("compiled_fwd_variants", &flashkit::compiled_fwd_variants,
         "The forward variants compiled into this build, e.g. ['bfloat16/128', ...].");
   m.def("compiled_fwd_kernels", &flashkit::compiled_fwd_kernels,
@@ -430,24 +535,43 @@ NB_MODULE(_C, m) {
         "block_table"_a.none(), "seqlens_k"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
         "workspace"_a.none() = nb::none(), "softmax_scale"_a = 0.0, "causal"_a = true,
         "split_size"_a = 0, "max_seqlen_k"_a = 0, "plan_first"_a = false,
-        "validate_only"_a = false, "stream"_a = 0,
+        "validate_only"_a = false, "stream"_a = 0, "check_inputs"_a = false,
         "Paged decode into preallocated `out` (and `lse`): split + combine with a planned "
-        "workspace (plan_first=True plans first). validate_only: check arguments only.");
+        "workspace (plan_first=True plans first). validate_only: check arguments only. "
+        "check_inputs: validate block_table/seqlens_k on the GPU first (synchronizes).");
   m.def("append_kv", &append_kv, "k_new"_a.none(), "v_new"_a.none(), "k_cache"_a.none(),
         "v_cache"_a.none(), "block_table"_a.none(), "seqlens_k"_a.none(), "stream"_a = 0,
         "Writes k_new/v_new [B, s_new, H_kv, D] into the page slots of positions "
         "seqlens_k[b] - s_new + t.");
   m.def(
-      "device_errors",
-      [](bool clear, int device) {
+      "read_device_errors",
+      [](int device, bool clear) {
         uint32_t bits = 0;
-        const int err = flashkit::device_errors_read(device, clear, &bits);
-        if (err != 0) throw std::runtime_error("flashkit.device_errors: CUDA error " + std::to_string(err));
+        Status st;
+        {
+          nb::gil_scoped_release release;
+          st = flashkit::read_device_errors(device, clear, &bits);
+        }
+        if (!st.ok()) raise_status(st);
         return bits;
       },
-      "clear"_a = true, "device"_a = -1,
-      "The sticky device error word (bits set by kernels that met out-of-range index data); "
-      "synchronizes the device. clear=True resets it.");
+      "device"_a = -1, "clear"_a = true,
+      "Bits of the device error word of CUDA device `device` (-1: the current device); clears "
+      "the bits read when `clear`. Synchronizes the device (releases the GIL meanwhile).");
+  m.def("describe_device_errors", &flashkit::describe_device_errors, "bits"_a,
+        "A readable description of device error bits.");
+  m.def(
+      "device_error_bits",
+      []() {
+        nb::dict d;
+        d["CU_SEQLENS"] = uint32_t(flashkit::kDeviceErrorCuSeqlens);
+        d["SEQLEN_ABOVE_MAX"] = uint32_t(flashkit::kDeviceErrorSeqlenAboveMax);
+        d["BLOCK_ID"] = uint32_t(flashkit::kDeviceErrorBlockId);
+        d["SEQLENS_K"] = uint32_t(flashkit::kDeviceErrorSeqlensK);
+        d["APPEND_SLOT"] = uint32_t(flashkit::kDeviceErrorAppendSlot);
+        return d;
+      },
+      "The bits of the device error word by name (as in flashkit::DeviceError).");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
 }

@@ -31,6 +31,15 @@ struct AttentionFwdArgs {
   int64_t max_seqlen_k = 0;
   float softmax_scale = 0.f;  // <= 0 or NaN: 1/sqrt(D)
   bool causal = false;        // bottom-right aligned: row i sees keys j <= i + S_k - S_q
+  // Varlen only: validate cu_seqlens_q/k on the GPU before the launch (start at 0, never
+  // decrease, end at total_q/total_k, every length <= max_seqlen_q/k) and return
+  // Status::Invalid naming the argument and the first bad index instead of launching.
+  // Costs a small kernel and a sync of `stream`, so it is off by default and refused
+  // (Invalid) while `stream` is being captured into a CUDA graph. Without it, bad indices
+  // never make the kernels read or write out of bounds: they are clamped and reported in
+  // the device error word (flashkit/errors.h). FLASHKIT_CHECK_INPUTS=1 in the environment
+  // (read once) turns it on for every call that is not being captured.
+  bool check_inputs = false;
 };
 
 // Checks every argument (SPEC §2) without touching device memory or the GPU.
@@ -38,7 +47,8 @@ struct AttentionFwdArgs {
 // or Status::NotCompiled when the (dtype, head_dim) variant is not in this build.
 Status validate_attention_fwd(const AttentionFwdArgs& args);
 
-// Validates, then launches on `stream`. Nothing is written unless validation passes.
+// Validates (with check_inputs: also the index arrays, on the GPU), then launches on
+// `stream`. Nothing is written unless validation passes.
 // Errors from the CUDA runtime (no device, unsupported architecture, launch failure)
 // come back as Status::Unsupported / Status::Cuda.
 Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream);

@@ -63,6 +63,11 @@ struct DecodeArgs {
   bool causal = true;
   int64_t split_size = 0;     // as in DecodePlanArgs (must match the plan)
   int64_t max_seqlen_k = 0;
+  // Check mode (or FLASHKIT_CHECK_INPUTS=1): before the launch, validate block_table and
+  // seqlens_k on the GPU (every length in [0, max_pages * page_size], every block id a
+  // sequence uses in [0, num_pages)) and return Invalid naming the first bad entry. It
+  // synchronizes the stream; an explicit request is refused during CUDA-graph capture.
+  bool check_inputs = false;
 };
 
 // Bytes of workspace a plan with these sizes needs on `device` (-1: current device).

@@ -2,5 +2,6 @@
 #pragma once
 
 #include "flashkit/tensor.h"
+#include "flashkit/errors.h"
 #include "flashkit/attention.h"
 #include "flashkit/decode.h"

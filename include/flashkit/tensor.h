@@ -13,12 +13,29 @@
 
 namespace flashkit {
 
+// Element types. Ops accept only some of them (attention: float16/bfloat16 inputs, float32
+// LSE, int32 index arrays); the others exist so that a rejected tensor's message names
+// the dtype actually given ("expected dtype int32, got int64"), and for the ops to come
+// (fp8 KV caches). kInvalid: a type FlashKit has no name for (complex, fp4, vector lanes,
+// ...): bindings reject those themselves with "unsupported dtype <what they can tell>".
+// The values are stable (part of the ABI): new codes are only ever appended.
 enum class DType : int32_t {
   kInvalid = 0,
   kFloat16 = 1,
   kBFloat16 = 2,
   kFloat32 = 3,
   kInt32 = 4,
+  kInt64 = 5,
+  kFloat64 = 6,
+  kUInt8 = 7,
+  kInt8 = 8,
+  kInt16 = 9,
+  kBool = 10,
+  kFloat8E4M3FN = 11,  // float8_e4m3fn (OCP FP8 E4M3: no inf, one NaN pattern)
+  kFloat8E5M2 = 12,    // float8_e5m2
+  kUInt16 = 13,
+  kUInt32 = 14,
+  kUInt64 = 15,
 };
 
 // Where a tensor lives. C++ callers that pass raw cudaMalloc pointers use kCUDA.
@@ -28,6 +45,8 @@ enum class Device : int32_t {
   kOther = 2,  // any other DLPack device (ROCm, Metal, CUDA host-pinned, ...)
 };
 
+// "float16", "int64", "bool", "float8_e4m3fn", ... (PyTorch's spelling); "invalid" for
+// kInvalid and for values outside the enum.
 const char* dtype_name(DType t);
 int dtype_size(DType t);  // bytes per element, 0 for kInvalid
 const char* device_name(Device d);

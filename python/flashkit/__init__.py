@@ -8,6 +8,8 @@ Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
                                     max_seqlen_q, max_seqlen_k, causal=False)
     flashkit.compiled_fwd_variants()   # e.g. ['float16/128', 'bfloat16/128', ...]
     flashkit.fwd_kernel_family(torch.bfloat16, 128)   # 'sm90' on H100/H200, else 'sm80'
+    flashkit.check_device_errors()     # RuntimeError if a kernel found bad cu_seqlens
+    flashkit.device_errors()           # the bits (flashkit.DeviceError), cleared
     flashkit.__version__
 
 Layout: q [B, S_q, H_q, D], k/v [B, S_k, H_kv, D] (any strides, last dim contiguous),
@@ -30,22 +32,13 @@ except ImportError:
 else:
     _C_IMPORT_ERROR = None
 
+from .errors import DeviceError, check_device_errors, describe_device_errors, device_errors
 from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fwd_variants,
                   fwd_kernel_family)
 from .decode import DecodePlan, append_kv, decode
 
-
-def device_errors(clear=True, device=None):
-    """The sticky device error word: bits set by kernels that met out-of-range index
-    data on the GPU (4: block id outside [0, num_pages), 8: seqlens_k outside
-    [0, max_pages * page_size], 16: append slot invalid, 32: workspace not planned for
-    the call). Synchronizes the device; ``clear`` resets the word."""
-    from .ops import _native
-
-    return int(_native().device_errors(bool(clear), -1 if device is None else int(device)))
-
 __version__ = _C.version() if _C is not None else "0.1.0"
 
 __all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
-           "fwd_kernel_family", "decode", "DecodePlan", "append_kv", "device_errors",
-           "__version__"]
+           "fwd_kernel_family", "decode", "DecodePlan", "append_kv", "DeviceError", "device_errors", "check_device_errors",
+           "describe_device_errors", "__version__"]

@@ -91,7 +91,7 @@ def _max_seqlen(block_table, k_cache, split_size, max_seqlen_k):
 
 def _decode_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
                  seqlens_k: Tensor, causal: bool, softmax_scale: float, return_lse: bool,
-                 split_size: int, max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+                 split_size: int, max_seqlen_k: int, check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
     C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
     stream, index = _stream_of(q)
@@ -105,19 +105,21 @@ def _decode_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tenso
     ws = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=q.device)
     with _on_device(index):
         C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     ws, softmax_scale, causal, split_size, msl, True, False, stream)
+                     ws, softmax_scale, causal, split_size, msl, True, False, stream, check_inputs)
     return out, lse
 
 
 def _decode_run_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
                      seqlens_k: Tensor, workspace: Tensor, causal: bool, softmax_scale: float,
-                     return_lse: bool, split_size: int, max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+                     return_lse: bool, split_size: int, max_seqlen_k: int,
+                     check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
     C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
     stream, index = _stream_of(q)
     with _on_device(index):
         C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream)
+                     workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream,
+                     check_inputs)
     return out, lse
 
 
@@ -140,12 +142,12 @@ def _append_kv_impl(k_cache: Tensor, v_cache: Tensor, k_new: Tensor, v_new: Tens
 _decode_op = torch.library.custom_op("flashkit::decode", _decode_impl, mutates_args=())
 _decode_op.register_fake(
     lambda q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-    split_size, max_seqlen_k: _fake_out(q, v_cache, return_lse))
+    split_size, max_seqlen_k, check_inputs=False: _fake_out(q, v_cache, return_lse))
 
 _decode_run_op = torch.library.custom_op("flashkit::decode_run", _decode_run_impl, mutates_args=())
 _decode_run_op.register_fake(
     lambda q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-    return_lse, split_size, max_seqlen_k: _fake_out(q, v_cache, return_lse))
+    return_lse, split_size, max_seqlen_k, check_inputs=False: _fake_out(q, v_cache, return_lse))
 
 _decode_plan_op = torch.library.custom_op("flashkit::decode_plan", _decode_plan_impl,
                                           mutates_args=("workspace",))
@@ -157,22 +159,22 @@ _append_kv_op.register_fake(lambda *args: None)
 
 
 def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-           split_size, max_seqlen_k):
+           split_size, max_seqlen_k, check_inputs=False):
     _check_tensors("decode", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                               ("block_table", block_table), ("seqlens_k", seqlens_k)))
     args = (q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-            split_size, max_seqlen_k)
+            split_size, max_seqlen_k, check_inputs)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k)):
         return _decode_impl(*args)  # no autograd / compile / modes: skip the dispatcher
     return torch.ops.flashkit.decode(*args)
 
 
 def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-               return_lse, split_size, max_seqlen_k):
+               return_lse, split_size, max_seqlen_k, check_inputs=False):
     _check_tensors("DecodePlan.run", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                                       ("block_table", block_table), ("seqlens_k", seqlens_k)))
     args = (q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-            return_lse, split_size, max_seqlen_k)
+            return_lse, split_size, max_seqlen_k, check_inputs)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k, workspace)):
         return _decode_run_impl(*args)
     return torch.ops.flashkit.decode_run(*args)

@@ -5,7 +5,8 @@ Importing this module imports torch (when installed) and registers
     torch.ops.flashkit.attention_fwd(q, k, v, causal, softmax_scale, return_lse)
         -> (out, lse)
     torch.ops.flashkit.attention_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k,
-        max_seqlen_q, max_seqlen_k, causal, softmax_scale, return_lse) -> (out, lse)
+        max_seqlen_q, max_seqlen_k, causal, softmax_scale, return_lse,
+        check_inputs=False) -> (out, lse)
 
 with fake (meta) implementations, so ``torch.compile(fullgraph=True)`` traces a model that
 calls ``flashkit.attention`` without a graph break, and the real implementation allocates
@@ -81,21 +82,23 @@ if torch is not None:
         return True
 
     def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal):
+                softmax_scale, causal, check_inputs=False):
         # _C reads torch tensors directly (no DLPack), requires_grad or not.
         C = _native()
         index = q.get_device()  # -1 on the CPU
         if index < 0:  # rejected by the C++ validation (not a CUDA tensor)
             C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                            max_seqlen_k, softmax_scale, causal, 0)
+                            max_seqlen_k, softmax_scale, causal, 0, check_inputs)
             return
         if index != torch.cuda.current_device():
             with torch.cuda.device(index):  # the launch goes to the current device
                 C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                max_seqlen_k, softmax_scale, causal, _raw_stream(index))
+                                max_seqlen_k, softmax_scale, causal, _raw_stream(index),
+                                check_inputs)
         else:
             C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                            max_seqlen_k, softmax_scale, causal, _raw_stream(index))
+                            max_seqlen_k, softmax_scale, causal, _raw_stream(index),
+                            check_inputs)
 
     def _dense(q, k, v, causal, softmax_scale, return_lse):
         """Allocates and launches; returns (out, lse or None)."""
@@ -107,13 +110,13 @@ if torch is not None:
         return out, lse
 
     def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                softmax_scale, return_lse):
+                softmax_scale, return_lse, check_inputs=False):
         total_q, H_q = q.shape[0], q.shape[1]
         out = torch.empty((total_q, H_q, v.shape[2]), dtype=q.dtype, device=q.device)
         lse = (torch.empty((H_q, total_q), dtype=torch.float32, device=q.device)
                if return_lse else None)
         _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal)
+                softmax_scale, causal, check_inputs)
         return out, lse
 
     def _no_lse(q):
@@ -133,14 +136,15 @@ if torch is not None:
 
     def _attention_varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
                               cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                              causal: bool, softmax_scale: float,
-                              return_lse: bool) -> Tuple[Tensor, Tensor]:
+                              causal: bool, softmax_scale: float, return_lse: bool,
+                              check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           causal, softmax_scale, return_lse)
+                           causal, softmax_scale, return_lse, check_inputs)
         return out, (lse if lse is not None else _no_lse(q))
 
     def _attention_varlen_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                   max_seqlen_k, causal, softmax_scale, return_lse):
+                                   max_seqlen_k, causal, softmax_scale, return_lse,
+                                   check_inputs=False):
         total_q, H_q = q.shape[0], q.shape[1]
         lse_shape = (H_q, total_q) if return_lse else (0,)
         return (q.new_empty((total_q, H_q, v.shape[2])),
@@ -171,7 +175,7 @@ if torch is not None:
     def _varlen_backward(ctx, grad_out, grad_lse):
         q, k, v = ctx.saved_tensors
         dq, dk, dv = _bwd_op(grad_out, q, k, v)
-        return dq, dk, dv, None, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None, None
 
     if hasattr(torch.library, "custom_op"):  # torch >= 2.4
         attention_fwd_op = torch.library.custom_op(
@@ -210,7 +214,7 @@ def attention(q, k, v, causal, softmax_scale, return_lse):
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                     softmax_scale, return_lse):
+                     softmax_scale, return_lse, check_inputs=False):
     """torch path of flashkit.attention_varlen."""
     _check_tensors("attention_varlen", (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                                         ("cu_seqlens_k", cu_seqlens_k)))
@@ -218,8 +222,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     _check_ndim(v, "v", 3, "[total_k, H_kv, D_v]")
     if _eager_direct((q, k, v, cu_seqlens_q, cu_seqlens_k)):
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           causal, softmax_scale, return_lse)
+                           causal, softmax_scale, return_lse, check_inputs)
     else:
         out, lse = _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              causal, softmax_scale, return_lse)
+                              causal, softmax_scale, return_lse, check_inputs)
     return (out, lse) if return_lse else out

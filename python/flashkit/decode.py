@@ -53,7 +53,7 @@ def _split_args(split_size, max_seqlen_k):
 
 
 def decode(q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_scale=None,
-           return_lse=False, split_size=0, max_seqlen_k=0):
+           return_lse=False, split_size=0, max_seqlen_k=0, check_inputs=False):
     """Decode attention over a paged KV cache (plan + run in one call).
 
     Args:
@@ -68,10 +68,14 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_sca
             depend on the rest of the batch (batch invariance).
         max_seqlen_k: with a fixed split_size, an upper bound of the lengths (default:
             ``max_pages * page_size``).
+        check_inputs: validate ``block_table`` / ``seqlens_k`` on the GPU before the launch
+            (synchronizes; not inside CUDA-graph capture) and raise ValueError naming the
+            first bad entry. Also on for every call with ``FLASHKIT_CHECK_INPUTS=1``.
     """
     split_size, max_seqlen_k = _split_args(split_size, max_seqlen_k)
     out, lse = _tops().decode(q, k_cache, v_cache, block_table, seqlens_k, bool(causal),
-                              _scale(softmax_scale), bool(return_lse), split_size, max_seqlen_k)
+                              _scale(softmax_scale), bool(return_lse), split_size, max_seqlen_k,
+                              bool(check_inputs))
     return (out, lse) if return_lse else out
 
 
@@ -126,7 +130,7 @@ class DecodePlan:
         _tops().decode_plan(seqlens_k, self.workspace, *self._sizes())
 
     def run(self, q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_scale=None,
-            return_lse=False):
+            return_lse=False, check_inputs=False):
         """Split + combine with the planned workspace; returns ``out`` (or ``(out, lse)``)."""
         B, s_q, H_q, D = tuple(q.shape) if q.dim() == 4 else (None,) * 4
         got = (B, s_q, H_q, k_cache.shape[2] if k_cache.dim() == 4 else None, D)
@@ -137,5 +141,6 @@ class DecodePlan:
                 f"{got} differ from the plan's {want}")
         out, lse = _tops().decode_run(q, k_cache, v_cache, block_table, seqlens_k,
                                       self.workspace, bool(causal), _scale(softmax_scale),
-                                      bool(return_lse), self.split_size, self.max_seqlen_k)
+                                      bool(return_lse), self.split_size, self.max_seqlen_k,
+                                      bool(check_inputs))
         return (out, lse) if return_lse else out

@@ -130,7 +130,7 @@ def _same_kind(xp, arrays, fn):
 
 
 def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
-               max_seqlen_q, max_seqlen_k, scale, causal, return_lse):
+               max_seqlen_q, max_seqlen_k, scale, causal, return_lse, check_inputs=False):
     """numpy / cupy path: allocate with the array's module, launch on its current stream."""
     C = _native()
     if xp is np:
@@ -143,10 +143,10 @@ def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
             lse = xp.empty(lse_shape, dtype=xp.float32) if return_lse else None
             stream = xp.cuda.get_current_stream().ptr
             C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                            max_seqlen_q, max_seqlen_k, scale, causal, stream)
+                            max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs)
         return (out, lse) if return_lse else out
     C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, scale, causal, stream)
+                    max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs)
     return (out, lse) if return_lse else out
 
 
@@ -188,27 +188,40 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                     causal=False, softmax_scale=None, return_lse=False):
+                     causal=False, softmax_scale=None, return_lse=False, check_inputs=False):
     """Variable-length (packed) attention forward.
 
     Args:
         q: ``[total_q, H_q, D]``; sequence i is rows ``cu_seqlens_q[i]:cu_seqlens_q[i+1]``.
         k: ``[total_k, H_kv, D]``;  v: ``[total_k, H_kv, D_v]``.
-        cu_seqlens_q, cu_seqlens_k: int32 ``[B+1]`` on q's device, starting at 0.
+        cu_seqlens_q, cu_seqlens_k: int32 ``[B+1]`` on q's device: 0, then non-decreasing,
+            ending at ``total_q`` / ``total_k``.
         max_seqlen_q, max_seqlen_k: upper bounds of the per-sequence lengths (ints).
         causal, softmax_scale, return_lse: as in :func:`attention`.
+        check_inputs: validate ``cu_seqlens_q/k`` on the GPU before the launch and raise
+            ValueError naming the argument and the first bad index. Synchronizes the stream,
+            so it is off by default and cannot be used during CUDA-graph capture (ValueError).
+            ``FLASHKIT_CHECK_INPUTS=1`` in the environment turns it on for every call that is
+            not being captured.
+
+    Without ``check_inputs``, cu_seqlens are not read on the host (that would cost a sync);
+    the kernels clamp every range to the tensors, so wrong values never cause an
+    out-of-bounds access: a sequence with a bad q range writes nothing, one with a bad k
+    range gets out = 0 and lse = -inf, and the device error flag is set
+    (:func:`flashkit.check_device_errors`).
 
     Returns:
         ``out [total_q, H_q, D_v]`` or ``(out, lse)`` with ``lse`` float32 ``[H_q, total_q]``.
     """
     scale = _scale_arg(softmax_scale)
     causal = bool(causal)
+    check_inputs = bool(check_inputs)
     if not isinstance(q, np.ndarray):
         tops = _tops if _tops is not None else _torch_ops_module()
         if tops.is_tensor(q):
             return tops.attention_varlen(
                 q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                scale, bool(return_lse))
+                scale, bool(return_lse), check_inputs)
     for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(val, bool) or not hasattr(val, "__index__"):
             raise TypeError(f"{name}: expected an int, got {_type_name(val)}")
@@ -220,4 +233,4 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     total_q, H_q, _ = q.shape
     return _run_array(xp, q, k, v, (total_q, H_q, v.shape[2]), (H_q, total_q), cu_seqlens_q,
                       cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale, causal,
-                      bool(return_lse))
+                      bool(return_lse), check_inputs)

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "api/attention_internal.h"
+#include "api/index_checks.h"
 #include "flashkit/attention.h"
+#include "launch/device_errors.h"
 #include "launch/fwd_dispatch.h"
 
 namespace flashkit {
@@ -80,6 +83,9 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
     p.lse_head_stride = 0;
   }
 
+  p.error_flag = nullptr;  // set by attention_fwd (needs the device)
+  p.total_q = static_cast<int>(s_q);
+  p.total_k = static_cast<int>(s_k);
   if (varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(args.cu_seqlens_q.data);
     p.cu_seqlens_k = static_cast<const int32_t*>(args.cu_seqlens_k.data);
@@ -111,12 +117,38 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
 
 }  // namespace detail
 
+namespace {
+
+// Check mode: cu_seqlens_q/k validated on the GPU (the current device is q's). Only the
+// explicit request is refused under graph capture; the environment switch skips the
+// calls being captured.
+Status check_varlen_indices(const AttentionFwdArgs& args, cudaStream_t stream) {
+  if (!args.check_inputs) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+        capture != cudaStreamCaptureStatusNone) {
+      return Status::Ok();
+    }
+  }
+  const checks::CuSeqlensCheck q{"cu_seqlens_q", "q", "total_q", "max_seqlen_q",
+                                 {static_cast<const int32_t*>(args.cu_seqlens_q.data),
+                                  args.cu_seqlens_q.shape[0], args.q.shape[0], args.max_seqlen_q}};
+  const checks::CuSeqlensCheck k{"cu_seqlens_k", "k", "total_k", "max_seqlen_k",
+                                 {static_cast<const int32_t*>(args.cu_seqlens_k.data),
+                                  args.cu_seqlens_k.shape[0], args.k.shape[0], args.max_seqlen_k}};
+  Status s = checks::check_index(q, stream);
+  if (s.ok()) s = checks::check_index(k, stream);
+  return s;
+}
+
+}  // namespace
+
 FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream) {
   Status status = validate_attention_fwd(args);
   if (!status.ok()) return status;
-  if (detail::fwd_is_empty(args)) return Status::Ok();  // nothing to compute or write
-
-  const FwdParams params = detail::make_fwd_params(args);
+  const bool check = args.cu_seqlens_q.defined() && (args.check_inputs || checks::check_inputs_from_env());
+  const bool empty = detail::fwd_is_empty(args);
+  if (empty && !check) return Status::Ok();  // nothing to compute or write
 
   // Launch on the tensors' device; restore the caller's current device afterwards.
   int prev_device = 0;
@@ -132,7 +164,19 @@ FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t 
                                  " (the device of q) current: " + cudaGetErrorString(err));
     }
   }
-  status = run_attention_fwd(params, args.q.dtype, stream);
+  if (check) status = check_varlen_indices(args, stream);
+  if (status.ok() && !empty) {
+    FwdParams params = detail::make_fwd_params(args);
+    int word_err = 0;
+    params.error_flag = device_error_word(device, &word_err);
+    if (params.error_flag == nullptr) {
+      status = Status::Unsupported("cannot use CUDA device " + std::to_string(device) +
+                                   " (its FlashKit error word is not available): " +
+                                   cudaGetErrorString(static_cast<cudaError_t>(word_err)));
+    } else {
+      status = run_attention_fwd(params, args.q.dtype, stream);
+    }
+  }
   if (device != prev_device) cudaSetDevice(prev_device);
   return status;
 }

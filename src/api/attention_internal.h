@@ -2,17 +2,10 @@
 // Not installed; include with src/ on the include path.
 #pragma once
 
+#include "export.h"
 #include "flashkit/attention.h"
 #include "flashkit/tensor.h"
 #include "kernels/attention_params.h"
-
-// libflashkit is built with hidden visibility; the public API (and the few internal
-// functions the C++ tests call) are exported explicitly on their definitions.
-#if defined(_WIN32)
-#define FLASHKIT_EXPORT
-#else
-#define FLASHKIT_EXPORT __attribute__((visibility("default")))
-#endif
 
 namespace flashkit {
 namespace detail {
@@ -27,6 +20,8 @@ FLASHKIT_EXPORT bool fwd_is_empty(const AttentionFwdArgs& args);
 //    non-zero index, and callers such as DLPack exporters may put any value there);
 //  - varlen: batch strides 0, rows from cu_seqlens; batch = len(cu_seqlens_q) - 1;
 //    seqlen_q/k = max_seqlen_q/k, clamped to total_q/total_k (both are upper bounds);
+//  - total_q/total_k = the rows of q/k (dense: S_q/S_k); error_flag = nullptr (attention_fwd
+//    sets it to the device's error word);
 //  - lse: dense [B, H_q, S_q] -> batch stride H_q*S_q, head stride S_q;
 //         varlen [H_q, total_q] -> batch stride 0, head stride total_q; absent -> nullptr;
 //  - softmax_scale: 1/sqrt(D) when args.softmax_scale <= 0 or NaN;

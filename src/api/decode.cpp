@@ -10,6 +10,7 @@
 #include <string>
 
 #include "api/attention_internal.h"  // FLASHKIT_EXPORT
+#include "api/index_checks.h"
 #include "api/validate_util.h"
 #include "kernels/decode_params.h"
 #include "launch/decode_dispatch.h"
@@ -457,6 +458,10 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   FK_RETURN_IF_ERROR(make_layout(m, target, &L));
   FK_RETURN_IF_ERROR(check_workspace(a.workspace, a.q.device_id, L.bytes));
   if (m.B == 0) return Status::Ok();
+  if (checks::check_requested(a.check_inputs, stream)) {
+    FK_RETURN_IF_ERROR(checks::check_block_table(a.block_table, a.seqlens_k, a.k_cache.shape[0],
+                                                 a.k_cache.shape[1], stream));
+  }
   DecodeParams p = make_params(a, m, L);
   p.errors = device_error_word(a.q.device_id);
   if (p.errors == nullptr) return Status::Cuda("decode: the device error word is not available");

@@ -18,6 +18,17 @@ FLASHKIT_EXPORT const char* dtype_name(DType t) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
     case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kFloat64: return "float64";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kBool: return "bool";
+    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DType::kFloat8E5M2: return "float8_e5m2";
+    case DType::kUInt16: return "uint16";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
     case DType::kInvalid: break;
   }
   return "invalid";
@@ -25,10 +36,21 @@ FLASHKIT_EXPORT const char* dtype_name(DType t) {
 
 FLASHKIT_EXPORT int dtype_size(DType t) {
   switch (t) {
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kInt32: return 4;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2: return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+    case DType::kUInt16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32:
+    case DType::kUInt32: return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+    case DType::kUInt64: return 8;
     case DType::kInvalid: break;
   }
   return 0;

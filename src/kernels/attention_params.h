@@ -23,12 +23,17 @@ struct FwdParams {
   // start at cu_seqlens_q[b] and lse_batch_stride is 0.
   int64_t lse_batch_stride, lse_head_stride;
 
+  // Varlen: device memory, never trusted. The kernels clamp every range they read to
+  // [0, total_q/k] and report what they found in *error_flag (flashkit/errors.h).
   const int32_t* __restrict__ cu_seqlens_q;  // nullptr unless varlen
   const int32_t* __restrict__ cu_seqlens_k;
+  uint32_t* error_flag;  // the device error word (launch/device_errors.h); may be null
 
   int batch;
   int h_q, h_kv, h_ratio;  // h_ratio = h_q / h_kv (GQA group size)
-  int seqlen_q, seqlen_k;  // fixed lengths, or upper bounds in varlen mode
+  int seqlen_q, seqlen_k;  // fixed lengths, or upper bounds in varlen mode (the grid
+                           // covers seqlen_q rows): min(max_seqlen, total)
+  int total_q, total_k;    // rows of q and k: S_q/S_k (dense), total_q/total_k (varlen)
   int head_dim;
 
   float softmax_scale;       // applied to q k^T

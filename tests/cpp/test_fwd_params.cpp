@@ -53,6 +53,9 @@ TEST(FwdParams, DenseContiguous) {
   EXPECT_EQ(p.h_ratio, 4);
   EXPECT_EQ(p.seqlen_q, 128);
   EXPECT_EQ(p.seqlen_k, 256);
+  EXPECT_EQ(p.total_q, 128);
+  EXPECT_EQ(p.total_k, 256);
+  EXPECT_EQ(p.error_flag, nullptr);  // attention_fwd sets the device's word
   EXPECT_EQ(p.head_dim, 128);
   EXPECT_TRUE(p.causal);
 }
@@ -146,6 +149,9 @@ TEST(FwdParams, Varlen) {
   EXPECT_EQ(p.batch, 2);
   EXPECT_EQ(p.seqlen_q, 200);
   EXPECT_EQ(p.seqlen_k, 300);
+  EXPECT_EQ(p.total_q, 300);  // the clamp bounds of every cu_seqlens range
+  EXPECT_EQ(p.total_k, 500);
+  EXPECT_EQ(p.error_flag, nullptr);
   EXPECT_EQ(p.h_q, 8);
   EXPECT_EQ(p.h_kv, 2);
   EXPECT_EQ(p.h_ratio, 4);
@@ -161,6 +167,8 @@ TEST(FwdParams, VarlenMaxSeqlenClampedToTotal) {
   const FwdParams p = make_fwd_params(a);
   EXPECT_EQ(p.seqlen_q, 300);
   EXPECT_EQ(p.seqlen_k, 500);
+  EXPECT_EQ(p.total_q, 300);
+  EXPECT_EQ(p.total_k, 500);
 }
 
 TEST(FwdParams, EmptyProblems) {

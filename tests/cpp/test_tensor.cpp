@@ -17,8 +17,39 @@ TEST(Tensor, DtypeNames) {
   EXPECT_STREQ(flashkit::dtype_name(DType::kBFloat16), "bfloat16");
   EXPECT_STREQ(flashkit::dtype_name(DType::kFloat32), "float32");
   EXPECT_STREQ(flashkit::dtype_name(DType::kInt32), "int32");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kInt64), "int64");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kFloat64), "float64");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kUInt8), "uint8");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kInt8), "int8");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kInt16), "int16");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kBool), "bool");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kFloat8E4M3FN), "float8_e4m3fn");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kFloat8E5M2), "float8_e5m2");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kUInt16), "uint16");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kUInt32), "uint32");
+  EXPECT_STREQ(flashkit::dtype_name(DType::kUInt64), "uint64");
   EXPECT_STREQ(flashkit::dtype_name(DType::kInvalid), "invalid");
   EXPECT_STREQ(flashkit::dtype_name(static_cast<DType>(42)), "invalid");
+}
+
+// Codes are ABI: a binding or a serialized TensorRef may carry them.
+TEST(Tensor, DtypeCodesAreStable) {
+  EXPECT_EQ(static_cast<int>(DType::kInvalid), 0);
+  EXPECT_EQ(static_cast<int>(DType::kFloat16), 1);
+  EXPECT_EQ(static_cast<int>(DType::kBFloat16), 2);
+  EXPECT_EQ(static_cast<int>(DType::kFloat32), 3);
+  EXPECT_EQ(static_cast<int>(DType::kInt32), 4);
+  EXPECT_EQ(static_cast<int>(DType::kInt64), 5);
+  EXPECT_EQ(static_cast<int>(DType::kFloat64), 6);
+  EXPECT_EQ(static_cast<int>(DType::kUInt8), 7);
+  EXPECT_EQ(static_cast<int>(DType::kInt8), 8);
+  EXPECT_EQ(static_cast<int>(DType::kInt16), 9);
+  EXPECT_EQ(static_cast<int>(DType::kBool), 10);
+  EXPECT_EQ(static_cast<int>(DType::kFloat8E4M3FN), 11);
+  EXPECT_EQ(static_cast<int>(DType::kFloat8E5M2), 12);
+  EXPECT_EQ(static_cast<int>(DType::kUInt16), 13);
+  EXPECT_EQ(static_cast<int>(DType::kUInt32), 14);
+  EXPECT_EQ(static_cast<int>(DType::kUInt64), 15);
 }
 
 TEST(Tensor, DtypeSizes) {
@@ -26,6 +57,17 @@ TEST(Tensor, DtypeSizes) {
   EXPECT_EQ(flashkit::dtype_size(DType::kBFloat16), 2);
   EXPECT_EQ(flashkit::dtype_size(DType::kFloat32), 4);
   EXPECT_EQ(flashkit::dtype_size(DType::kInt32), 4);
+  EXPECT_EQ(flashkit::dtype_size(DType::kInt64), 8);
+  EXPECT_EQ(flashkit::dtype_size(DType::kFloat64), 8);
+  EXPECT_EQ(flashkit::dtype_size(DType::kUInt8), 1);
+  EXPECT_EQ(flashkit::dtype_size(DType::kInt8), 1);
+  EXPECT_EQ(flashkit::dtype_size(DType::kInt16), 2);
+  EXPECT_EQ(flashkit::dtype_size(DType::kBool), 1);
+  EXPECT_EQ(flashkit::dtype_size(DType::kFloat8E4M3FN), 1);
+  EXPECT_EQ(flashkit::dtype_size(DType::kFloat8E5M2), 1);
+  EXPECT_EQ(flashkit::dtype_size(DType::kUInt16), 2);
+  EXPECT_EQ(flashkit::dtype_size(DType::kUInt32), 4);
+  EXPECT_EQ(flashkit::dtype_size(DType::kUInt64), 8);
   EXPECT_EQ(flashkit::dtype_size(DType::kInvalid), 0);
   EXPECT_EQ(flashkit::dtype_size(static_cast<DType>(-3)), 0);
 }

@@ -442,6 +442,47 @@ TEST(ValidateValid, DeviceIdOtherThanZero) {
 }
 
 // ------------------------------------------------------------------------------------
+// Every tensor argument names the dtype actually given, whichever it is.
+
+TEST(ValidateDtypeNames, EveryArgumentNamesTheGivenDtype) {
+  struct Arg {
+    const char* name;
+    TensorRef AttentionFwdArgs::*member;
+    const char* expected;  // what the message says is expected
+  };
+  const Arg args[] = {
+      {"q", &AttentionFwdArgs::q, "expected dtype float16 or bfloat16, got "},
+      {"k", &AttentionFwdArgs::k, "expected dtype bfloat16 (same as q), got "},
+      {"v", &AttentionFwdArgs::v, "expected dtype bfloat16 (same as q), got "},
+      {"out", &AttentionFwdArgs::out, "expected dtype bfloat16 (same as q), got "},
+      {"lse", &AttentionFwdArgs::lse, "expected dtype float32, got "},
+      {"cu_seqlens_q", &AttentionFwdArgs::cu_seqlens_q, "expected dtype int32, got "},
+      {"cu_seqlens_k", &AttentionFwdArgs::cu_seqlens_k, "expected dtype int32, got "},
+  };
+  const DType dtypes[] = {DType::kInt64,  DType::kFloat32,      DType::kUInt8,
+                          DType::kBool,   DType::kFloat64,      DType::kInt8,
+                          DType::kInt16,  DType::kFloat8E4M3FN, DType::kFloat8E5M2,
+                          DType::kUInt16, DType::kUInt32,       DType::kUInt64};
+  int checked = 0;
+  for (const Arg& arg : args) {
+    for (DType dt : dtypes) {
+      AttentionFwdArgs a = varlen_args();
+      TensorRef& t = a.*(arg.member);
+      const DType valid = t.dtype;
+      if (dt == valid) continue;  // (lse, float32) is what lse must be
+      t.dtype = dt;
+      const std::string want = std::string(arg.name) + ": " + arg.expected + flashkit::dtype_name(dt);
+      SCOPED_TRACE(want);
+      const Status s = flashkit::validate_attention_fwd(a);
+      EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+      EXPECT_EQ(s.message(), want);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 7 * 12 - 1);
+}
+
+// ------------------------------------------------------------------------------------
 // Zero-size problems are valid; their data pointers may be null.
 
 TEST(ValidateEmpty, ZeroQueries) {

@@ -349,3 +349,135 @@ def test_fake_arrays_describe_what_they_claim():
     assert a.data % 256 == 16
     assert F((2, 3), device="cpu").__dlpack_device__() == (fake_dlpack.KDL_CPU, 0)
     assert F((2, 3, 4)).strides == (12, 4, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# dtype names: every tensor argument's message names the dtype actually given
+# ---------------------------------------------------------------------------------------
+
+TENSOR_ARGS = ["q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k"]
+EXPECTED_DTYPE = {"q": "float16 or bfloat16", "k": "{dt} (same as q)", "v": "{dt} (same as q)",
+                  "out": "{dt} (same as q)", "lse": "float32", "cu_seqlens_q": "int32",
+                  "cu_seqlens_k": "int32"}
+
+
+def _with_dtype(a, dtype):
+    return F(a.shape, dtype, strides=a.strides)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32", "uint8", "bool"])
+@pytest.mark.parametrize("arg", TENSOR_ARGS)
+def test_dtype_message_names_the_given_dtype(flashkit_ext, variant, arg, dtype):
+    dt, D = variant
+    if arg == "lse" and dtype == "float32":
+        pytest.skip("float32 is lse's dtype")
+    args = varlen(dt, D)
+    args[arg] = _with_dtype(args[arg], dtype)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C.validate_attention_fwd(**args)
+    expected = EXPECTED_DTYPE[arg].format(dt=dt)
+    assert str(ei.value) == f"{arg}: expected dtype {expected}, got {dtype}"
+
+
+@pytest.mark.parametrize("dtype", [d for d in fake_dlpack.DTYPES
+                                   if d not in ("float16", "bfloat16", "complex64")])
+@pytest.mark.parametrize("arg", ["q", "cu_seqlens_k"])
+def test_every_named_dtype_is_reported(flashkit_ext, variant, arg, dtype):
+    dt, D = variant
+    args = varlen(dt, D)
+    if arg == "cu_seqlens_k" and dtype == "int32":
+        pytest.skip("int32 is cu_seqlens_k's dtype")
+    args[arg] = _with_dtype(args[arg], dtype)
+    with pytest.raises(ValueError, match=rf"^{arg}: expected dtype .*, got {dtype}$"):
+        flashkit_ext._C.validate_attention_fwd(**args)
+
+
+@pytest.mark.parametrize("raw, name", [
+    ((5, 64, 1), "complex64"),
+    ((5, 128, 1), "complex128"),
+    ((11, 8, 1), "float8_e4m3fnuz"),
+    ((17, 4, 1), "float4_e2m1fn"),
+    ((2, 8, 1), "float8"),  # kDLFloat with 8 bits: not a type FlashKit knows
+    ((2, 16, 4), "float16 x 4 lanes"),
+    ((3, 64, 1), "DLPack dtype code 3, 64 bits"),
+], ids=lambda x: str(x))
+@pytest.mark.parametrize("arg", ["q", "lse", "cu_seqlens_q"])
+def test_unknown_dtypes_are_unsupported(flashkit_ext, variant, arg, raw, name):
+    dt, D = variant
+    args = varlen(dt, D)
+    args[arg] = F(args[arg].shape, raw)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C.validate_attention_fwd(**args)
+    assert str(ei.value) == f"{arg}: unsupported dtype {name}"
+
+
+@pytest.mark.parametrize("np_dtype, name", [
+    (np.float16, "float16"), (np.float32, "float32"), (np.float64, "float64"),
+    (np.int8, "int8"), (np.int16, "int16"), (np.int32, "int32"), (np.int64, "int64"),
+    (np.uint8, "uint8"), (np.uint16, "uint16"), (np.uint32, "uint32"), (np.uint64, "uint64"),
+    (np.bool_, "bool"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_numpy_dtypes_map_to_their_names(flashkit_ext, np_dtype, name):
+    assert flashkit_ext._C._dtype_of(np.zeros((2, 3), dtype=np_dtype)) == name
+
+
+def test_numpy_complex_is_unsupported(flashkit_ext):
+    with pytest.raises(ValueError, match=r"^x: unsupported dtype complex64$"):
+        flashkit_ext._C._dtype_of(np.zeros(3, dtype=np.complex64))
+
+
+
+TORCH_DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+                "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"]
+
+
+@pytest.mark.parametrize("name", TORCH_DTYPES)
+def test_torch_dtypes_map_to_their_names(flashkit_ext, name):
+    """The torch fast path of the binding (no DLPack) names every torch dtype it knows;
+    CPU tensors are enough, nothing is launched."""
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, name):
+        pytest.skip(f"torch {torch.__version__} has no torch.{name}")
+    x = torch.empty((2, 3), dtype=getattr(torch, name))
+    assert flashkit_ext._C._dtype_of(x) == name
+
+
+def test_torch_complex_is_unsupported(flashkit_ext):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=r"^x: unsupported dtype complex64$"):
+        flashkit_ext._C._dtype_of(torch.zeros(3, dtype=torch.complex64))
+
+
+# ---------------------------------------------------------------------------------------
+# Check mode (arguments only: the checks themselves run on the GPU)
+# ---------------------------------------------------------------------------------------
+
+
+def test_numpy_varlen_accepts_check_inputs(flashkit_ext):
+    q, k, v = (x[0] for x in np_qkv())
+    cu_q = np.array([0, 1, 4], dtype=np.int32)
+    cu_k = np.array([0, 3, 6], dtype=np.int32)
+    with pytest.raises(ValueError) as ei:  # CPU arrays: the device check comes first
+        flashkit_ext.attention_varlen(q, k, v, cu_q, cu_k, 3, 3, check_inputs=True)
+    assert_error(ei, "q", r"cuda|device")
+
+
+@pytest.mark.parametrize("case, arg, what", [
+    (dict(block_table=F((4, 8), "int64")), "block_table", r"^block_table: expected dtype int32, "
+                                                          r"got int64$"),
+    (dict(seqlens_k=F((4,), "bool")), "seqlens_k", r"^seqlens_k: expected dtype int32, got bool$"),
+    (dict(seqlens_k=F((3,), "int32")), "seqlens_k", r"expected length B = 4"),
+    (dict(block_table=F((32,), "int32")), "block_table", r"expected 2 dims"),
+    (dict(seqlens_k=F((4,), "int32", device="cpu")), "seqlens_k", r"CUDA tensor"),
+    (dict(page_size=0), "page_size", r"expected >= 1, got 0"),
+    (dict(num_pages=-1), "num_pages", r"expected >= 0, got -1"),
+    (dict(block_table=F((4, 8), "complex64")), "block_table", r"unsupported dtype complex64"),
+], ids=["table_int64", "lengths_bool", "lengths_short", "table_1d", "lengths_cpu", "page_size_0",
+        "num_pages_negative", "table_complex"])
+def test_block_table_check_arguments(flashkit_ext, case, arg, what):
+    args = dict(block_table=F((4, 8), "int32"), seqlens_k=F((4,), "int32"), num_pages=100,
+                page_size=16)
+    args.update(case)
+    with pytest.raises(ValueError) as ei:
+        flashkit_ext._C._check_block_table(**args)
+    assert_error(ei, arg, what)

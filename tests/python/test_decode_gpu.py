@@ -305,3 +305,17 @@ def test_bad_arguments_write_nothing():
     plan = flashkit.DecodePlan(1, 1, 8, 2, 128, device="cuda")
     with pytest.raises(ValueError, match="differ from the plan"):
         plan.run(q[:, :, :4], k[:, :, :1], v[:, :, :1], bt, sl)
+
+
+def test_check_mode_names_the_bad_entry():
+    q, k, v, bt, sl = make_case([200, 500], h_q=8, h_kv=2, page=16, seed=17)
+    bad = bt.clone()
+    bad[1, 3] = k.shape[0] + 5
+    with pytest.raises(ValueError, match="block_table"):
+        flashkit.decode(q, k, v, bad, sl, check_inputs=True)
+    with pytest.raises(ValueError, match="seqlens_k"):
+        flashkit.decode(q, k, v, bt, torch.tensor([-1, 5], dtype=torch.int32, device="cuda"),
+                        check_inputs=True)
+    out = flashkit.decode(q, k, v, bt, sl, check_inputs=True)  # valid: runs as usual
+    assert torch.equal(out, flashkit.decode(q, k, v, bt, sl))
+    assert flashkit.device_errors() == 0

@@ -9,6 +9,8 @@
 
 ``fake_dlpack.FakeCudaArray`` describes a CUDA array (pointer, dtype, shape, strides)
 without any memory, so argument validation can be tested on a machine without a GPU.
+``bad_index`` (imported on demand; needs torch and a GPU) holds varlen calls with wrong
+cu_seqlens and checks that FlashKit handles them as documented.
 """
 
 from . import decode_reference as _decode_reference

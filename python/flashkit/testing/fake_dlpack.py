@@ -10,21 +10,32 @@ from __future__ import annotations
 
 import ctypes
 
-__all__ = ["FakeCudaArray", "KDL_CPU", "KDL_CUDA"]
+__all__ = ["DTYPES", "FakeCudaArray", "KDL_CPU", "KDL_CUDA"]
 
 KDL_CPU = 1
 KDL_CUDA = 2
 
-# DLPack dtype codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4.
+# DLPack dtype codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLComplex 5, kDLBool 6,
+# kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12 (DLPack 1.1).
 _DTYPES = {
     "float16": (2, 16),
     "bfloat16": (4, 16),
     "float32": (2, 32),
     "float64": (2, 64),
+    "int8": (0, 8),
+    "int16": (0, 16),
     "int32": (0, 32),
     "int64": (0, 64),
     "uint8": (1, 8),
+    "uint16": (1, 16),
+    "uint32": (1, 32),
+    "uint64": (1, 64),
+    "bool": (6, 8),
+    "float8_e4m3fn": (10, 8),
+    "float8_e5m2": (12, 8),
+    "complex64": (5, 64),
 }
+DTYPES = tuple(_DTYPES)
 
 
 class _DLDevice(ctypes.Structure):
@@ -78,7 +89,8 @@ class FakeCudaArray:
 
     Args:
         shape: sizes (may be huge: nothing is allocated).
-        dtype: one of float16, bfloat16, float32, float64, int32, int64, uint8.
+        dtype: a name in ``DTYPES`` (float16, int64, bool, float8_e4m3fn, complex64, ...),
+            or a raw DLPack ``(code, bits, lanes)`` tuple.
         strides: in elements; row-major contiguous by default.
         device: ``"cuda"`` or ``"cpu"`` (as reported through DLPack).
         device_id: the CUDA ordinal.
@@ -88,7 +100,14 @@ class FakeCudaArray:
     def __init__(self, shape, dtype="float16", strides=None, device="cuda", device_id=0,
                  offset_bytes=0):
         global _count
-        if dtype not in _DTYPES:
+        if isinstance(dtype, tuple):
+            if len(dtype) != 3:
+                raise ValueError(
+                    f"FakeCudaArray: raw dtype must be (code, bits, lanes), got {dtype}")
+            self._dl_dtype = tuple(int(x) for x in dtype)
+        elif dtype in _DTYPES:
+            self._dl_dtype = _DTYPES[dtype] + (1,)
+        else:
             raise ValueError(f"FakeCudaArray: unknown dtype {dtype!r}")
         self.shape = tuple(int(n) for n in shape)
         self.ndim = len(self.shape)
@@ -115,12 +134,12 @@ class FakeCudaArray:
         # Always the unversioned capsule: consumers asking for max_version fall back to it.
         shape = (ctypes.c_int64 * max(self.ndim, 1))(*self.shape)
         strides = (ctypes.c_int64 * max(self.ndim, 1))(*self.strides)
-        code, bits = _DTYPES[self.dtype]
+        code, bits, lanes = self._dl_dtype
         mt = _DLManagedTensor()
         mt.dl_tensor.data = self.data
         mt.dl_tensor.device = _DLDevice(self.device_type, self.device_id)
         mt.dl_tensor.ndim = self.ndim
-        mt.dl_tensor.dtype = _DLDataType(code, bits, 1)
+        mt.dl_tensor.dtype = _DLDataType(code, bits, lanes)
         mt.dl_tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
         mt.dl_tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
         mt.dl_tensor.byte_offset = 0

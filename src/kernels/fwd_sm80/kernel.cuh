@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/attention_params.h"
+#include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/attention_common/online_softmax.cuh"
 #include "kernels/fwd_sm80/traits.cuh"
@@ -178,14 +179,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   const int head = bh % p.h_q;
   const int batch = bh / p.h_q;
 
-  // Sequence extents (varlen: from cu_seqlens; a zero-length sequence exits here).
+  // Sequence extents (varlen: from cu_seqlens, clamped to the tensors by
+  // attn::varlen_extents, problems reported to the device error word; a zero-length or
+  // invalid q range exits here).
   const bool varlen = p.cu_seqlens_q != nullptr;
   int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
   if (varlen) {
-    q_start = p.cu_seqlens_q[batch];
-    seqlen_q = p.cu_seqlens_q[batch + 1] - q_start;
-    k_start = p.cu_seqlens_k[batch];
-    seqlen_k = p.cu_seqlens_k[batch + 1] - k_start;
+    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
+    attn::report_varlen_errors(p, batch);
   }
   const int m0 = m_block * kBlockM;
   if (m0 >= seqlen_q) return;

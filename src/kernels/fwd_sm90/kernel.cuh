@@ -269,6 +269,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
     }
+    attn::report_varlen_errors(p, blk.batch);
     return;
   }
   c.tid = tid;
@@ -314,6 +315,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   }
   __syncthreads();
   tiles::store_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, tid);
+  attn::report_varlen_errors(p, blk.batch);
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 
