@@ -15,6 +15,8 @@
 #   memcheck_portable, racecheck_portable
 #              the same with FLASHKIT_FWD_PORTABLE=1: on a Hopper GPU the default runs
 #              the sm90 kernels where they exist, this covers the portable ones too
+#   memcheck_decode, racecheck_decode
+#              the same tools on scripts/sanitize_decode.py (paged decode, append)
 #   bench      python -m flashkit.bench [ARG...]  (--out-dir DIR/bench unless given)
 #
 # DIR defaults to $OUT (the device runner's output folder) or ./gpu_out. DIR/summary.txt
@@ -135,7 +137,7 @@ sanitize() {
   # Own cudaMalloc per tensor: out-of-bounds accesses are not hidden by the caching pool.
   # shellcheck disable=SC2086  # SANITIZER_ARGS is a list of options
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$sanitizer" --tool "$tool" --error-exitcode 1 \
-    --print-limit 50 ${SANITIZER_ARGS:-} "$PY" "$REPO/scripts/sanitize_small.py" "$@"
+    --print-limit 50 ${SANITIZER_ARGS:-} "$PY" "$REPO/scripts/${SANITIZE_SCRIPT:-sanitize_small.py}" "$@"
 }
 
 bench() {
@@ -168,6 +170,8 @@ if [ "$RUN_SANITIZE" -eq 1 ]; then
   step racecheck sanitize racecheck --quick  # racecheck is slow: fewer shapes
   FLASHKIT_FWD_PORTABLE=1 step memcheck_portable sanitize memcheck
   FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
+  SANITIZE_SCRIPT=sanitize_decode.py step memcheck_decode sanitize memcheck
+  SANITIZE_SCRIPT=sanitize_decode.py step racecheck_decode sanitize racecheck --quick
 else
   skip sanitize "--skip-sanitize"
 fi
