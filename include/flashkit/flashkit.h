@@ -3,3 +3,4 @@
 
 #include "flashkit/tensor.h"
 #include "flashkit/attention.h"
+#include "flashkit/kvcache.h"
