@@ -12,7 +12,10 @@ set(FLASHKIT_SOURCES
   ${_src}/api/tensor.cpp
   ${_src}/api/validate_attention.cpp
   ${_src}/api/attention.cpp
+  ${_src}/api/kvcache_device.cpp
   ${_src}/launch/fwd_dispatch.cpp
+  ${_src}/launch/kvcache_launch.cpp
+  ${_src}/kernels/kvcache/kvcache_kernels.cu
   ${FLASHKIT_KVCACHE_CORE_SOURCES}
 )
 
