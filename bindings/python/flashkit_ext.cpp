@@ -278,6 +278,8 @@ void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle
 
 }  // namespace
 
+void bind_kvcache(nb::module_& m);  // kvcache_bind.cpp
+
 NB_MODULE(_C, m) {
   m.doc() =
       "FlashKit native extension: DLPack arrays in, flashkit C++ API underneath. "
@@ -329,4 +331,5 @@ NB_MODULE(_C, m) {
       "FLASHKIT_FWD_PORTABLE=1 forces 'sm80'.");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
+  bind_kvcache(m);
 }

@@ -9,6 +9,8 @@ Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
     flashkit.compiled_fwd_variants()   # e.g. ['float16/128', 'bfloat16/128', ...]
     flashkit.fwd_kernel_family(torch.bfloat16, 128)   # 'sm90' on H100/H200, else 'sm80'
     flashkit.__version__
+    m = flashkit.KVCacheManager(num_blocks, block_size, max_batch, max_blocks_per_seq)
+                                       # paged KV-cache manager (see flashkit.kvcache)
 
 Layout: q [B, S_q, H_q, D], k/v [B, S_k, H_kv, D] (any strides, last dim contiguous),
 out [B, S_q, H_q, D_v], lse float32 [B, H_q, S_q]; varlen q [total_q, H_q, D],
@@ -32,8 +34,9 @@ else:
 
 from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fwd_variants,
                   fwd_kernel_family)
+from .kvcache import KVCacheExhaustedError, KVCacheManager
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
 __all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
-           "fwd_kernel_family", "__version__"]
+           "fwd_kernel_family", "KVCacheManager", "KVCacheExhaustedError", "__version__"]
