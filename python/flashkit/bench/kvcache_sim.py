@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=8192, help="pool size (default 8192)")
     p.add_argument("--max-batch", type=int, default=128)
-    p.add_argument("--max-blocks-per-seq", type=int, default=256)
+    p.add_argument("--max-blocks-per-seq", type=int, default=None,
+                   help="block-table columns (default: enough for the longest sequence)")
     p.add_argument("--requests", type=int, default=600, help="serving part: requests")
     p.add_argument("--system-prompt", type=int, default=300, help="shared system prompt tokens")
     p.add_argument("--user-prompt", type=_range, default=(16, 1024), metavar="LO:HI",
@@ -248,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.max_blocks_per_seq is None:
+        longest = max(args.system_prompt + args.user_prompt[1], args.sampling_prompt[1]) + args.output[1]
+        args.max_blocks_per_seq = -(-longest // args.block_size)
     try:
         import flashkit
         if flashkit._C is None:
