@@ -194,13 +194,13 @@ class KVCacheManager:
         # A pinned host copy from the caching host allocator: it is not reused before the
         # asynchronous copy has finished (torch records the copy's event).
         host = torch.from_numpy(buf).pin_memory()
-        with torch.cuda.stream(stream):
+        with torch.cuda.device(self.block_table.device), torch.cuda.stream(stream):
             self._staging[:n].copy_(host, non_blocking=True)
-        _native().kvcache_apply_updates(
-            self._staging.data_ptr(), n, nc, nr, self._cache_ptrs.data_ptr(), self._num_caches,
-            self.num_blocks, self._block_bytes, self._block_stride_bytes,
-            self.block_table.data_ptr(), self.seqlens.data_ptr(), self.max_batch,
-            self.max_blocks_per_seq, self.block_table.stride(0), stream.cuda_stream)
+            _native().kvcache_apply_updates(
+                self._staging.data_ptr(), n, nc, nr, self._cache_ptrs.data_ptr(),
+                self._num_caches, self.num_blocks, self._block_bytes, self._block_stride_bytes,
+                self.block_table.data_ptr(), self.seqlens.data_ptr(), self.max_batch,
+                self.max_blocks_per_seq, self.block_table.stride(0), stream.cuda_stream)
         return updates
 
     # --- queries ------------------------------------------------------------------------------
