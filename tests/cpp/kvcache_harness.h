@@ -125,6 +125,7 @@ class Harness {
   const std::map<SeqId, Seq>& seqs() const { return seqs_; }
   int64_t steps() const { return steps_; }
   int64_t hits_checked_exact() const { return exact_hit_checks_; }
+  int64_t failures_checked() const { return failures_checked_; }
 
   // create(tokens) with ids given (known) or not. Expects success when the pool and the
   // rows allow it (predicted from the model), ResourceExhausted otherwise.
@@ -138,9 +139,10 @@ class Harness {
       });
     }
     // Prediction of the prefix hits from the model (exact while nothing was evicted).
+    const std::vector<uint64_t> values = values_of(tokens);
     int64_t predicted = 0;
     if (cfg_.prefix_caching && known && n > 1) {
-      const std::vector<uint64_t> v = values_of(tokens);
+      const std::vector<uint64_t>& v = values;
       for (int64_t i = 0; i < (n - 1) / B; ++i, ++predicted) {
         if (!named_.count(v[(i + 1) * B - 1])) break;
       }
@@ -173,7 +175,7 @@ class Harness {
     last_id_ = id;
     Seq s;
     s.tokens = tokens;
-    s.values = values_of(tokens);
+    s.values = values;
     s.computed = cached;
     if (!known && n > 0) s.known_len = 0;
     seqs_[id] = std::move(s);
@@ -461,9 +463,6 @@ class Harness {
   std::vector<uint64_t> kv_;
   std::vector<int32_t> dev_table_, dev_seqlens_;
   int64_t steps_ = 0, exact_hit_checks_ = 0, failures_checked_ = 0;
-
- public:
-  int64_t failures_checked() const { return failures_checked_; }
 };
 
 // A source of choices: a seeded generator (property tests) or the fuzzer's bytes.

@@ -26,7 +26,6 @@ Exit status 0 when both bars hold, 1 otherwise, 2 without the native extension.
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import sys
 from collections import deque
@@ -203,16 +202,6 @@ def results_path(out_dir, date: str) -> Path:
     return path
 
 
-def write_csv(path: Path, rows: Sequence[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(report.CSV_COLUMNS)
-        for r in rows:
-            w.writerow(["" if r.get(c) is None else (f"{r[c]:.6f}" if c == "value" else r[c])
-                        for c in report.CSV_COLUMNS])
-
-
 def _range(s: str):
     lo, _, hi = s.partition(":")
     lo, hi = int(lo), int(hi or lo)
@@ -296,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  "value": value, "unit": "ratio", "gpu": "cpu", "date": date, "commit": commit}
                 for mode, value, sq, sk in metrics]
         path = results_path(args.out_dir, date)
-        write_csv(path, rows)
+        report.write_csv(path, rows)
         print(f"wrote {path}")
     return 0 if ok else 1
 

@@ -91,13 +91,13 @@ def make_row(*, impl: str, dtype: str, D: int, B: int, H_q: int, H_kv: int, S_q:
             "gpu": gpu, "date": date, "commit": commit}
 
 
-def _fmt_cell(col: str, v) -> str:
+def _fmt_cell(col: str, v, unit: Optional[str] = None) -> str:
     if v is None:
         return ""
     if col == "causal":
         return "True" if v else "False"
     if col == "value":
-        return f"{v:.2f}"
+        return f"{v:.6f}" if unit == "ratio" else f"{v:.2f}"  # ratios are fractions
     return str(v)
 
 
@@ -122,7 +122,7 @@ class CsvWriter:
         self._f.flush()
 
     def write(self, row: dict) -> None:
-        self._w.writerow([_fmt_cell(c, row.get(c)) for c in CSV_COLUMNS])
+        self._w.writerow([_fmt_cell(c, row.get(c), row.get("unit")) for c in CSV_COLUMNS])
         self._f.flush()
 
     def close(self) -> None:
