@@ -29,7 +29,7 @@ import argparse
 import random
 import sys
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -58,7 +58,6 @@ class Totals:
     logical_blocks: int = 0
     steps: int = 0
     preemptions: int = 0
-    extra: dict = field(default_factory=dict)
 
     def sample(self, stats: dict, block_size: int) -> None:
         self.allocated_slots += stats["used_blocks"] * block_size
