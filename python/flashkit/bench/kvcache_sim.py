@@ -30,7 +30,6 @@ import random
 import sys
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional, Sequence
 
 from . import report
@@ -191,16 +190,6 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def results_path(out_dir, date: str) -> Path:
-    out_dir = Path(out_dir)
-    path = out_dir / f"kvcache-sim-{date}.csv"
-    k = 2
-    while path.exists():
-        path = out_dir / f"kvcache-sim-{date}-{k}.csv"
-        k += 1
-    return path
-
-
 def _range(s: str):
     lo, _, hi = s.partition(":")
     lo, hi = int(lo), int(hi or lo)
@@ -283,7 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  "S_k": sk, "causal": False, "mode": mode, "page_size": args.block_size,
                  "value": value, "unit": "ratio", "gpu": "cpu", "date": date, "commit": commit}
                 for mode, value, sq, sk in metrics]
-        path = results_path(args.out_dir, date)
+        path = report.unique_path(args.out_dir, f"kvcache-sim-{date}")
         report.write_csv(path, rows)
         print(f"wrote {path}")
     return 0 if ok else 1

@@ -62,11 +62,8 @@ def _safe_tag(tag: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tag).strip("-")
 
 
-def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None) -> Path:
-    """<out_dir>/prefill-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
-    stem = f"prefill-{gpu_slug(gpu_name)}-{date}"
-    if tag and _safe_tag(tag):
-        stem += f"-{_safe_tag(tag)}"
+def unique_path(out_dir, stem: str) -> Path:
+    """<out_dir>/<stem>.csv, or <stem>-2.csv, -3, ... : never an existing file."""
     out_dir = Path(out_dir)
     path = out_dir / f"{stem}.csv"
     n = 2
@@ -74,6 +71,14 @@ def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None) -
         path = out_dir / f"{stem}-{n}.csv"
         n += 1
     return path
+
+
+def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None) -> Path:
+    """<out_dir>/prefill-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
+    stem = f"prefill-{gpu_slug(gpu_name)}-{date}"
+    if tag and _safe_tag(tag):
+        stem += f"-{_safe_tag(tag)}"
+    return unique_path(out_dir, stem)
 
 
 # ---------------------------------------------------------------------------------------
