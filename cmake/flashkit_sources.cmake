@@ -4,6 +4,10 @@
 # (an X-macro list) that the dispatcher turns into its table of compiled variants.
 set(_src ${CMAKE_CURRENT_LIST_DIR}/../src)
 
+# The KV-cache manager's host core: plain C++17, no CUDA (the tests and the fuzzer compile
+# these files on their own).
+set(FLASHKIT_KVCACHE_CORE_SOURCES ${_src}/kvcache/kvcache_manager.cpp)
+
 set(FLASHKIT_SOURCES
   ${_src}/api/tensor.cpp
   ${_src}/api/validate_attention.cpp
@@ -17,6 +21,10 @@ set(FLASHKIT_SOURCES
   ${_src}/launch/device_errors.cu
   ${_src}/launch/index_checks.cu
   ${_src}/kernels/decode/inst/decode_aux.cu
+  ${_src}/api/kvcache_device.cpp
+  ${_src}/launch/kvcache_launch.cpp
+  ${_src}/kernels/kvcache/kvcache_kernels.cu
+  ${FLASHKIT_KVCACHE_CORE_SOURCES}
 )
 
 # The Hopper family (src/kernels/fwd_sm90/) is compiled when the build targets sm_90a and a

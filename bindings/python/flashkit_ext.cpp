@@ -442,6 +442,8 @@ void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handl
 
 }  // namespace
 
+void bind_kvcache(nb::module_& m);  // kvcache_bind.cpp
+
 NB_MODULE(_C, m) {
   m.doc() =
       "FlashKit native extension: DLPack arrays in, flashkit C++ API underneath. "
@@ -574,4 +576,5 @@ NB_MODULE(_C, m) {
       "The bits of the device error word by name (as in flashkit::DeviceError).");
   m.def("version", []() { return std::string(flashkit::version()); },
         "Version of the native library.");
+  bind_kvcache(m);
 }

@@ -5,3 +5,4 @@
 #include "flashkit/errors.h"
 #include "flashkit/attention.h"
 #include "flashkit/decode.h"
+#include "flashkit/kvcache.h"

@@ -89,6 +89,7 @@ class Status {
     kNotCompiled = 2,      // the requested variant is not part of this build
     kUnsupportedDevice = 3,
     kCudaError = 4,
+    kResourceExhausted = 5,  // a capacity ran out (e.g. KV-cache blocks): retry after freeing
   };
   Status() = default;
   static Status Ok() { return Status(); }
@@ -96,6 +97,9 @@ class Status {
   static Status NotCompiled(std::string msg) { return Status(Code::kNotCompiled, std::move(msg)); }
   static Status Unsupported(std::string msg) { return Status(Code::kUnsupportedDevice, std::move(msg)); }
   static Status Cuda(std::string msg) { return Status(Code::kCudaError, std::move(msg)); }
+  static Status Exhausted(std::string msg) {
+    return Status(Code::kResourceExhausted, std::move(msg));
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -11,6 +11,8 @@ Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
     flashkit.check_device_errors()     # RuntimeError if a kernel found bad cu_seqlens
     flashkit.device_errors()           # the bits (flashkit.DeviceError), cleared
     flashkit.__version__
+    m = flashkit.KVCacheManager(num_blocks, block_size, max_batch, max_blocks_per_seq)
+                                       # paged KV-cache manager (see flashkit.kvcache)
 
 Layout: q [B, S_q, H_q, D], k/v [B, S_k, H_kv, D] (any strides, last dim contiguous),
 out [B, S_q, H_q, D_v], lse float32 [B, H_q, S_q]; varlen q [total_q, H_q, D],
@@ -36,9 +38,11 @@ from .errors import DeviceError, check_device_errors, describe_device_errors, de
 from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fwd_variants,
                   fwd_kernel_family)
 from .decode import DecodePlan, append_kv, decode
+from .kvcache import KVCacheExhaustedError, KVCacheManager
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
 __all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
            "fwd_kernel_family", "decode", "DecodePlan", "append_kv", "DeviceError", "device_errors", "check_device_errors",
-           "describe_device_errors", "__version__"]
+           "describe_device_errors", "KVCacheManager", "KVCacheExhaustedError",
+           "__version__"]

@@ -62,12 +62,8 @@ def _safe_tag(tag: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tag).strip("-")
 
 
-def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None,
-                 op: str = "prefill") -> Path:
-    """<out_dir>/<op>-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
-    stem = f"{op}-{gpu_slug(gpu_name)}-{date}"
-    if tag and _safe_tag(tag):
-        stem += f"-{_safe_tag(tag)}"
+def unique_path(out_dir, stem: str) -> Path:
+    """<out_dir>/<stem>.csv, or <stem>-2.csv, -3, ... : never an existing file."""
     out_dir = Path(out_dir)
     path = out_dir / f"{stem}.csv"
     n = 2
@@ -75,6 +71,15 @@ def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None,
         path = out_dir / f"{stem}-{n}.csv"
         n += 1
     return path
+
+
+def results_path(out_dir, gpu_name: str, date: str, tag: Optional[str] = None,
+                 op: str = "prefill") -> Path:
+    """<out_dir>/<op>-<gpu-slug>-<date>[-tag].csv; never an existing file (adds -2, -3, ...)."""
+    stem = f"{op}-{gpu_slug(gpu_name)}-{date}"
+    if tag and _safe_tag(tag):
+        stem += f"-{_safe_tag(tag)}"
+    return unique_path(out_dir, stem)
 
 
 # ---------------------------------------------------------------------------------------
@@ -92,13 +97,13 @@ def make_row(*, impl: str, dtype: str, D: int, B: int, H_q: int, H_kv: int, S_q:
             "gpu": gpu, "date": date, "commit": commit}
 
 
-def _fmt_cell(col: str, v) -> str:
+def _fmt_cell(col: str, v, unit: Optional[str] = None) -> str:
     if v is None:
         return ""
     if col == "causal":
         return "True" if v else "False"
     if col == "value":
-        return f"{v:.2f}"
+        return f"{v:.6f}" if unit == "ratio" else f"{v:.2f}"  # ratios are fractions
     return str(v)
 
 
@@ -123,7 +128,7 @@ class CsvWriter:
         self._f.flush()
 
     def write(self, row: dict) -> None:
-        self._w.writerow([_fmt_cell(c, row.get(c)) for c in CSV_COLUMNS])
+        self._w.writerow([_fmt_cell(c, row.get(c), row.get("unit")) for c in CSV_COLUMNS])
         self._f.flush()
 
     def close(self) -> None:
