@@ -258,6 +258,7 @@ def test_flashinfer_library_lookup(tmp_path, monkeypatch):
     (lib_dir / "libfi_decode.so").write_bytes(b"")
     monkeypatch.delenv(fi_peer.ENV_VAR, raising=False)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fi_peer, "REPO_CARRY", tmp_path / "no-repo-carry")  # a checkout may have one
     path, searched = fi_peer.find_library("decode", str(lib_dir))
     assert path == lib_dir / "libfi_decode.so" and searched[0] == lib_dir
     assert fi_peer.find_library("fa3", str(lib_dir))[0] is None

@@ -28,6 +28,10 @@ FLOAT_WORKSPACE_BYTES = 256 * 2**20  # FlashInfer's docs suggest 128 MB; split-K
 INT_WORKSPACE_BYTES = 8 * 2**20      # FlashInfer's wrappers allocate 8 MB
 
 
+# The source checkout's carry folder (searched last).
+REPO_CARRY = Path(__file__).resolve().parents[3] / ".carry" / "flashinfer"
+
+
 def candidate_dirs(explicit: Optional[str] = None) -> list[Path]:
     out = []
     if explicit:
@@ -35,7 +39,7 @@ def candidate_dirs(explicit: Optional[str] = None) -> list[Path]:
     if os.environ.get(ENV_VAR):
         out.append(Path(os.environ[ENV_VAR]))
     out.append(Path.cwd() / ".carry" / "flashinfer")
-    out.append(Path(__file__).resolve().parents[3] / ".carry" / "flashinfer")
+    out.append(REPO_CARRY)
     seen, uniq = set(), []
     for p in out:
         key = str(p)
