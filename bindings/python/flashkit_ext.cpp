@@ -571,6 +571,7 @@ NB_MODULE(_C, m) {
         d["BLOCK_ID"] = uint32_t(flashkit::kDeviceErrorBlockId);
         d["SEQLENS_K"] = uint32_t(flashkit::kDeviceErrorSeqlensK);
         d["APPEND_SLOT"] = uint32_t(flashkit::kDeviceErrorAppendSlot);
+        d["DECODE_PLAN"] = uint32_t(flashkit::kDeviceErrorDecodePlan);
         return d;
       },
       "The bits of the device error word by name (as in flashkit::DeviceError).");
