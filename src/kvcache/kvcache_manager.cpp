@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <sstream>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -19,11 +19,22 @@ namespace flashkit {
 
 namespace {
 
+// Message pieces joined without iostreams: an ostringstream in this library crashed in
+// std::locale code inside a torch process on the GPU machine (tests/python/test_kvcache_gpu.py,
+// 2026-11-23); std::to_string has no locale machinery.
+inline void add_part(std::string& s, const std::string& x) { s += x; }
+inline void add_part(std::string& s, const char* x) { s += x; }
+inline void add_part(std::string& s, char x) { s += x; }
+template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+void add_part(std::string& s, T x) {
+  s += std::to_string(x);
+}
+
 template <typename... Ts>
 std::string cat(const Ts&... parts) {
-  std::ostringstream s;
-  (s << ... << parts);
-  return s.str();
+  std::string s;
+  (add_part(s, parts), ...);
+  return s;
 }
 
 const char* state_name(KVBlockState s) {
