@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <sstream>  // debug_state only (a test hook)
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
