@@ -94,7 +94,6 @@ Status check_dims(const Dims& m, const char* q_name) {
 
 struct Layout {
   int64_t header = 0, items = 0, combines = 0, first_partial = 0, num_splits = 0, item_base = 0;
-  int64_t combine_base = 0, counters = 0;
   int64_t part_o = 0, part_lse = 0, bytes = 0;
   int64_t max_items = 0, max_combines = 0, max_partials = 0;
   int target_ctas = 0;
@@ -133,8 +132,6 @@ Status make_layout(const Dims& m, int target_ctas, Layout* out) {
   L.first_partial = take(m.B * 4);
   L.num_splits = take(m.B * 4);
   L.item_base = take(m.B * 4);
-  L.combine_base = take(m.B * 4);
-  L.counters = take(L.max_combines * 4);
   L.part_o = take(L.max_partials * m.rows * m.dv * 4);
   L.part_lse = take(L.max_partials * m.rows * 4);
   L.bytes = off;
@@ -265,8 +262,6 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
     p.ws.first_partial = reinterpret_cast<int32_t*>(base + L.first_partial);
     p.ws.num_splits = reinterpret_cast<int32_t*>(base + L.num_splits);
     p.ws.item_base = reinterpret_cast<int32_t*>(base + L.item_base);
-    p.ws.combine_base = reinterpret_cast<int32_t*>(base + L.combine_base);
-    p.ws.counters = reinterpret_cast<int32_t*>(base + L.counters);
     p.ws.part_o = reinterpret_cast<float*>(base + L.part_o);
     p.ws.part_lse = reinterpret_cast<float*>(base + L.part_lse);
   }
@@ -479,6 +474,10 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, p, dev, stream)),
                                  "decode split launch"));
+  if (L.max_combines > 0) {
+    FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_combine_for(a.q.dtype, p, dev.cc_major >= 9, stream)),
+                                   "decode combine launch"));
+  }
   return Status::Ok();
 }
 

@@ -25,7 +25,7 @@ struct alignas(32) DecodeItem {
   int32_t partial;  // partial-result slot, or -1 when the sequence has a single split
   int32_t split;    // index of the split within its sequence
   int32_t len;      // the sequence's length as planned (clamped to [0, capacity] at run time)
-  int32_t combine;  // combine entry (and counter) of (sequence, hr) when split, else -1
+  int32_t pad;
 };
 
 // Workspace layout (offsets in bytes from the workspace base, 256-byte aligned), computed
@@ -34,13 +34,9 @@ struct DecodeWorkspace {
   int32_t* header;       // [kHeaderInts]: counts written by the plan kernel
   DecodeItem* items;     // [max_items]
   int2* combines;        // [max_combines]: (batch, hr) pairs whose splits must be merged
-                         // (by the split CTA that finishes last among them)
   int32_t* first_partial;  // [B]: first partial split row of b (see part_o), -1 if unsplit
   int32_t* num_splits;   // [B]
   int32_t* item_base;    // [B]: index of b's first item divided by hr_count
-  int32_t* combine_base; // [B]: b's first combine entry divided by hr_count (split sequences)
-  int32_t* counters;     // [max_combines]: splits of the entry done in this run (reset to 0
-                         // by the CTA that combines them, so every run starts at 0)
   // Partial results of split sequences: slot (first_partial[b] + split) * hr_count + hr.
   float* part_o;         // [max_partials][rows][D_v]
   float* part_lse;       // [max_partials][rows]

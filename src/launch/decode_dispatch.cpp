@@ -12,15 +12,17 @@ struct DecodeVariant {
   int head_dim;
   int (*split)(const DecodeParams&, const DeviceInfo&, cudaStream_t);
   int (*occupancy)(int, const DeviceInfo&, int*);
+  int (*combine)(const DecodeParams&, bool, cudaStream_t);
 };
 
 #define FLASHKIT_DTYPE_fp16 DType::kFloat16
 #define FLASHKIT_DTYPE_bf16 DType::kBFloat16
 #define FLASHKIT_DECODE_VARIANT(dt, d) \
-  {FLASHKIT_DTYPE_##dt, d, &launch_decode_split<dt##_t, d>, &decode_split_blocks_per_sm<dt##_t, d>},
+  {FLASHKIT_DTYPE_##dt, d, &launch_decode_split<dt##_t, d>, &decode_split_blocks_per_sm<dt##_t, d>, \
+   &launch_decode_combine<dt##_t>},
 const DecodeVariant kDecodeVariants[] = {
 #include "flashkit/decode_variants.inc"
-    {DType::kInvalid, 0, nullptr, nullptr},
+    {DType::kInvalid, 0, nullptr, nullptr, nullptr},
 };
 #undef FLASHKIT_DECODE_VARIANT
 
@@ -47,5 +49,10 @@ int launch_decode_split_for(DType dtype, const DecodeParams& p, const DeviceInfo
   return v->split(p, dev, stream);
 }
 
+int launch_decode_combine_for(DType dtype, const DecodeParams& p, bool pdl, cudaStream_t stream) {
+  const DecodeVariant* v = find(dtype, p.head_dim);
+  if (v == nullptr) return int(cudaErrorInvalidDeviceFunction);
+  return v->combine(p, pdl, stream);
+}
 
 }  // namespace flashkit

@@ -14,5 +14,6 @@ bool decode_variant_compiled(DType dtype, int head_dim);
 // Resident split CTAs per SM for (head dim, rows) (any compiled dtype). cudaError_t as int.
 int decode_blocks_per_sm(int head_dim, int rows, const DeviceInfo& dev, int* blocks);
 int launch_decode_split_for(DType dtype, const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream);
+int launch_decode_combine_for(DType dtype, const DecodeParams& p, bool pdl, cudaStream_t stream);
 
 }  // namespace flashkit

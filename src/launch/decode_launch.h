@@ -1,7 +1,6 @@
-// Declarations of the paged-decode launchers. The split kernels (which also merge split
-// sequences) are instantiated per (dtype, head dim) in
-// src/kernels/decode/inst/decode_<dtype>_hd<D>.cu; the plan and append launchers live in
-// src/kernels/decode/inst/decode_aux.cu.
+// Declarations of the paged-decode launchers. The split kernels are instantiated per
+// (dtype, head dim) in src/kernels/decode/inst/decode_<dtype>_hd<D>.cu; the plan, combine
+// and append launchers live in src/kernels/decode/inst/decode_aux.cu.
 #pragma once
 
 #include "kernels/decode_params.h"
@@ -26,6 +25,9 @@ template <typename DTypeTag, int kHeadDim>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks);
 
 int launch_decode_plan(const DecodeParams& params, cudaStream_t stream);
+// pdl: launch with programmatic dependent launch (compute capability 9.0+).
+template <typename DTypeTag>
+int launch_decode_combine(const DecodeParams& params, bool pdl, cudaStream_t stream);
 int launch_decode_append(const AppendParams& params, int num_sms, cudaStream_t stream);
 
 }  // namespace flashkit

@@ -1,9 +1,8 @@
 // Paged-decode combine: merges the fp32 partial (O, LSE) of the splits of one
-// (sequence, head-row group) into the final output, in split order (deterministic). It
-// runs in the split kernel, in the CTA that finishes last among the group's splits
-// (split_kernel.cuh), so merging overlaps the other CTAs instead of waiting for the grid:
+// (sequence, head-row group) into the final output, in split order (deterministic):
 //   lse = log(sum_s exp(lse_s)),   O = sum_s exp(lse_s - lse) * O_s
-// Rows that saw no key (every lse_s = -inf) get O = 0 and LSE = -inf.
+// One CTA per combine entry of the plan; rows that saw no key (every lse_s = -inf) get
+// O = 0 and LSE = -inf.
 #pragma once
 
 #include <cmath>
@@ -16,17 +15,16 @@ namespace flashkit::decode {
 
 constexpr int kCombineThreads = 128;
 constexpr int kMaxRows = 32;
-constexpr int kCombineCols = 16;      // output columns per call
+constexpr int kCombineCols = 16;      // output columns per work pair
 constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
 
-// One call merges 16 output columns of one entry, with kCombineThreads threads. Latency,
-// not bandwidth, is what a combine costs (the partials were just written and sit in L2),
-// so every global load of a batch of splits is issued at once into shared memory and the
-// sums run from there:
+// Persistent: the CTAs loop over the (combine entry, 16-column group) pairs. Latency, not
+// bandwidth, is what a combine costs (the partials were just written and sit in L2), so
+// every global load of a batch
+// of splits is issued at once into shared memory and the sums run from there:
 //   phase 1: all (split, row) LSEs -> per-row total LSE (online over batches),
 //   phase 2: per batch, all (split, row, 16 columns) partials and their weights
 //            exp(lse_s - lse) -> shared memory; each thread sums its outputs in split order.
-// Shared buffers: s_lse [kMaxRows], s_o [kStageFloats] (16-byte aligned), s_w [kStageFloats / 16].
 template <typename T>
 __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
                                             float* s_o, float* s_w) {
@@ -51,7 +49,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
     __syncthreads();
     for (int i = tid; i < ns * rows; i += kCombineThreads) {
       const int s = i / rows, r = i - (i / rows) * rows;
-      s_w[i] = __ldcg(p.ws.part_lse + slot(s0 + s) * rows + r);
+      s_w[i] = p.ws.part_lse[slot(s0 + s) * rows + r];
     }
     __syncthreads();
     if (tid < rows_valid) {
@@ -91,12 +89,12 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
       const int rest = i - s * (rows * (kCombineCols / 4));
       const int r = rest / (kCombineCols / 4), c4 = rest - r * (kCombineCols / 4);
       const float* src = p.ws.part_o + (slot(s0 + s) * rows + r) * p.head_dim_v + col0 + c4 * 4;
-      *reinterpret_cast<float4*>(s_o + i * 4) = __ldcg(reinterpret_cast<const float4*>(src));
+      *reinterpret_cast<float4*>(s_o + i * 4) = *reinterpret_cast<const float4*>(src);
     }
     for (int i = tid; i < ns * rows; i += kCombineThreads) {
       const int s = i / rows, r = i - (i / rows) * rows;
       const float lse = r < rows_valid ? s_lse[r] : -INFINITY;
-      const float x = __ldcg(p.ws.part_lse + slot(s0 + s) * rows + r);
+      const float x = p.ws.part_lse[slot(s0 + s) * rows + r];
       s_w[i] = lse == -INFINITY ? 0.f : __expf(x - lse);
     }
     __syncthreads();
@@ -126,5 +124,21 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   }
 }
 
+
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
+  __shared__ float s_lse[kMaxRows];
+  __shared__ __align__(16) float s_o[kStageFloats];
+  __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
+#endif
+  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
+  const int work = p.ws.header[kHdrNumCombines] * col_groups;
+  for (int w = blockIdx.x; w < work; w += gridDim.x) {
+    __syncthreads();  // shared buffers of the previous pair are consumed
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_w);
+  }
+}
 
 }  // namespace flashkit::decode

@@ -122,12 +122,8 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
       p.ws.num_splits[b] = n;
       p.ws.first_partial[b] = n > 1 ? pre_parts : -1;
       p.ws.item_base[b] = pre_items;
-      p.ws.combine_base[b] = n > 1 ? pre_comb : -1;
       if (n > 1 && int64_t(pre_comb + 1) * hr <= p.max_combines) {
-        for (int h = 0; h < hr; ++h) {
-          p.ws.combines[pre_comb * hr + h] = make_int2(b, h);
-          p.ws.counters[pre_comb * hr + h] = 0;
-        }
+        for (int h = 0; h < hr; ++h) p.ws.combines[pre_comb * hr + h] = make_int2(b, h);
       }
     }
     run_items += t_items;
@@ -169,8 +165,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
         it.split = split;
         it.len = int(len);
-        const int cb = p.ws.combine_base[b];
-        it.combine = cb >= 0 ? cb * hr + h : -1;
+        it.pad = 0;
         p.ws.items[i] = it;
       }
     }

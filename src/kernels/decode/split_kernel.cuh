@@ -21,7 +21,6 @@
 #include <cstdint>
 
 #include "kernels/attention_common/online_softmax.cuh"
-#include "kernels/decode/combine_kernel.cuh"
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
@@ -418,33 +417,6 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       const int R = row0 + r;
       const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
       p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
-    }
-  }
-
-  // A split sequence's last CTA to finish merges its group's partials right away (the
-  // counters start at 0: the plan zeroes them and each merging CTA resets its own).
-  if (split && item.combine >= 0 && item.combine < p.max_combines) {
-    __shared__ int s_last;
-    __syncthreads();  // every partial write of this CTA is issued
-    if (tid == 0) {
-      __threadfence();  // ... and visible device-wide before the count goes up
-      const int n = p.ws.num_splits[b];
-      s_last = atomicAdd(p.ws.counters + item.combine, 1) == n - 1;
-    }
-    __syncthreads();
-    if (s_last) {
-      __threadfence();  // the other CTAs' partials (read with ld.global.cg below)
-      static_assert(Tr::kThreads == kCombineThreads, "the combine runs on the split CTA's threads");
-      static_assert(2 * Tr::kStages * KVTile::kBytes >= (kStageFloats + kStageFloats / kCombineCols + kMaxRows) * 4,
-                    "the combine's buffers reuse the K/V rings");
-      float* s_o = reinterpret_cast<float*>(smem + Tr::kSmemK);
-      float* s_w = s_o + kStageFloats;
-      float* s_lse = s_w + kStageFloats / kCombineCols;
-      for (int cg = 0; cg < p.head_dim_v / kCombineCols; ++cg) {
-        __syncthreads();  // the previous column group's buffers are consumed
-        combine_one<T>(p, item.combine, cg, s_lse, s_o, s_w);
-      }
-      if (tid == 0) p.ws.counters[item.combine] = 0;  // ready for the next run with this plan
     }
   }
 }
