@@ -174,7 +174,10 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
-  const uint64_t kv_policy = kKvEvictFirst ? prims::l2_evict_first_policy() : 0;
+  // (Quantized caches: no cache-hint copies. With them the int8 d128 kernel hit an illegal
+  // instruction at the hinted cp.async on sm_90a; plain copies cost ~1%: decode.md.)
+  constexpr bool kEvictFirst = kKvEvictFirst && kQuant == 0;
+  const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
@@ -195,9 +198,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         const int r = ld_row + i * kRowsPerPass;
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
-        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
             dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
             dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
     }
