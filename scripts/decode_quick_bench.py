@@ -65,31 +65,47 @@ def main():
     p.add_argument("--page", type=int, nargs="+", default=[16])
     p.add_argument("--sq", type=int, nargs="+", default=[1])
     p.add_argument("--profile", action="store_true", help="print per-kernel GPU time")
+    p.add_argument("--kv", nargs="+", default=["bf16"], choices=["bf16", "int8", "fp8"],
+                   help="cache dtypes (int8 / fp8: one byte per value + fp32 scales)")
+    p.add_argument("--csv", help="also write SPEC-format rows (us and GB/s) to this CSV")
     p.add_argument("--configs", nargs="+",
                    default=["1:65536:32:8", "16:8192:32:8", "64:8192:32:8", "128:4096:32:8",
                             "64:8192:64:8", "16:16384:32:32", "128:1024:32:8"])
     a = p.parse_args()
     d = 128
     dt = torch.bfloat16
-    print(f"{'B':>4} {'S':>6} {'Hq/Hkv':>7} {'page':>4} {'sq':>2} {'KV MB':>8} {'us':>8} {'GB/s':>7} "
+    print(f"{'kv':>4} {'B':>4} {'S':>6} {'Hq/Hkv':>7} {'page':>4} {'sq':>2} {'KV MB':>8} {'us':>8} {'GB/s':>7} "
           f"{'graph us':>8} {'GB/s':>7} {'copy GB/s':>9} {'ratio':>6}")
+    rows = []
+    gpu = torch.cuda.get_device_name()
     for cfg in a.configs:
         B, S, hq, hkv = (int(x) for x in cfg.split(":"))
         for page in a.page:
             for s_q in a.sq:
+              for kv in a.kv:
                 pages_per = (S + page - 1) // page
                 P = B * pages_per
-                k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
-                v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+                kvd = {"bf16": dt, "int8": torch.int8, "fp8": torch.float8_e4m3fn}[kv]
+                scales = {}
+                if kv == "bf16":
+                    k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+                    v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+                else:  # random values (never zeros) and scales; the kernel's speed is what counts
+                    k = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
+                    v = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
+                    scales = dict(k_scale=torch.rand((P, page, hkv), device="cuda") / 100,
+                                  v_scale=torch.rand((P, page, hkv), device="cuda") / 100)
                 bt = torch.randperm(P, device="cuda", dtype=torch.int32).view(B, pages_per)
                 sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
                 q = torch.randn((B, s_q, hq, d), device="cuda", dtype=dt)
-                plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda")
+                plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda",
+                                           kv_dtype=None if kv == "bf16" else kvd)
                 plan.plan(sl)
-                step = lambda: plan.run(q, k, v, bt, sl)  # noqa: E731
+                step = lambda: plan.run(q, k, v, bt, sl, **scales)  # noqa: E731
                 t = median_ms(step)
                 tg = graph_ms(step)
-                kv_bytes = 2 * B * S * hkv * d * 2
+                elem = 2 if kv == "bf16" else 1
+                kv_bytes = 2 * B * S * hkv * (d * elem + (0 if kv == "bf16" else 4))
                 nbytes = kv_bytes + 2 * q.numel() * 2
                 src = torch.empty(kv_bytes // 2, dtype=torch.uint8, device="cuda")
                 dst = torch.empty_like(src)
@@ -97,7 +113,13 @@ def main():
                 copy_bw = 2 * src.numel() / tc / 1e6  # read + write
                 bw = nbytes / t / 1e6
                 bwg = nbytes / tg / 1e6
-                print(f"{B:>4} {S:>6} {hq:>3}/{hkv:<3} {page:>4} {s_q:>2} {kv_bytes/1e6:>8.0f} "
+                for unit, value in (("us", tg * 1e3), ("GB/s", bwg)):
+                    rows.append(dict(op="decode", impl="flashkit", dtype={"bf16": "bf16", "int8": "int8", "fp8": "fp8_e4m3"}[kv],
+                                     D=d, Dv=d, B=B, H_q=hq, H_kv=hkv, S_q=s_q, S_k=S, causal=True,
+                                     mode="fwd", page_size=page, value=round(value, 2), unit=unit,
+                                     gpu=gpu, date=__import__("datetime").date.today().isoformat(),
+                                     commit=__import__("os").environ.get("FLASHKIT_COMMIT", "unknown")))
+                print(f"{kv:>4} {B:>4} {S:>6} {hq:>3}/{hkv:<3} {page:>4} {s_q:>2} {kv_bytes/1e6:>8.0f} "
                       f"{t*1e3:>8.1f} {bw:>7.0f} {tg*1e3:>8.1f} {bwg:>7.0f} {copy_bw:>9.0f} "
                       f"{bwg/copy_bw:>6.2f}")
                 if a.profile:
@@ -106,6 +128,13 @@ def main():
                 del k, v, src, dst
                 torch.cuda.empty_cache()
     assert flashkit.device_errors() == 0
+    if a.csv:
+        import csv
+
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,38 @@ def main(argv=None) -> int:
         except Exception:  # noqa: BLE001
             failures.append(label)
             print(f"FAIL {label} {dtype}:\n{traceback.format_exc()}", flush=True)
+    # Quantized caches (int8 / fp8 e4m3): quantize-on-append, then decode, against the
+    # reference on the dequantized cache.
+    for kind, kvd in (("int8", torch.int8), ("fp8", torch.float8_e4m3fn)):
+        for d in ((128,) if args.quick else (64, 128, 256)):
+            ran += 1
+            label = f"quantized {kind} d{d}"
+            try:
+                q, k, v, bt, sl = case([0, 1, 17, 300], 2, 8, 2, d, 16, torch.bfloat16)
+                P, page, H, _ = k.shape
+                kq = torch.full((P, page, H, d), 0x7F, dtype=torch.uint8, device="cuda").view(kvd)
+                vq = torch.full_like(kq, 0)
+                ks = torch.full((P, page, H), float("nan"), device="cuda")
+                vs = torch.full_like(ks, float("nan"))
+                for b in range(q.shape[0]):
+                    n = int(sl[b])
+                    if n:
+                        pos = torch.arange(n, device="cuda")
+                        pg = bt[b].long()[pos // page]
+                        flashkit.append_kv(kq, vq, k[pg, pos % page].unsqueeze(0).contiguous(),
+                                           v[pg, pos % page].unsqueeze(0).contiguous(), bt[b:b + 1],
+                                           sl[b:b + 1], k_scale=ks, v_scale=vs)
+                out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+                torch.cuda.synchronize()
+                assert flashkit.device_errors(clear=True) == 0
+                kf = torch.nan_to_num(kq.float() * ks[..., None])
+                vf = torch.nan_to_num(vq.float() * vs[..., None])
+                ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+                res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+                assert res.ok, f"{label}: {res.message}"
+            except Exception:  # noqa: BLE001
+                failures.append(label)
+                print(f"FAIL {label}:\n{traceback.format_exc()}", flush=True)
     # Index data that must never be dereferenced: bad block ids, bad lengths, bad append slot.
     try:
         ran += 1

@@ -353,10 +353,18 @@ void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle
 
 
 // --- paged decode ------------------------------------------------------------------------
+DType kv_dtype_from(const std::string& name) {
+  if (name.empty() || name == "none") return DType::kInvalid;
+  if (name == "int8") return DType::kInt8;
+  if (name == "float8_e4m3fn") return DType::kFloat8E4M3FN;
+  throw nb::value_error(("kv_dtype: expected '', 'int8' or 'float8_e4m3fn', got '" + name + "'").c_str());
+}
+
 flashkit::DecodePlanArgs plan_args(int64_t batch, int64_t s_q, int64_t h_q, int64_t h_kv,
                                    int64_t head_dim, int64_t head_dim_v, int64_t split_size,
-                                   int64_t max_seqlen_k) {
+                                   int64_t max_seqlen_k, const std::string& kv_dtype) {
   flashkit::DecodePlanArgs a;
+  a.kv_dtype = kv_dtype_from(kv_dtype);
   a.batch = batch, a.s_q = s_q, a.num_heads_q = h_q, a.num_heads_kv = h_kv;
   a.head_dim = head_dim, a.head_dim_v = head_dim_v, a.split_size = split_size;
   a.max_seqlen_k = max_seqlen_k;
@@ -365,13 +373,14 @@ flashkit::DecodePlanArgs plan_args(int64_t batch, int64_t s_q, int64_t h_q, int6
 
 int64_t decode_workspace_size(int64_t batch, int64_t s_q, int64_t h_q, int64_t h_kv,
                               int64_t head_dim, int64_t head_dim_v, int64_t split_size,
-                              int64_t max_seqlen_k, int device) {
+                              int64_t max_seqlen_k, int device, const std::string& kv_dtype) {
   int64_t bytes = 0;
   Status status;
+  const flashkit::DecodePlanArgs a =
+      plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k, kv_dtype);
   {
     nb::gil_scoped_release release;
-    status = flashkit::decode_workspace_size(
-        plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k), device, &bytes);
+    status = flashkit::decode_workspace_size(a, device, &bytes);
   }
   if (!status.ok()) raise_status(status);
   return bytes;
@@ -379,10 +388,11 @@ int64_t decode_workspace_size(int64_t batch, int64_t s_q, int64_t h_q, int64_t h
 
 void decode_plan(nb::handle seqlens_k, nb::handle workspace, int64_t batch, int64_t s_q,
                  int64_t h_q, int64_t h_kv, int64_t head_dim, int64_t head_dim_v,
-                 int64_t split_size, int64_t max_seqlen_k, uintptr_t stream) {
+                 int64_t split_size, int64_t max_seqlen_k, uintptr_t stream,
+                 const std::string& kv_dtype) {
   Holder h;
   flashkit::DecodePlanArgs a =
-      plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k);
+      plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k, kv_dtype);
   a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
   a.workspace = to_ref(workspace, "workspace", true, h);
   Status status;
@@ -396,7 +406,8 @@ void decode_plan(nb::handle seqlens_k, nb::handle workspace, int64_t batch, int6
 void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle block_table,
                 nb::handle seqlens_k, nb::handle out, nb::handle lse, nb::handle workspace,
                 double softmax_scale, bool causal, int64_t split_size, int64_t max_seqlen_k,
-                bool plan_first, bool validate_only, uintptr_t stream, bool check_inputs) {
+                bool plan_first, bool validate_only, uintptr_t stream, bool check_inputs,
+                nb::handle k_scale, nb::handle v_scale) {
   Holder h;
   flashkit::DecodeArgs a;
   a.q = to_ref(q, "q", false, h);
@@ -407,6 +418,8 @@ void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle
   a.out = to_ref(out, "out", true, h);
   a.lse = to_ref(lse, "lse", true, h);
   a.workspace = to_ref(workspace, "workspace", true, h);
+  a.k_scale = to_ref(k_scale, "k_scale", false, h);
+  a.v_scale = to_ref(v_scale, "v_scale", false, h);
   a.softmax_scale = static_cast<float>(softmax_scale);
   a.causal = causal;
   a.split_size = split_size;
@@ -423,7 +436,8 @@ void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle
 }
 
 void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handle v_cache,
-               nb::handle block_table, nb::handle seqlens_k, uintptr_t stream) {
+               nb::handle block_table, nb::handle seqlens_k, uintptr_t stream, nb::handle k_scale,
+               nb::handle v_scale) {
   Holder h;
   flashkit::AppendKVArgs a;
   a.k_new = to_ref(k_new, "k_new", false, h);
@@ -432,6 +446,8 @@ void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handl
   a.v_cache = to_ref(v_cache, "v_cache", true, h);
   a.block_table = to_ref(block_table, "block_table", false, h);
   a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  a.k_scale = to_ref(k_scale, "k_scale", true, h);
+  a.v_scale = to_ref(v_scale, "v_scale", true, h);
   Status status;
   {
     nb::gil_scoped_release release;
@@ -527,24 +543,27 @@ NB_MODULE(_C, m) {
 
   m.def("decode_workspace_size", &decode_workspace_size, "batch"_a, "s_q"_a, "num_heads_q"_a,
         "num_heads_kv"_a, "head_dim"_a, "head_dim_v"_a = 0, "split_size"_a = 0,
-        "max_seqlen_k"_a = 0, "device"_a = -1,
-        "Bytes of workspace a decode plan with these sizes needs on `device` (-1: current).");
+        "max_seqlen_k"_a = 0, "device"_a = -1, "kv_dtype"_a = "",
+        "Bytes of workspace a decode plan with these sizes needs on `device` (-1: current); "
+        "kv_dtype: '' (cache in q's dtype), 'int8' or 'float8_e4m3fn'.");
   m.def("decode_plan", &decode_plan, "seqlens_k"_a.none(), "workspace"_a.none(), "batch"_a,
         "s_q"_a, "num_heads_q"_a, "num_heads_kv"_a, "head_dim"_a, "head_dim_v"_a = 0,
-        "split_size"_a = 0, "max_seqlen_k"_a = 0, "stream"_a = 0,
+        "split_size"_a = 0, "max_seqlen_k"_a = 0, "stream"_a = 0, "kv_dtype"_a = "",
         "GPU-side decode plan from seqlens_k into `workspace` (no host sync).");
   m.def("decode_run", &decode_run, "q"_a.none(), "k_cache"_a.none(), "v_cache"_a.none(),
         "block_table"_a.none(), "seqlens_k"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
         "workspace"_a.none() = nb::none(), "softmax_scale"_a = 0.0, "causal"_a = true,
         "split_size"_a = 0, "max_seqlen_k"_a = 0, "plan_first"_a = false,
         "validate_only"_a = false, "stream"_a = 0, "check_inputs"_a = false,
+        "k_scale"_a.none() = nb::none(), "v_scale"_a.none() = nb::none(),
         "Paged decode into preallocated `out` (and `lse`): split + combine with a planned "
         "workspace (plan_first=True plans first). validate_only: check arguments only. "
         "check_inputs: validate block_table/seqlens_k on the GPU first (synchronizes).");
   m.def("append_kv", &append_kv, "k_new"_a.none(), "v_new"_a.none(), "k_cache"_a.none(),
         "v_cache"_a.none(), "block_table"_a.none(), "seqlens_k"_a.none(), "stream"_a = 0,
+        "k_scale"_a.none() = nb::none(), "v_scale"_a.none() = nb::none(),
         "Writes k_new/v_new [B, s_new, H_kv, D] into the page slots of positions "
-        "seqlens_k[b] - s_new + t.");
+        "seqlens_k[b] - s_new + t (int8 / fp8 caches: quantized, scales into k_scale/v_scale).");
   m.def(
       "read_device_errors",
       [](int device, bool clear) {

@@ -50,12 +50,21 @@ struct DecodePlanArgs {
   // workspace. 0: splits balanced over the GPU from the batch's total length.
   int64_t split_size = 0;
   int64_t max_seqlen_k = 0;
+  // The KV cache's dtype when it is quantized (kInt8 or kFloat8E4M3FN); kInvalid (default)
+  // for a cache in q's dtype. Must match the caches given to decode_run.
+  DType kv_dtype = DType::kInvalid;
   TensorRef seqlens_k;  // [B] int32 on the device (decode_plan reads it there)
   TensorRef workspace;  // int32 or uint8, contiguous, >= decode_workspace_size bytes
 };
 
+// Quantized caches: k_cache / v_cache int8 or float8_e4m3fn (one byte per value, last dim
+// contiguous, other strides multiples of 16 values) with fp32 scales per token and head,
+// k_scale / v_scale [num_pages, page_size, H_kv] (value = stored * scale); the kernel
+// dequantizes in registers and computes in q's dtype with fp32 accumulation. append_kv
+// quantizes (symmetric, amax / 127 or amax / 448 per token and head).
 struct DecodeArgs {
   TensorRef q, k_cache, v_cache, block_table, seqlens_k;
+  TensorRef k_scale, v_scale;  // required for int8 / fp8 caches, absent otherwise
   TensorRef out;
   TensorRef lse;        // optional
   TensorRef workspace;  // planned by decode_plan for the same sizes (decode_run only)
@@ -90,6 +99,7 @@ Status decode(const DecodeArgs& args, cudaStream_t stream);
 // without a valid slot is skipped and sets the append bit of the device error word.
 struct AppendKVArgs {
   TensorRef k_new, v_new, k_cache, v_cache, block_table, seqlens_k;
+  TensorRef k_scale, v_scale;  // int8 / fp8 caches: written with the quantized rows
 };
 Status validate_append_kv(const AppendKVArgs& args);
 Status append_kv(const AppendKVArgs& args, cudaStream_t stream);

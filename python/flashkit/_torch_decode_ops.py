@@ -17,7 +17,7 @@ launches on the current stream with no host sync (CUDA-graph capture works). Whe
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -65,9 +65,17 @@ class _on_device:
 
 
 @functools.lru_cache(maxsize=256)
-def _workspace_bytes(B, s_q, h_q, h_kv, d, dv, split_size, max_seqlen_k, index):
+def _workspace_bytes(B, s_q, h_q, h_kv, d, dv, split_size, max_seqlen_k, index, kv_dtype=""):
     return _native().decode_workspace_size(B, s_q, h_q, h_kv, d, dv, split_size, max_seqlen_k,
-                                           index)
+                                           index, kv_dtype)
+
+
+_QUANT_DTYPES = {torch.int8: "int8", torch.float8_e4m3fn: "float8_e4m3fn"}
+
+
+def kv_dtype_name(q, k_cache):
+    """'' for a cache in q's dtype, 'int8' / 'float8_e4m3fn' for a quantized one."""
+    return _QUANT_DTYPES.get(k_cache.dtype, "")
 
 
 def _alloc_out(q, v_cache, return_lse):
@@ -91,90 +99,100 @@ def _max_seqlen(block_table, k_cache, split_size, max_seqlen_k):
 
 def _decode_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
                  seqlens_k: Tensor, causal: bool, softmax_scale: float, return_lse: bool,
-                 split_size: int, max_seqlen_k: int, check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
+                 split_size: int, max_seqlen_k: int, check_inputs: bool = False,
+                 k_scale: Optional[Tensor] = None,
+                 v_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
     stream, index = _stream_of(q)
     if index is None or q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4 or block_table.dim() != 2:
         # Not a 4-D CUDA q etc.: let the C++ validation name the problem.
         C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     None, softmax_scale, causal, split_size, max_seqlen_k, False, True, 0)
+                     None, softmax_scale, causal, split_size, max_seqlen_k, False, True, 0, False,
+                     k_scale, v_scale)
     msl = _max_seqlen(block_table, k_cache, split_size, max_seqlen_k)
     nbytes = _workspace_bytes(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[2], q.shape[3],
-                              v_cache.shape[3], split_size, msl, index)
+                              v_cache.shape[3], split_size, msl, index, kv_dtype_name(q, k_cache))
     ws = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=q.device)
     with _on_device(index):
         C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     ws, softmax_scale, causal, split_size, msl, True, False, stream, check_inputs)
+                     ws, softmax_scale, causal, split_size, msl, True, False, stream, check_inputs,
+                     k_scale, v_scale)
     return out, lse
 
 
 def _decode_run_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
                      seqlens_k: Tensor, workspace: Tensor, causal: bool, softmax_scale: float,
                      return_lse: bool, split_size: int, max_seqlen_k: int,
-                     check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
+                     check_inputs: bool = False, k_scale: Optional[Tensor] = None,
+                     v_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
     stream, index = _stream_of(q)
     with _on_device(index):
         C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
                      workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream,
-                     check_inputs)
+                     check_inputs, k_scale, v_scale)
     return out, lse
 
 
 def _decode_plan_impl(seqlens_k: Tensor, workspace: Tensor, batch: int, s_q: int, h_q: int,
                       h_kv: int, head_dim: int, head_dim_v: int, split_size: int,
-                      max_seqlen_k: int) -> None:
+                      max_seqlen_k: int, kv_dtype: str = "") -> None:
     stream, index = _stream_of(seqlens_k)
     with _on_device(index):
         _native().decode_plan(seqlens_k, workspace, batch, s_q, h_q, h_kv, head_dim, head_dim_v,
-                              split_size, max_seqlen_k, stream)
+                              split_size, max_seqlen_k, stream, kv_dtype)
 
 
 def _append_kv_impl(k_cache: Tensor, v_cache: Tensor, k_new: Tensor, v_new: Tensor,
-                    block_table: Tensor, seqlens_k: Tensor) -> None:
+                    block_table: Tensor, seqlens_k: Tensor, k_scale: Optional[Tensor] = None,
+                    v_scale: Optional[Tensor] = None) -> None:
     stream, index = _stream_of(k_new)
     with _on_device(index):
-        _native().append_kv(k_new, v_new, k_cache, v_cache, block_table, seqlens_k, stream)
+        _native().append_kv(k_new, v_new, k_cache, v_cache, block_table, seqlens_k, stream,
+                            k_scale, v_scale)
 
 
 _decode_op = torch.library.custom_op("flashkit::decode", _decode_impl, mutates_args=())
 _decode_op.register_fake(
     lambda q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-    split_size, max_seqlen_k, check_inputs=False: _fake_out(q, v_cache, return_lse))
+    split_size, max_seqlen_k, check_inputs=False, k_scale=None, v_scale=None:
+    _fake_out(q, v_cache, return_lse))
 
 _decode_run_op = torch.library.custom_op("flashkit::decode_run", _decode_run_impl, mutates_args=())
 _decode_run_op.register_fake(
     lambda q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-    return_lse, split_size, max_seqlen_k, check_inputs=False: _fake_out(q, v_cache, return_lse))
+    return_lse, split_size, max_seqlen_k, check_inputs=False, k_scale=None, v_scale=None:
+    _fake_out(q, v_cache, return_lse))
 
 _decode_plan_op = torch.library.custom_op("flashkit::decode_plan", _decode_plan_impl,
                                           mutates_args=("workspace",))
 _decode_plan_op.register_fake(lambda *args: None)
 
 _append_kv_op = torch.library.custom_op("flashkit::append_kv", _append_kv_impl,
-                                        mutates_args=("k_cache", "v_cache"))
+                                        mutates_args=("k_cache", "v_cache", "k_scale", "v_scale"))
 _append_kv_op.register_fake(lambda *args: None)
 
 
 def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-           split_size, max_seqlen_k, check_inputs=False):
+           split_size, max_seqlen_k, check_inputs=False, k_scale=None, v_scale=None):
     _check_tensors("decode", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                               ("block_table", block_table), ("seqlens_k", seqlens_k)))
     args = (q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
-            split_size, max_seqlen_k, check_inputs)
+            split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k)):
         return _decode_impl(*args)  # no autograd / compile / modes: skip the dispatcher
     return torch.ops.flashkit.decode(*args)
 
 
 def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-               return_lse, split_size, max_seqlen_k, check_inputs=False):
+               return_lse, split_size, max_seqlen_k, check_inputs=False, k_scale=None,
+               v_scale=None):
     _check_tensors("DecodePlan.run", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                                       ("block_table", block_table), ("seqlens_k", seqlens_k)))
     args = (q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-            return_lse, split_size, max_seqlen_k, check_inputs)
+            return_lse, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k, workspace)):
         return _decode_run_impl(*args)
     return torch.ops.flashkit.decode_run(*args)
@@ -187,11 +205,11 @@ def decode_plan(seqlens_k, workspace, *sizes):
     torch.ops.flashkit.decode_plan(seqlens_k, workspace, *sizes)
 
 
-def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k):
+def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k, k_scale=None, v_scale=None):
     _check_tensors("append_kv", (("k_cache", k_cache), ("v_cache", v_cache), ("k_new", k_new),
                                  ("v_new", v_new), ("block_table", block_table),
                                  ("seqlens_k", seqlens_k)))
     tensors = (k_cache, v_cache, k_new, v_new, block_table, seqlens_k)
     if _eager_direct(tensors):
-        return _append_kv_impl(*tensors)
-    torch.ops.flashkit.append_kv(*tensors)
+        return _append_kv_impl(*tensors, k_scale, v_scale)
+    torch.ops.flashkit.append_kv(*tensors, k_scale, v_scale)

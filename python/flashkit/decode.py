@@ -53,7 +53,8 @@ def _split_args(split_size, max_seqlen_k):
 
 
 def decode(q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_scale=None,
-           return_lse=False, split_size=0, max_seqlen_k=0, check_inputs=False):
+           return_lse=False, split_size=0, max_seqlen_k=0, check_inputs=False, k_scale=None,
+           v_scale=None):
     """Decode attention over a paged KV cache (plan + run in one call).
 
     Args:
@@ -68,6 +69,9 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_sca
             depend on the rest of the batch (batch invariance).
         max_seqlen_k: with a fixed split_size, an upper bound of the lengths (default:
             ``max_pages * page_size``).
+        k_scale, v_scale: with an int8 or float8_e4m3fn cache, its fp32 scales
+            ``[num_pages, page_size, H_kv]`` (value = stored * scale; :func:`append_kv`
+            writes them). The cache is dequantized in registers.
         check_inputs: validate ``block_table`` / ``seqlens_k`` on the GPU before the launch
             (synchronizes; not inside CUDA-graph capture) and raise ValueError naming the
             first bad entry. Also on for every call with ``FLASHKIT_CHECK_INPUTS=1``.
@@ -75,15 +79,17 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_sca
     split_size, max_seqlen_k = _split_args(split_size, max_seqlen_k)
     out, lse = _tops().decode(q, k_cache, v_cache, block_table, seqlens_k, bool(causal),
                               _scale(softmax_scale), bool(return_lse), split_size, max_seqlen_k,
-                              bool(check_inputs))
+                              bool(check_inputs), k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 
-def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k):
+def append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k, k_scale=None, v_scale=None):
     """Writes ``k_new/v_new [B, s_new, H_kv, D]`` into the page slots of positions
     ``seqlens_k[b] - s_new + t`` (``seqlens_k`` already counts the new tokens), in place.
+    With int8 / float8_e4m3fn caches the rows are quantized (symmetric, per token and head:
+    scale = amax / 127 or amax / 448) and the scales written to ``k_scale`` / ``v_scale``.
     A token without a valid slot is skipped and sets the device error word."""
-    _tops().append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k)
+    _tops().append_kv(k_cache, v_cache, k_new, v_new, block_table, seqlens_k, k_scale, v_scale)
 
 
 class DecodePlan:
@@ -97,7 +103,7 @@ class DecodePlan:
     """
 
     def __init__(self, batch_size, s_q, num_heads_q, num_heads_kv, head_dim, *,
-                 head_dim_v=None, device=None, split_size=0, max_seqlen_k=0):
+                 head_dim_v=None, device=None, split_size=0, max_seqlen_k=0, kv_dtype=None):
         import torch
 
         split_size, max_seqlen_k = _split_args(split_size, max_seqlen_k)
@@ -114,11 +120,13 @@ class DecodePlan:
         self.head_dim_v = int(head_dim_v) if head_dim_v is not None else self.head_dim
         self.split_size = split_size
         self.max_seqlen_k = max_seqlen_k
+        # the cache's dtype when quantized (torch.int8 / torch.float8_e4m3fn), else None
+        self.kv_dtype = "" if kv_dtype is None else str(kv_dtype).replace("torch.", "")
         from .ops import _native
 
         nbytes = _native().decode_workspace_size(
             self.batch_size, self.s_q, self.num_heads_q, self.num_heads_kv, self.head_dim,
-            self.head_dim_v, split_size, max_seqlen_k, index)
+            self.head_dim_v, split_size, max_seqlen_k, index, self.kv_dtype)
         self.workspace = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=self.device)
 
     def _sizes(self):
@@ -127,10 +135,10 @@ class DecodePlan:
 
     def plan(self, seqlens_k):
         """Computes the split schedule for these lengths on the GPU (current stream)."""
-        _tops().decode_plan(seqlens_k, self.workspace, *self._sizes())
+        _tops().decode_plan(seqlens_k, self.workspace, *self._sizes(), self.kv_dtype)
 
     def run(self, q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_scale=None,
-            return_lse=False, check_inputs=False):
+            return_lse=False, check_inputs=False, k_scale=None, v_scale=None):
         """Split + combine with the planned workspace; returns ``out`` (or ``(out, lse)``)."""
         B, s_q, H_q, D = tuple(q.shape) if q.dim() == 4 else (None,) * 4
         got = (B, s_q, H_q, k_cache.shape[2] if k_cache.dim() == 4 else None, D)
@@ -142,5 +150,5 @@ class DecodePlan:
         out, lse = _tops().decode_run(q, k_cache, v_cache, block_table, seqlens_k,
                                       self.workspace, bool(causal), _scale(softmax_scale),
                                       bool(return_lse), self.split_size, self.max_seqlen_k,
-                                      bool(check_inputs))
+                                      bool(check_inputs), k_scale, v_scale)
         return (out, lse) if return_lse else out

@@ -37,6 +37,7 @@ bool decode_head_dim_ok(int64_t d) {
 // Sizes shared by plan and run.
 struct Dims {
   int64_t B = 0, s_q = 0, h_q = 0, h_kv = 0, d = 0, dv = 0;
+  int quant = 0;  // 0: 16-bit cache, 1: int8, 2: fp8 e4m3
   int64_t ratio = 0, rows = 0, row_groups = 0, hr = 0;
   int64_t split_size = 0, max_seqlen_k = 0;
 };
@@ -98,6 +99,14 @@ struct Layout {
   int64_t max_items = 0, max_combines = 0, max_partials = 0;
   int target_ctas = 0;
 };
+
+// 0 for a 16-bit cache, 1 for int8, 2 for fp8 e4m3, -1 for anything else.
+int quant_of(DType cache, DType q) {
+  if (cache == q || cache == DType::kInvalid) return 0;
+  if (cache == DType::kInt8) return 1;
+  if (cache == DType::kFloat8E4M3FN) return 2;
+  return -1;
+}
 
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -179,18 +188,19 @@ Status target_ctas_for(const Dims& m, int* target) {
                                str(dev.cc_major) + ".x)");
   }
   constexpr int kDevices = 64;
-  static std::atomic<int> cache[kDevices][3][2];  // [device][d 64/128/256][rows 16/32]; 0 = unknown
+  // [device][d 64/128/256][rows 16/32][quant]; 0 = unknown
+  static std::atomic<int> cache[kDevices][3][2][3];
   const int di = m.d == 64 ? 0 : (m.d == 128 ? 1 : 2), ri = m.rows == 32 ? 1 : 0;
   const bool cacheable = dev.device >= 0 && dev.device < kDevices;
   if (cacheable) {
-    const int t = cache[dev.device][di][ri].load(std::memory_order_relaxed);
+    const int t = cache[dev.device][di][ri][m.quant].load(std::memory_order_relaxed);
     if (t > 0) {
       *target = t;
       return Status::Ok();
     }
   }
   int per_sm = 0;
-  err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), dev, &per_sm));
+  err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), m.quant, dev, &per_sm));
   if (err != cudaSuccess) return cuda_status(err, "decode occupancy query");
   // FLASHKIT_DECODE_WAVES (read once, default 1): plan for this many waves of split CTAs.
   static const int waves = [] {
@@ -199,7 +209,7 @@ Status target_ctas_for(const Dims& m, int* target) {
     return w >= 1 && w <= 16 ? w : 1;
   }();
   *target = std::max(1, dev.num_sms * std::max(per_sm, 1) * waves);
-  if (cacheable) cache[dev.device][di][ri].store(*target, std::memory_order_relaxed);
+  if (cacheable) cache[dev.device][di][ri][m.quant].store(*target, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -233,6 +243,12 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.lse = a.lse.defined() ? static_cast<float*>(a.lse.data) : nullptr;
   p.block_table = static_cast<const int32_t*>(a.block_table.data);
   p.seqlens_k = static_cast<const int32_t*>(a.seqlens_k.data);
+  if (m.quant != 0 && a.k_scale.defined() && a.v_scale.defined()) {
+    p.k_scale = static_cast<const float*>(a.k_scale.data);
+    p.v_scale = static_cast<const float*>(a.v_scale.data);
+    eff(a.k_scale), p.ks_page_stride = s[0], p.ks_slot_stride = s[1], p.ks_head_stride = s[2];
+    eff(a.v_scale), p.vs_page_stride = s[0], p.vs_slot_stride = s[1], p.vs_head_stride = s[2];
+  }
   eff(a.q), p.q_batch_stride = s[0], p.q_tok_stride = s[1], p.q_head_stride = s[2];
   eff(a.out), p.o_batch_stride = s[0], p.o_tok_stride = s[1], p.o_head_stride = s[2];
   eff(a.k_cache), p.k_page_stride = s[0], p.k_slot_stride = s[1], p.k_head_stride = s[2];
@@ -272,8 +288,46 @@ Dims dims_of(const DecodeArgs& a) {
   const int64_t max_seqlen = a.split_size > 0 && a.max_seqlen_k == 0
                                  ? a.block_table.shape[1] * a.k_cache.shape[1]
                                  : a.max_seqlen_k;
-  return make_dims(a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k_cache.shape[2], a.q.shape[3],
-                   a.v_cache.shape[3], a.split_size, max_seqlen);
+  Dims m = make_dims(a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k_cache.shape[2], a.q.shape[3],
+                     a.v_cache.shape[3], a.split_size, max_seqlen);
+  m.quant = std::max(0, quant_of(a.k_cache.dtype, a.q.dtype));
+  return m;
+}
+
+// A quantized (one byte per value) cache: last dim contiguous, other strides multiples of 16
+// values (16-byte copies), 16-byte aligned pointer.
+Status check_quant_cache_layout(const char* name, const TensorRef& t) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] <= 1) continue;
+    if (t.stride[i] < 0) return invalid(name, "expected non-negative strides, got " + strides_str(t));
+    if (i == t.ndim - 1 && t.stride[i] != 1) {
+      return invalid(name, "expected the last dimension to be contiguous (stride 1), got strides " + strides_str(t));
+    }
+    if (i < t.ndim - 1 && t.stride[i] % 16 != 0) {
+      return invalid(name, "stride of dim " + str(i) + " is " + str(t.stride[i]) +
+                               " values, expected a multiple of 16 for a one-byte cache (16-byte copies)");
+    }
+  }
+  FK_RETURN_IF_ERROR(check_span(name, t));
+  return check_data_ptr(name, t, 16);
+}
+
+// Scales of a quantized cache: float32 [num_pages, page_size, H_kv], any non-negative strides.
+Status check_scales(const char* name, const TensorRef& t, int32_t device_id, int64_t P, int64_t page,
+                    int64_t H) {
+  if (!t.defined()) return invalid(name, "required with an int8 / float8_e4m3fn cache (fp32 [num_pages, page_size, H_kv])");
+  FK_RETURN_IF_ERROR(check_device(name, t, device_id));
+  FK_RETURN_IF_ERROR(check_dtype(name, t, DType::kFloat32, ""));
+  FK_RETURN_IF_ERROR(check_ndim(name, t, 3, "[num_pages, page_size, H_kv]"));
+  FK_RETURN_IF_ERROR(check_sizes(name, t));
+  if (t.shape[0] != P || t.shape[1] != page || t.shape[2] != H) {
+    return invalid(name, "expected shape " + shape_of({P, page, H}) + " (the cache's), got " + t.shape_str());
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (t.shape[i] > 1 && t.stride[i] < 0) return invalid(name, "expected non-negative strides, got " + strides_str(t));
+  }
+  FK_RETURN_IF_ERROR(check_span(name, t));
+  return check_data_ptr(name, t, 4);
 }
 
 Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
@@ -307,9 +361,17 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
   if (a.q.dtype != DType::kFloat16 && a.q.dtype != DType::kBFloat16) {
     return invalid("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.q.dtype));
   }
-  FK_RETURN_IF_ERROR(check_dtype("k_cache", a.k_cache, a.q.dtype, " (same as q)"));
-  FK_RETURN_IF_ERROR(check_dtype("v_cache", a.v_cache, a.q.dtype, " (same as q)"));
+  const int quant = quant_of(a.k_cache.dtype, a.q.dtype);
+  if (quant < 0) {
+    return invalid("k_cache", std::string("expected dtype ") + dtype_name(a.q.dtype) +
+                                  " (same as q), int8 or float8_e4m3fn, got " + dtype_name(a.k_cache.dtype));
+  }
+  FK_RETURN_IF_ERROR(check_dtype("v_cache", a.v_cache, a.k_cache.dtype, " (same as k_cache)"));
   FK_RETURN_IF_ERROR(check_dtype("out", a.out, a.q.dtype, " (same as q)"));
+  if (quant == 0 && (a.k_scale.defined() || a.v_scale.defined())) {
+    return invalid(a.k_scale.defined() ? "k_scale" : "v_scale",
+                   "given, but the cache is not quantized (scales go with int8 / float8_e4m3fn caches)");
+  }
   if (a.lse.defined()) FK_RETURN_IF_ERROR(check_dtype("lse", a.lse, DType::kFloat32, ""));
   FK_RETURN_IF_ERROR(check_dtype("block_table", a.block_table, DType::kInt32, ""));
   FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
@@ -355,8 +417,15 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
   }
 
   FK_RETURN_IF_ERROR(check_qkvo_layout("q", a.q, false));
-  FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, false));
-  FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, false));
+  if (quant == 0) {
+    FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, false));
+    FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, false));
+  } else {
+    FK_RETURN_IF_ERROR(check_quant_cache_layout("k_cache", a.k_cache));
+    FK_RETURN_IF_ERROR(check_quant_cache_layout("v_cache", a.v_cache));
+    FK_RETURN_IF_ERROR(check_scales("k_scale", a.k_scale, a.q.device_id, P, page, m.h_kv));
+    FK_RETURN_IF_ERROR(check_scales("v_scale", a.v_scale, a.q.device_id, P, page, m.h_kv));
+  }
   FK_RETURN_IF_ERROR(check_qkvo_layout("out", a.out, true));
   if (a.lse.defined()) FK_RETURN_IF_ERROR(check_contiguous("lse", a.lse));
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
@@ -373,19 +442,26 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
   if (a.softmax_scale > 0.f && !std::isfinite(a.softmax_scale)) {
     return invalid("softmax_scale", "expected a finite value > 0 (or <= 0 / NaN for 1/sqrt(D)), got inf");
   }
-  if (!decode_variant_compiled(a.q.dtype, int(m.d))) {
+  if (!decode_variant_compiled(a.q.dtype, int(m.d), quant)) {
     return Status::NotCompiled(std::string("decode for dtype ") + dtype_name(a.q.dtype) + " and head_dim " +
-                               str(m.d) + " is not compiled into this build of FlashKit");
+                               str(m.d) + (quant ? std::string(" over a ") + dtype_name(a.k_cache.dtype) + " cache" : "") +
+                               " is not compiled into this build of FlashKit");
   }
   return Status::Ok();
 }
 
 Dims dims_of(const DecodePlanArgs& a) {
-  return make_dims(a.batch, a.s_q, a.num_heads_q, a.num_heads_kv, a.head_dim,
-                   a.head_dim_v > 0 ? a.head_dim_v : a.head_dim, a.split_size, a.max_seqlen_k);
+  Dims m = make_dims(a.batch, a.s_q, a.num_heads_q, a.num_heads_kv, a.head_dim,
+                     a.head_dim_v > 0 ? a.head_dim_v : a.head_dim, a.split_size, a.max_seqlen_k);
+  m.quant = std::max(0, quant_of(a.kv_dtype, DType::kInvalid));
+  return m;
 }
 
 Status validate_plan_sizes(const DecodePlanArgs& a) {
+  if (quant_of(a.kv_dtype, DType::kInvalid) < 0) {
+    return invalid("kv_dtype", std::string("expected int8, float8_e4m3fn or invalid (a 16-bit cache), got ") +
+                                   dtype_name(a.kv_dtype));
+  }
   if (a.num_heads_kv < 1) return invalid("num_heads_kv", "expected >= 1, got " + str(a.num_heads_kv));
   if (a.batch > kMaxSize) return invalid("batch", "expected < 2^31, got " + str(a.batch));
   return check_dims(dims_of(a), "q");
@@ -472,7 +548,7 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   }
   DeviceInfo dev;
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
-  FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, p, dev, stream)),
+  FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, m.quant, p, dev, stream)),
                                  "decode split launch"));
   if (L.max_combines > 0) {
     FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_combine_for(a.q.dtype, p, dev.cc_major >= 9, stream)),
@@ -505,12 +581,20 @@ FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
     return invalid("k_new", "expected a CUDA device id >= 0, got " + str(a.k_new.device_id));
   }
   for (const Named& n : all) FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.k_new.device_id));
-  if (a.k_cache.dtype != DType::kFloat16 && a.k_cache.dtype != DType::kBFloat16) {
-    return invalid("k_cache", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.k_cache.dtype));
+  const int quant = quant_of(a.k_cache.dtype, a.k_new.dtype);
+  if (a.k_new.dtype != DType::kFloat16 && a.k_new.dtype != DType::kBFloat16) {
+    return invalid("k_new", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.k_new.dtype));
+  }
+  if (quant < 0) {
+    return invalid("k_cache", std::string("expected dtype ") + dtype_name(a.k_new.dtype) +
+                                  " (same as k_new), int8 or float8_e4m3fn, got " + dtype_name(a.k_cache.dtype));
   }
   FK_RETURN_IF_ERROR(check_dtype("v_cache", a.v_cache, a.k_cache.dtype, " (same as k_cache)"));
-  FK_RETURN_IF_ERROR(check_dtype("k_new", a.k_new, a.k_cache.dtype, " (same as k_cache)"));
-  FK_RETURN_IF_ERROR(check_dtype("v_new", a.v_new, a.k_cache.dtype, " (same as k_cache)"));
+  FK_RETURN_IF_ERROR(check_dtype("v_new", a.v_new, a.k_new.dtype, " (same as k_new)"));
+  if (quant == 0 && (a.k_scale.defined() || a.v_scale.defined())) {
+    return invalid(a.k_scale.defined() ? "k_scale" : "v_scale",
+                   "given, but the cache is not quantized (scales go with int8 / float8_e4m3fn caches)");
+  }
   FK_RETURN_IF_ERROR(check_dtype("block_table", a.block_table, DType::kInt32, ""));
   FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
   FK_RETURN_IF_ERROR(check_ndim("k_new", a.k_new, 4, "[B, s_new, H_kv, D]"));
@@ -544,8 +628,15 @@ FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
   }
   FK_RETURN_IF_ERROR(check_qkvo_layout("k_new", a.k_new, false));
   FK_RETURN_IF_ERROR(check_qkvo_layout("v_new", a.v_new, false));
-  FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, true));
-  FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, true));
+  if (quant == 0) {
+    FK_RETURN_IF_ERROR(check_qkvo_layout("k_cache", a.k_cache, true));
+    FK_RETURN_IF_ERROR(check_qkvo_layout("v_cache", a.v_cache, true));
+  } else {
+    FK_RETURN_IF_ERROR(check_quant_cache_layout("k_cache", a.k_cache));
+    FK_RETURN_IF_ERROR(check_quant_cache_layout("v_cache", a.v_cache));
+    FK_RETURN_IF_ERROR(check_scales("k_scale", a.k_scale, a.k_new.device_id, a.k_cache.shape[0], a.k_cache.shape[1], H));
+    FK_RETURN_IF_ERROR(check_scales("v_scale", a.v_scale, a.k_new.device_id, a.k_cache.shape[0], a.k_cache.shape[1], H));
+  }
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
   if (a.block_table.shape[1] > 1 && a.block_table.stride[1] != 1) {
     return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
@@ -586,6 +677,15 @@ FLASHKIT_EXPORT Status append_kv(const AppendKVArgs& a, cudaStream_t stream) {
   if (p.errors == nullptr) return Status::Cuda("append_kv: the device error word is not available");
   DeviceInfo dev;
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
+  const int quant = quant_of(a.k_cache.dtype, a.k_new.dtype);
+  if (quant != 0) {
+    p.k_scale = static_cast<float*>(a.k_scale.data);
+    p.v_scale = static_cast<float*>(a.v_scale.data);
+    eff(a.k_scale), p.ks_page_stride = s[0], p.ks_slot_stride = s[1], p.ks_head_stride = s[2];
+    eff(a.v_scale), p.vs_page_stride = s[0], p.vs_slot_stride = s[1], p.vs_head_stride = s[2];
+    return cuda_status(static_cast<cudaError_t>(launch_decode_append_quant_for(a.k_new.dtype, quant, p, dev.num_sms, stream)),
+                       "append_kv launch");
+  }
   return cuda_status(static_cast<cudaError_t>(launch_decode_append(p, dev.num_sms, stream)), "append_kv launch");
 }
 

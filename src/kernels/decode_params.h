@@ -50,6 +50,12 @@ struct DecodeParams {
   float* __restrict__ lse;           // [B, H_q, s_q] or nullptr
   const int32_t* __restrict__ block_table;  // [B, max_pages] (row stride bt_row_stride)
   const int32_t* __restrict__ seqlens_k;    // [B]
+  // Quantized caches (int8 / fp8 e4m3): fp32 scales per token and head,
+  // [num_pages, page_size, H_kv] (any strides); nullptr for 16-bit caches.
+  const float* __restrict__ k_scale;
+  const float* __restrict__ v_scale;
+  int64_t ks_page_stride, ks_slot_stride, ks_head_stride;
+  int64_t vs_page_stride, vs_slot_stride, vs_head_stride;
 
   int64_t q_batch_stride, q_tok_stride, q_head_stride;
   int64_t o_batch_stride, o_tok_stride, o_head_stride;
@@ -88,6 +94,7 @@ enum DecodeHeader : int {
   kHdrTotalTokens = 3,  // sum of clamped lengths (for tests and diagnostics)
   kHdrBatch = 4,        // B and hr_count the plan was made for (checked by the run)
   kHdrHrCount = 5,
+  kHdrTargetCtas = 6,   // the plan's target CTAs (differs between cache kinds): checked too
   kHeaderInts = 8,
 };
 
@@ -102,6 +109,11 @@ enum DecodeErrorBits : uint32_t {
 // Parameters of the append kernel: writes k_new/v_new [B, s_new, H_kv, D] into the slots
 // of positions seqlens_k[b] - s_new + t.
 struct AppendParams {
+  // Quantized caches: the scale of every written (token, head) row goes here.
+  float* __restrict__ k_scale;
+  float* __restrict__ v_scale;
+  int64_t ks_page_stride, ks_slot_stride, ks_head_stride;
+  int64_t vs_page_stride, vs_slot_stride, vs_head_stride;
   const void* __restrict__ k_new;
   const void* __restrict__ v_new;
   void* __restrict__ k_cache;

@@ -10,10 +10,14 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace flashkit {
 
-bool decode_variant_compiled(DType dtype, int head_dim);
-// Resident split CTAs per SM for (head dim, rows) (any compiled dtype). cudaError_t as int.
-int decode_blocks_per_sm(int head_dim, int rows, const DeviceInfo& dev, int* blocks);
-int launch_decode_split_for(DType dtype, const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream);
+// quant: 0 = the cache holds the dtype, 1 = int8, 2 = fp8 e4m3.
+bool decode_variant_compiled(DType dtype, int head_dim, int quant);
+// Resident split CTAs per SM for (head dim, rows, quant) (any compiled dtype). cudaError_t as int.
+int decode_blocks_per_sm(int head_dim, int rows, int quant, const DeviceInfo& dev, int* blocks);
+int launch_decode_split_for(DType dtype, int quant, const DecodeParams& p, const DeviceInfo& dev,
+                            cudaStream_t stream);
+int launch_decode_append_quant_for(DType dtype, int quant, const AppendParams& p, int num_sms,
+                                   cudaStream_t stream);
 int launch_decode_combine_for(DType dtype, const DecodeParams& p, bool pdl, cudaStream_t stream);
 
 }  // namespace flashkit

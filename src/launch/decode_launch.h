@@ -17,11 +17,12 @@ inline int decode_rows_per_item(int rows_needed, int head_dim, int max_rows = 32
   return (rows_needed <= 16 || head_dim > 128 || max_rows < 32) ? 16 : 32;
 }
 
-// The split kernel of (dtype, head dim) for params.rows rows. All return cudaError_t as int.
-template <typename DTypeTag, int kHeadDim>
+// The split kernel of (dtype, head dim, cache kind) for params.rows rows; kQuant 0: the
+// cache holds the dtype, 1: int8, 2: fp8 e4m3. All return cudaError_t as int.
+template <typename DTypeTag, int kHeadDim, int kQuant>
 int launch_decode_split(const DecodeParams& params, const DeviceInfo& dev, cudaStream_t stream);
 // CTAs of that split kernel resident per SM (occupancy), used to size the plan.
-template <typename DTypeTag, int kHeadDim>
+template <typename DTypeTag, int kHeadDim, int kQuant>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks);
 
 int launch_decode_plan(const DecodeParams& params, cudaStream_t stream);
@@ -29,5 +30,8 @@ int launch_decode_plan(const DecodeParams& params, cudaStream_t stream);
 template <typename DTypeTag>
 int launch_decode_combine(const DecodeParams& params, bool pdl, cudaStream_t stream);
 int launch_decode_append(const AppendParams& params, int num_sms, cudaStream_t stream);
+// Quantize-on-append: k_new/v_new (DTypeTag) into int8 (kQuant 1) or fp8 e4m3 (2) caches.
+template <typename DTypeTag, int kQuant>
+int launch_decode_append_quant(const AppendParams& params, int num_sms, cudaStream_t stream);
 
 }  // namespace flashkit

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/decode/split_kernel.cuh"
 #include "launch/decode_launch.h"
 #include "launch/element_type.cuh"
@@ -47,6 +49,14 @@ template <typename T, int M> struct Config<T, 256, M> {
   using Tr = DecodeTraits<T, 256, 1, FLASHKIT_DECODE_STAGES_256, 64>;
 };
 
+// Quantized (one byte per value) caches: twice the 64-token tiles in flight for about the
+// same shared memory (the tiles are half the bytes).
+template <typename T, int D, int kMTiles, int kQuant> struct QConfig;
+template <typename T, int M, int Q> struct QConfig<T, 64, M, Q> { using Tr = DecodeTraits<T, 64, M, 8, 64, Q>; };
+template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTraits<T, 128, 1, 5, 64, Q>; };
+template <typename T, int Q> struct QConfig<T, 128, 2, Q> { using Tr = DecodeTraits<T, 128, 2, 4, 64, Q>; };
+template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = DecodeTraits<T, 256, 1, 3, 64, Q>; };
+
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &decode_split_kernel<Tr>;
@@ -65,28 +75,33 @@ cudaError_t blocks_per_sm(const DeviceInfo& dev, int* blocks) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, Tr::kThreads, Tr::kSmemBytes);
 }
 
+// kQuant 0: 16-bit cache (Config); 1: int8, 2: fp8 e4m3 (QConfig).
+template <typename T, int D, int M, int kQuant>
+using TraitsFor = std::conditional_t<kQuant == 0, typename Config<T, D, M>::Tr, typename QConfig<T, D, M, kQuant>::Tr>;
+
 }  // namespace decode
 
-template <typename Tag, int D>
+template <typename Tag, int D, int kQuant>
 int launch_decode_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (p.rows == 32 && D <= 128) {
-    return decode::launch_split<typename decode::Config<T, D, 2>::Tr>(p, dev, stream);
+    return decode::launch_split<decode::TraitsFor<T, D, 2, kQuant>>(p, dev, stream);
   }
-  return decode::launch_split<typename decode::Config<T, D, 1>::Tr>(p, dev, stream);
+  return decode::launch_split<decode::TraitsFor<T, D, 1, kQuant>>(p, dev, stream);
 }
 
-template <typename Tag, int D>
+template <typename Tag, int D, int kQuant>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks) {
   using T = typename ElementOf<Tag>::type;
-  if (rows == 32 && D <= 128) return decode::blocks_per_sm<typename decode::Config<T, D, 2>::Tr>(dev, blocks);
-  return decode::blocks_per_sm<typename decode::Config<T, D, 1>::Tr>(dev, blocks);
+  if (rows == 32 && D <= 128) return decode::blocks_per_sm<decode::TraitsFor<T, D, 2, kQuant>>(dev, blocks);
+  return decode::blocks_per_sm<decode::TraitsFor<T, D, 1, kQuant>>(dev, blocks);
 }
 
 }  // namespace flashkit
 
-#define FLASHKIT_INSTANTIATE_DECODE(TAG, D)                                                     \
-  template int flashkit::launch_decode_split<flashkit::TAG, D>(                                 \
+#define FLASHKIT_INSTANTIATE_DECODE_Q(TAG, D, Q)                                                \
+  template int flashkit::launch_decode_split<flashkit::TAG, D, Q>(                              \
       const flashkit::DecodeParams&, const flashkit::DeviceInfo&, cudaStream_t);                \
-  template int flashkit::decode_split_blocks_per_sm<flashkit::TAG, D>(int, const flashkit::DeviceInfo&, \
-                                                                      int*);
+  template int flashkit::decode_split_blocks_per_sm<flashkit::TAG, D, Q>(int, const flashkit::DeviceInfo&, \
+                                                                         int*);
+#define FLASHKIT_INSTANTIATE_DECODE(TAG, D) FLASHKIT_INSTANTIATE_DECODE_Q(TAG, D, 0)

@@ -47,6 +47,12 @@ __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, b
   }
 }
 
+// 4-byte copy (.ca: the only cache mode for sizes below 16), zero-filled when !pred.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool pred) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(pred ? 4 : 0));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most `N` committed groups are still in flight.

@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
     p.ws.header[kHdrTotalTokens] = int(total < INT32_MAX ? total : INT32_MAX);
     p.ws.header[kHdrBatch] = B;
     p.ws.header[kHdrHrCount] = hr;
+    p.ws.header[kHdrTargetCtas] = p.target_ctas;
   }
 }
 

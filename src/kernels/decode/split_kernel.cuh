@@ -16,6 +16,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
@@ -38,6 +39,26 @@ namespace flashkit::decode {
 constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
 constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 
+// One cache byte (int8 or fp8 e4m3) as a float; two adjacent ones as a packed T pair.
+template <int kQuant>
+__device__ __forceinline__ float dequant1(uint8_t x) {
+  if constexpr (kQuant == 1) {
+    return float(static_cast<int8_t>(x));
+  } else {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(x), __NV_E4M3);
+    return __half2float(__half(h));
+  }
+}
+template <typename T, int kQuant>
+__device__ __forceinline__ uint32_t dequant2(uint16_t x) {
+  if constexpr (kQuant == 2 && std::is_same_v<T, __half>) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x), __NV_E4M3);
+    return *reinterpret_cast<const uint32_t*>(&h);  // exact: e4m3 values are fp16 values
+  } else {
+    return prims::pack2<T>(dequant1<kQuant>(uint8_t(x & 0xff)), dequant1<kQuant>(uint8_t(x >> 8)));
+  }
+}
+
 // Clamped length of sequence b (the same rule in the plan, split and combine kernels).
 __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   const int len = p.seqlens_k[b];
@@ -47,6 +68,8 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const DecodeParams p) {
   using T = typename Tr::T;
+  using TC = typename Tr::TC;
+  constexpr int kQuant = Tr::kQuant;
   constexpr int kBlockN = Tr::kBlockN;
   constexpr int kStages = Tr::kStages;
   constexpr int kOffSlots = Tr::kOffSlots;
@@ -67,10 +90,11 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int num_items = p.ws.header[kHdrNumItems];
   const int hdr_batch = p.ws.header[kHdrBatch];
   const int hdr_hr = p.ws.header[kHdrHrCount];
+  const int hdr_target = p.ws.header[kHdrTargetCtas];
   const DecodeItem item = p.ws.items[blockIdx.x];
   if (int(blockIdx.x) >= num_items) return;
   // A workspace that was not planned for these dims is a caller error: never index with it.
-  if (hdr_batch != p.batch || hdr_hr != p.hr_count || item.batch < 0 || item.batch >= p.batch ||
+  if (hdr_batch != p.batch || hdr_hr != p.hr_count || hdr_target != p.target_ctas || item.batch < 0 || item.batch >= p.batch ||
       item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
     if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
     return;
@@ -78,8 +102,11 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
-  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
-  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  TC* sK = reinterpret_cast<TC*>(smem + Tr::kSmemK);
+  TC* sV = reinterpret_cast<TC*>(smem + Tr::kSmemV);
+  int64_t* sOffKs = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffScale);  // quantized only
+  int64_t* sOffVs = sOffKs + Tr::kOffSlots * Tr::kBlockN;
+  float* sScale = reinterpret_cast<float*>(smem + Tr::kSmemScale);          // [stage][k|v][token]
   int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
   int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
   int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
@@ -98,8 +125,10 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   const int row0 = (item.hr % p.row_groups) * kRows;
   const int rows_valid = min(kRows, p.ratio * p.s_q - row0);
 
-  const T* k_base = static_cast<const T*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
-  const T* v_base = static_cast<const T*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
+  const TC* k_base = static_cast<const TC*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
+  const TC* v_base = static_cast<const TC*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
+  const float* ks_base = p.k_scale + int64_t(kv_head) * p.ks_head_stride;  // quantized only
+  const float* vs_base = p.v_scale + int64_t(kv_head) * p.vs_head_stride;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.bt_row_stride;
 
   // --- block table -> per-token element offsets (threads 0..kBlockN-1, one token each) ---
@@ -115,14 +144,22 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     const int tok = t_begin + tile * kBlockN + tid;
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
-    int64_t ok_k = -1, ok_v = -1;
+    int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
     if (in_range && ok) {
       const int in_page = tok - (tok / p.page_size) * p.page_size;
       ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
       ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
+      if constexpr (kQuant != 0) {
+        ok_ks = int64_t(page) * p.ks_page_stride + int64_t(in_page) * p.ks_slot_stride;
+        ok_vs = int64_t(page) * p.vs_page_stride + int64_t(in_page) * p.vs_slot_stride;
+      }
     }
     sOffK[slot * kBlockN + tid] = ok_k;
     sOffV[slot * kBlockN + tid] = ok_v;
+    if constexpr (kQuant != 0) {
+      sOffKs[slot * kBlockN + tid] = ok_ks;
+      sOffVs[slot * kBlockN + tid] = ok_vs;
+    }
     const bool bad = __any_sync(0xffffffffu, in_range && !ok);
     if (lane == 0) {
       sBad[slot * kMetaWarps + warp] = bad;
@@ -131,27 +168,39 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   };
 
   // --- K/V tile loads: thread -> (row, 16-byte chunk), rows at a fixed step ---
-  constexpr int kChunksPerRow = kD * int(sizeof(T)) / 16;
+  constexpr int kChunksPerRow = kD * int(sizeof(TC)) / 16;
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   constexpr int kPasses = kBlockN / kRowsPerPass;
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
   const int ld_row = tid / kChunksPerRow;
-  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(T)));
-  const uint64_t kv_policy = kKvEvictFirst ? prims::l2_evict_first_policy() : 0;
+  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
+  // (Quantized caches: no cache-hint copies. With them the int8 d128 kernel hit an illegal
+  // instruction at the hinted cp.async on sm_90a; plain copies cost ~1%: decode.md.)
+  constexpr bool kEvictFirst = kKvEvictFirst && kQuant == 0;
+  const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
       const int slot = tile % kOffSlots;
-      T* dk = sK + stage * KVTile::kElems;
-      T* dv = sV + stage * KVTile::kElems;
+      TC* dk = sK + stage * KVTile::kElems;
+      TC* dv = sV + stage * KVTile::kElems;
+      if constexpr (kQuant != 0) {
+        if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
+          const int64_t oks = sOffKs[slot * kBlockN + tid];
+          const int64_t ovs = sOffVs[slot * kBlockN + tid];
+          float* sc = sScale + stage * 2 * kBlockN;
+          prims::cp_async_4(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
+          prims::cp_async_4(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base, ovs >= 0);
+        }
+      }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
-        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
             dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-        prims::cp_async_16_stream<kKvPrefetch256, kKvEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
             dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
     }
@@ -160,10 +209,11 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
   // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
   {
-    constexpr int kQChunks = kRows * kChunksPerRow;
+    constexpr int kQChunksPerRow = kD * int(sizeof(T)) / 16;
+    constexpr int kQChunks = kRows * kQChunksPerRow;
     for (int c = tid; c < kQChunks; c += kThreads) {
-      const int r = c / kChunksPerRow;
-      const int col = (c % kChunksPerRow) * (16 / int(sizeof(T)));
+      const int r = c / kQChunksPerRow;
+      const int col = (c % kQChunksPerRow) * (16 / int(sizeof(T)));
       const int R = row0 + r;
       const bool valid = r < rows_valid;
       const T* src = static_cast<const T*>(p.q);
@@ -246,21 +296,57 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+    if constexpr (kQuant == 0) {
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      uint32_t qa[kMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-      }
-#pragma unroll
-      for (int kp = 0; kp < kNT / 2; ++kp) {
-        uint32_t kb[4];
-        prims::ldmatrix_x4(kb, k_addr + KVTile::offset(kp * 16, ks * 16) * kElt);
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        uint32_t qa[kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          prims::mma_m16n8k16<T>(s[mt][2 * kp], qa[mt], kb[0], kb[1]);
-          prims::mma_m16n8k16<T>(s[mt][2 * kp + 1], qa[mt], kb[2], kb[3]);
+          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+        }
+#pragma unroll
+        for (int kp = 0; kp < kNT / 2; ++kp) {
+          uint32_t kb[4];
+          prims::ldmatrix_x4(kb, k_addr + KVTile::offset(kp * 16, ks * 16) * kElt);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            prims::mma_m16n8k16<T>(s[mt][2 * kp], qa[mt], kb[0], kb[1]);
+            prims::mma_m16n8k16<T>(s[mt][2 * kp + 1], qa[mt], kb[2], kb[3]);
+          }
+        }
+      }
+    } else {
+      // B fragment of K^T straight from the 8-bit tile: lane (g, tq) needs key g of the n8
+      // tile, dims 2tq, 2tq+1 (b0) and 2tq+8, 2tq+9 (b1) of the k16 step: two adjacent bytes each.
+      const uint8_t* kst = reinterpret_cast<const uint8_t*>(sK + stage * KVTile::kElems);
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        uint32_t qa[kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          const uint8_t* row = kst + KVTile::offset(warp * kWarpKeys + nt * 8 + g, ks * 16 + 2 * tq);
+          const uint32_t b0 = dequant2<T, kQuant>(*reinterpret_cast<const uint16_t*>(row));
+          const uint32_t b1 = dequant2<T, kQuant>(*reinterpret_cast<const uint16_t*>(row + 8));
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<T>(s[mt][nt], qa[mt], b0, b1);
+        }
+      }
+      // Scores of the dequantized keys: times each key's K scale.
+      const float* ksc = sScale + stage * 2 * kBlockN;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float sc = ksc[warp * kWarpKeys + nt * 8 + 2 * tq + e];
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            s[mt][nt][e] *= sc;
+            s[mt][nt][e + 2] *= sc;
+          }
         }
       }
     }
@@ -287,6 +373,22 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
     softmax.update(s, o, scale_log2);
 
+    if constexpr (kQuant != 0) {
+      // P times each key's V scale (after the softmax: its sums use the unscaled P).
+      const float* vsc = sScale + stage * 2 * kBlockN + kBlockN;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float sc = vsc[warp * kWarpKeys + nt * 8 + 2 * tq + e];
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            s[mt][nt][e] *= sc;
+            s[mt][nt][e + 2] *= sc;
+          }
+        }
+      }
+    }
     // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
 #pragma unroll
     for (int ps = 0; ps < Tr::kPSteps; ++ps) {
@@ -298,14 +400,30 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         pa[mt][2] = prims::pack2<T>(s[mt][2 * ps + 1][0], s[mt][2 * ps + 1][1]);
         pa[mt][3] = prims::pack2<T>(s[mt][2 * ps + 1][2], s[mt][2 * ps + 1][3]);
       }
+      if constexpr (kQuant == 0) {
 #pragma unroll
-      for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
-        uint32_t vb[4];
-        prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(ps * 16, dp * 16) * kElt);
+        for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
+          uint32_t vb[4];
+          prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(ps * 16, dp * 16) * kElt);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
-          prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+            prims::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+          }
+        }
+      } else {
+        // B fragment of V (k16 keys x n8 dims): lane (g, tq) needs dim g of keys 2tq, 2tq+1
+        // (b0) and 2tq+8, 2tq+9 (b1): single bytes of four rows.
+        const uint8_t* vst = reinterpret_cast<const uint8_t*>(sV + stage * KVTile::kElems);
+        const uint8_t* r0 = vst + KVTile::offset(warp * kWarpKeys + ps * 16 + 2 * tq, g);
+#pragma unroll
+        for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+          const uint8_t* c = r0 + dt * 8;
+          const uint32_t b0 = prims::pack2<T>(dequant1<kQuant>(c[0]), dequant1<kQuant>(c[KVTile::kStride]));
+          const uint32_t b1 = prims::pack2<T>(dequant1<kQuant>(c[8 * KVTile::kStride]),
+                                              dequant1<kQuant>(c[9 * KVTile::kStride]));
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<T>(o[mt][dt], pa[mt], b0, b1);
         }
       }
     }

@@ -10,13 +10,20 @@
 // ahead), so the pointer chase never sits on the critical path of the loads.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "tiles/smem_tile.cuh"
 
 namespace flashkit::decode {
 
-template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64>
+// kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
+// per token and head, dequantized in registers into the MMA operands).
+template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64, int kQuant_ = 0>
 struct DecodeTraits {
   using T = T_;
+  static constexpr int kQuant = kQuant_;
+  using TC = std::conditional_t<kQuant == 0, T, uint8_t>;  // cache element (storage) type
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kMTiles = kMTiles_;     // 16-row MMA tiles of query rows
   static constexpr int kRows = 16 * kMTiles;   // query rows of one item
@@ -35,7 +42,7 @@ struct DecodeTraits {
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
-  using KVTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
+  using KVTile = tiles::PaddedTile<TC, kBlockN, kHeadDim>;
 
   // fp32 rows of the end-of-CTA merge buffer (padded by 4 floats: rows stay 16-byte
   // aligned and the fragment writes of 8 rows spread over more banks).
@@ -49,8 +56,13 @@ struct DecodeTraits {
   static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
   static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][kMetaWarps]
   static constexpr int kSmemStats = kSmemBad + ((kOffSlots * kMetaWarps * 4 + 15) / 16) * 16;
+  // Quantized caches: per-token scale offsets (int64 [2][kOffSlots][kBlockN]) and the scales
+  // of each stage (fp32 [kStages][2][kBlockN]); empty otherwise.
+  static constexpr int kSmemOffScale = kSmemStats + 2 * kNWarps * kRows * 4;
+  static constexpr int kSmemScale = kSmemOffScale + (kQuant ? 2 * kOffSlots * kBlockN * 8 : 0);
+  static constexpr int kSmemEnd = kSmemScale + (kQuant ? kStages * 2 * kBlockN * 4 : 0);
   // float [2][kNWarps][kRows]: each warp's row max and row sum
-  static constexpr int kSmemBytes = kSmemStats + 2 * kNWarps * kRows * 4;
+  static constexpr int kSmemBytes = kSmemEnd;
   // The merge buffer fp32 [kNWarps][kRows][kMergeStride] reuses the K/V rings.
   static constexpr int kMergeBytes = kNWarps * kRows * kMergeStride * 4;
   static_assert(kMergeBytes <= 2 * kStages * KVTile::kBytes, "merge buffer must fit in the K/V rings");

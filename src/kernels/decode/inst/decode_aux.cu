@@ -43,4 +43,19 @@ int launch_decode_append(const AppendParams& p, int num_sms, cudaStream_t stream
   return cudaGetLastError();
 }
 
+template <typename Tag, int kQuant>
+int launch_decode_append_quant(const AppendParams& p, int num_sms, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  const int64_t rows = int64_t(p.batch) * p.s_new * p.h_kv * 2;
+  if (rows == 0) return cudaSuccess;
+  const int64_t want = (rows + decode::kAppendQuantWarps - 1) / decode::kAppendQuantWarps;
+  const int blocks = int(std::min<int64_t>(want, int64_t(std::max(num_sms, 1)) * 8));
+  decode::decode_append_quant_kernel<T, kQuant><<<blocks, decode::kAppendQuantWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+template int launch_decode_append_quant<fp16_t, 1>(const AppendParams&, int, cudaStream_t);
+template int launch_decode_append_quant<fp16_t, 2>(const AppendParams&, int, cudaStream_t);
+template int launch_decode_append_quant<bf16_t, 1>(const AppendParams&, int, cudaStream_t);
+template int launch_decode_append_quant<bf16_t, 2>(const AppendParams&, int, cudaStream_t);
+
 }  // namespace flashkit

@@ -1,0 +1,4 @@
+// Instantiation: paged-decode split kernels over int8 and fp8 e4m3 caches, bf16, head dim 128.
+#include "launch/decode_split_launch.cuh"
+FLASHKIT_INSTANTIATE_DECODE_Q(bf16_t, 128, 1)
+FLASHKIT_INSTANTIATE_DECODE_Q(bf16_t, 128, 2)
