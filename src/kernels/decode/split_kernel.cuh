@@ -225,7 +225,6 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
     }
   }
-  if constexpr (Tr::kQInRegs) prims::cp_async_commit();  // Q alone: read before the ring reuses it
   int next_page = -1;
   if (tid < kBlockN) {
     int pages[kStages];
@@ -235,20 +234,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #pragma unroll
     for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
   }
-  if constexpr (Tr::kQInRegs) prims::cp_async_wait<0>();  // (its latency overlapped the page loads)
   __syncthreads();
-  // Q's A fragments, held for the whole kernel when Tr::kQInRegs (see traits.cuh).
-  uint32_t q_frag[Tr::kQInRegs ? kMTiles : 1][Tr::kQInRegs ? Tr::kKSteps : 1][4];
-  if constexpr (Tr::kQInRegs) {
-    const uint32_t q_addr0 = prims::smem_addr(sQ + QTile::offset(lane % 16, (lane / 16) * 8));
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks)
-        prims::ldmatrix_x4(q_frag[mt][ks], q_addr0 + QTile::offset(mt * 16, ks * 16) * int(sizeof(T)));
-  }
-#pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // (without kQInRegs, Q rides in tile 0's group)
+  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
   // Per-row visibility limit (causal: query token t sits at position len - s_q + t).
   const int g = lane / 4, tq = lane % 4;
@@ -314,12 +302,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         uint32_t qa[kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          if constexpr (Tr::kQInRegs) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qa[mt][e] = q_frag[mt][ks][e];
-          } else {
-            prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-          }
+          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
         }
 #pragma unroll
         for (int kp = 0; kp < kNT / 2; ++kp) {
@@ -341,12 +324,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         uint32_t qa[kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          if constexpr (Tr::kQInRegs) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qa[mt][e] = q_frag[mt][ks][e];
-          } else {
-            prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-          }
+          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
         }
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {

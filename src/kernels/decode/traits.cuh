@@ -48,15 +48,9 @@ struct DecodeTraits {
   // aligned and the fragment writes of 8 rows spread over more banks).
   static constexpr int kMergeStride = kHeadDim + 4;
 
-  // Q's fragments live in registers for the whole kernel where they are few (one 16-row
-  // tile up to D = 128: 32 registers); its staging tile then borrows the K ring's last stage
-  // (first written after every warp has read Q), which saves 4 KB per CTA: at D = 128 with
-  // 2 stages that is what fits 3 CTAs per SM.
-  static constexpr bool kQInRegs = kMTiles * kKSteps <= 8;
   // Shared-memory plan: [Q | K ring | V ring | K offsets | V offsets | bad flags | stats].
-  static constexpr int kSmemK = kQInRegs ? 0 : QTile::kBytes;
-  static constexpr int kSmemQ = kQInRegs ? kSmemK + (kStages - 1) * KVTile::kBytes : 0;
-  static_assert(!kQInRegs || QTile::kBytes <= KVTile::kBytes, "Q's staging tile fits in a K stage");
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + QTile::kBytes;
   static constexpr int kSmemV = kSmemK + kStages * KVTile::kBytes;
   static constexpr int kSmemOffK = kSmemV + kStages * KVTile::kBytes;  // int64 [kOffSlots][kBlockN]
   static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
