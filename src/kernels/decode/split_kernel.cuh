@@ -296,14 +296,32 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-    if constexpr (kQuant == 0) {
+    // Multiplies each key's column of `x` (the warp's C fragments) by its per-key factor.
+    auto scale_keys = [&](float(&x)[kMTiles][kNT][4], const float* factor) {
 #pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        uint32_t qa[kMTiles][4];
+      for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+        for (int e = 0; e < 2; ++e) {
+          const float f = factor[warp * kWarpKeys + nt * 8 + 2 * tq + e];
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            x[mt][nt][e] *= f;
+            x[mt][nt][e + 2] *= f;
+          }
         }
+      }
+    };
+    // Quantized: the K operand straight from the 8-bit tile. Lane (g, tq) needs key g of the
+    // n8 tile, dims 2tq, 2tq+1 (b0) and 2tq+8, 2tq+9 (b1) of the k16 step: two adjacent bytes each.
+    const uint8_t* kst = reinterpret_cast<const uint8_t*>(sK + stage * KVTile::kElems);
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      uint32_t qa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
+      }
+      if constexpr (kQuant == 0) {
 #pragma unroll
         for (int kp = 0; kp < kNT / 2; ++kp) {
           uint32_t kb[4];
@@ -314,18 +332,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
             prims::mma_m16n8k16<T>(s[mt][2 * kp + 1], qa[mt], kb[2], kb[3]);
           }
         }
-      }
-    } else {
-      // B fragment of K^T straight from the 8-bit tile: lane (g, tq) needs key g of the n8
-      // tile, dims 2tq, 2tq+1 (b0) and 2tq+8, 2tq+9 (b1) of the k16 step: two adjacent bytes each.
-      const uint8_t* kst = reinterpret_cast<const uint8_t*>(sK + stage * KVTile::kElems);
-#pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        uint32_t qa[kMTiles][4];
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          prims::ldmatrix_x4(qa[mt], q_addr + QTile::offset(mt * 16, ks * 16) * kElt);
-        }
+      } else {
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
           const uint8_t* row = kst + KVTile::offset(warp * kWarpKeys + nt * 8 + g, ks * 16 + 2 * tq);
@@ -335,21 +342,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<T>(s[mt][nt], qa[mt], b0, b1);
         }
       }
-      // Scores of the dequantized keys: times each key's K scale.
-      const float* ksc = sScale + stage * 2 * kBlockN;
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float sc = ksc[warp * kWarpKeys + nt * 8 + 2 * tq + e];
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) {
-            s[mt][nt][e] *= sc;
-            s[mt][nt][e + 2] *= sc;
-          }
-        }
-      }
     }
+    // Scores of dequantized keys: times each key's K scale.
+    if constexpr (kQuant != 0) scale_keys(s, sScale + stage * 2 * kBlockN);
 
     const int key0 = t_begin + tile * kBlockN;
     bool bad_tile = false;
@@ -373,22 +368,8 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
     softmax.update(s, o, scale_log2);
 
-    if constexpr (kQuant != 0) {
-      // P times each key's V scale (after the softmax: its sums use the unscaled P).
-      const float* vsc = sScale + stage * 2 * kBlockN + kBlockN;
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float sc = vsc[warp * kWarpKeys + nt * 8 + 2 * tq + e];
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) {
-            s[mt][nt][e] *= sc;
-            s[mt][nt][e + 2] *= sc;
-          }
-        }
-      }
-    }
+    // P times each key's V scale (after the softmax: its sums use the unscaled P).
+    if constexpr (kQuant != 0) scale_keys(s, sScale + stage * 2 * kBlockN + kBlockN);
     // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
 #pragma unroll
     for (int ps = 0; ps < Tr::kPSteps; ++ps) {
