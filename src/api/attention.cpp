@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/attention_internal.h"
+#include "api/validate_util.h"
 #include "api/index_checks.h"
 #include "flashkit/attention.h"
 #include "launch/device_errors.h"
@@ -18,23 +19,13 @@ namespace {
 
 constexpr double kLog2e = 1.4426950408889634074;
 
-// Strides of a [.., rows, heads, dim] view with every size-<=1 dim given the stride a
-// contiguous tensor would have there (DLPack exporters may put anything in those).
-void effective_strides(const TensorRef& t, int64_t* out) {
-  int64_t contiguous = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    out[i] = t.shape[i] > 1 ? t.stride[i] : contiguous;
-    contiguous = (t.shape[i] > 1 ? t.shape[i] : 1) * out[i];
-  }
-}
-
 struct RowHeadStrides {
   int64_t batch, row, head;
 };
 
 RowHeadStrides bshd_strides(const TensorRef& t, bool varlen) {
   int64_t s[kMaxDims] = {0, 0, 0, 0};
-  effective_strides(t, s);
+  vutil::effective_strides(t, s);
   if (varlen) return {0, s[0], s[1]};  // [total, H, D]
   return {s[0], s[1], s[2]};           // [B, S, H, D]
 }

@@ -232,13 +232,7 @@ Status check_workspace(const TensorRef& ws, int32_t device_id, int64_t need) {
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
   int64_t s[kMaxDims] = {0, 0, 0, 0};
-  auto eff = [&](const TensorRef& t) {  // size-1 dims get contiguous strides (any value is legal there)
-    int64_t c = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      s[i] = t.shape[i] > 1 ? t.stride[i] : c;
-      c = (t.shape[i] > 1 ? t.shape[i] : 1) * s[i];
-    }
-  };
+  auto eff = [&](const TensorRef& t) { effective_strides(t, s); };
   p.q = a.q.data, p.k_cache = a.k_cache.data, p.v_cache = a.v_cache.data, p.o = a.out.data;
   p.lse = a.lse.defined() ? static_cast<float*>(a.lse.data) : nullptr;
   p.block_table = static_cast<const int32_t*>(a.block_table.data);
@@ -310,6 +304,19 @@ Status check_quant_cache_layout(const char* name, const TensorRef& t) {
   }
   FK_RETURN_IF_ERROR(check_span(name, t));
   return check_data_ptr(name, t, 16);
+}
+
+// block_table [B, max_pages] int32: last dim contiguous, non-negative row stride, aligned.
+Status check_block_table_layout(const TensorRef& t) {
+  if (t.shape[1] > 1 && t.stride[1] != 1) {
+    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
+                                      strides_str(t));
+  }
+  if (t.shape[0] > 1 && t.stride[0] < 0) {
+    return invalid("block_table", "expected non-negative strides, got " + strides_str(t));
+  }
+  FK_RETURN_IF_ERROR(check_span("block_table", t));
+  return check_data_ptr("block_table", t, 4);
 }
 
 // Scales of a quantized cache: float32 [num_pages, page_size, H_kv], any non-negative strides.
@@ -429,15 +436,7 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
   FK_RETURN_IF_ERROR(check_qkvo_layout("out", a.out, true));
   if (a.lse.defined()) FK_RETURN_IF_ERROR(check_contiguous("lse", a.lse));
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
-  if (a.block_table.shape[1] > 1 && a.block_table.stride[1] != 1) {
-    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
-                                      strides_str(a.block_table));
-  }
-  if (a.block_table.shape[0] > 1 && a.block_table.stride[0] < 0) {
-    return invalid("block_table", "expected non-negative strides, got " + strides_str(a.block_table));
-  }
-  FK_RETURN_IF_ERROR(check_span("block_table", a.block_table));
-  FK_RETURN_IF_ERROR(check_data_ptr("block_table", a.block_table, 4));
+  FK_RETURN_IF_ERROR(check_block_table_layout(a.block_table));
   if (a.workspace.defined()) FK_RETURN_IF_ERROR(check_workspace(a.workspace, a.q.device_id, -1));
   if (a.softmax_scale > 0.f && !std::isfinite(a.softmax_scale)) {
     return invalid("softmax_scale", "expected a finite value > 0 (or <= 0 / NaN for 1/sqrt(D)), got inf");
@@ -638,12 +637,7 @@ FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
     FK_RETURN_IF_ERROR(check_scales("v_scale", a.v_scale, a.k_new.device_id, a.k_cache.shape[0], a.k_cache.shape[1], H));
   }
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
-  if (a.block_table.shape[1] > 1 && a.block_table.stride[1] != 1) {
-    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
-                                      strides_str(a.block_table));
-  }
-  FK_RETURN_IF_ERROR(check_span("block_table", a.block_table));
-  return check_data_ptr("block_table", a.block_table, 4);
+  return check_block_table_layout(a.block_table);
 }
 
 FLASHKIT_EXPORT Status append_kv(const AppendKVArgs& a, cudaStream_t stream) {
@@ -653,13 +647,7 @@ FLASHKIT_EXPORT Status append_kv(const AppendKVArgs& a, cudaStream_t stream) {
   if (!guard.ok()) return Status::Unsupported("cannot make the device of k_new current");
   AppendParams p{};
   int64_t s[kMaxDims] = {0, 0, 0, 0};
-  auto eff = [&](const TensorRef& t) {
-    int64_t c = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      s[i] = t.shape[i] > 1 ? t.stride[i] : c;
-      c = (t.shape[i] > 1 ? t.shape[i] : 1) * s[i];
-    }
-  };
+  auto eff = [&](const TensorRef& t) { effective_strides(t, s); };
   p.k_new = a.k_new.data, p.v_new = a.v_new.data, p.k_cache = a.k_cache.data, p.v_cache = a.v_cache.data;
   p.block_table = static_cast<const int32_t*>(a.block_table.data);
   p.seqlens_k = static_cast<const int32_t*>(a.seqlens_k.data);

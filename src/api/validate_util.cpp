@@ -160,5 +160,13 @@ Status check_contiguous(const char* name, const TensorRef& t) {
   return check_data_ptr(name, t, static_cast<uintptr_t>(dtype_size(t.dtype)));
 }
 
+void effective_strides(const TensorRef& t, int64_t* out) {
+  int64_t contiguous = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    out[i] = t.shape[i] > 1 ? t.stride[i] : contiguous;
+    contiguous = (t.shape[i] > 1 ? t.shape[i] : 1) * out[i];
+  }
+}
+
 }  // namespace vutil
 }  // namespace flashkit

@@ -44,6 +44,10 @@ Status check_qkvo_layout(const char* name, const TensorRef& t, bool is_output);
 
 Status check_contiguous(const char* name, const TensorRef& t);
 
+// Strides of `t` with every size-<=1 dim given the stride a contiguous tensor would have
+// there (DLPack exporters may put anything in those), into out[0..ndim).
+void effective_strides(const TensorRef& t, int64_t* out);
+
 #define FK_RETURN_IF_ERROR(expr)     \
   do {                               \
     ::flashkit::Status _fk_s = (expr); \
