@@ -47,6 +47,16 @@ __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, b
   }
 }
 
+// The same with the destination as a 32-bit shared-memory address.
+template <bool kPrefetch256, bool kEvictFirst>
+__device__ __forceinline__ void cp_async_16_stream_addr(uint32_t dst, const void* src, bool pred,
+                                                        uint64_t policy) {
+  static_assert(!kPrefetch256 && kEvictFirst, "only the evict-first form is used");
+  const int src_size = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(src_size), "l"(policy));
+}
+
 // 4-byte copy (.ca: the only cache mode for sizes below 16), zero-filled when !pred.
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool pred) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),

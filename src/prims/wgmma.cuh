@@ -118,4 +118,55 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
+
+// The 32 accumulator operands of one m64n64 wgmma (d[8][4]) as inline-asm outputs.
+#define FLASHKIT_WGMMA_D32(d)                                                                    \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+      "+f"(d[7][2]), "+f"(d[7][3])
+#define FLASHKIT_WGMMA_DREGS                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+// d (64 x 64, fp32) += A (64 x 16, registers) * B (16 x 64, shared, K-major: stored
+// [n][k] with k contiguous, like K in Q K^T). Always accumulates.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : FLASHKIT_WGMMA_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : FLASHKIT_WGMMA_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+}
+
+// d (64 x 64, fp32) += A (64 x 16, shared, K-major) * B (16 x 64, shared, MN-major: stored
+// [k][n] with n contiguous, like V in P V; transposed by the hardware). Always accumulates.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS
+                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHKIT_WGMMA_D32(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS
+                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHKIT_WGMMA_D32(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+}
+
 }  // namespace flashkit::prims

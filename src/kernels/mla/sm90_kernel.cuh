@@ -1,0 +1,689 @@
+// Hopper (sm_90a) MLA decoding split kernel: wgmma, two warpgroups, the "seesaw" schedule.
+//
+// A CTA owns 64 query rows (one m-block of one KV head) and walks the pieces (sequence,
+// 64-token block range) of its scheduler part (kernels/mla_params.h). Per piece:
+//
+//   shared memory: Q (64 x 576) | K buffer 0 (64 x 576) | K buffer 1 | P0 (64 x 64) | stats
+//   (all 128-byte swizzled; V is the first 512 columns of K, read MN-major by the PV wgmmas)
+//
+// The 64 x 512 fp32 output tile is 128 registers per thread when split between the two
+// warpgroups by columns: warpgroup 0 owns O_L = O[:, 0:256], warpgroup 1 O_R = O[:, 256:512].
+// KV blocks go in pairs (A in buffer 0, B in buffer 1); warpgroup 0 computes S_A = Q K_A^T,
+// warpgroup 1 S_B = Q K_B^T, each on the whole 64 rows, with one running max m shared
+// through shared memory (FlashMLA's "seesaw", docs/20250422-new-kernel-deep-dive.md):
+//
+//   WG0: m0 = max(m, rowmax S_A), sc0 = 2^(m - m0), O_L *= sc0, P_A = 2^(S_A - m0)
+//        O_L += P_A V_A[:, L]                      (P_A from registers)
+//   WG1: m1 = max(m0, rowmax S_B), sc1 = 2^(m0 - m1), O_R *= sc0 sc1, P_B = 2^(S_B - m1)
+//        O_R += P_B V_B[:, R]                      (P_B from registers, also stored to sP1)
+//   WG0: P_A *= sc1 -> sP0,  O_L *= sc1,  O_L += sP1 V_B[:, L]
+//   WG1: O_R += sP0 V_A[:, R]
+//
+// so one warpgroup's softmax runs while the other's GEMMs keep the tensor cores busy, and
+// each half of a K buffer is reloaded (for the next pair) as soon as its last reader is
+// done. The RoPE part of Q (columns 512..575) is kept in registers as the A operand of the
+// last QK^T k-steps; its shared-memory slot holds sP1.
+//
+// Loads: cp.async 16-byte copies, any page size (each thread resolves its row's page
+// through the block table), rows past the piece's end or with a bad block id zero-filled
+// (never read). Warpgroup 0 loads columns 0..255 (chunks 0-3), warpgroup 1 columns
+// 256..575 (chunks 4-8) of each buffer; each 64-column chunk has an mbarrier that the
+// loading threads' copies arrive on.
+//
+// The kernel body exists only in the sm_90a compilation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/device_errors.cuh"
+#include "kernels/mla_params.h"
+#include "prims/cp_async.cuh"
+#include "prims/ldmatrix.cuh"
+#include "prims/mbarrier.cuh"
+#include "prims/numeric.cuh"
+#include "prims/opaque.cuh"
+#include "prims/wgmma.cuh"
+#include "tiles/smem_swizzle.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHKIT_MLA_SM90_BODY 1
+#else
+#define FLASHKIT_MLA_SM90_BODY 0
+#endif
+
+namespace flashkit::mla_sm90 {
+
+template <typename T_>
+struct Traits {
+  using T = T_;
+  static constexpr int kThreads = 256;
+  static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
+  static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
+  using Tile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDim>;  // Q and each K buffer
+  using PTile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaBlockN>;
+  static constexpr int kChunkBytes = Tile::kBlockBytes;  // 64 rows x 128 bytes
+  static_assert(kMlaBlockM == kMlaBlockN && kChunkBytes == 8192, "64 x 64 chunks");
+
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK0 = kSmemQ + Tile::kBytes;
+  static constexpr int kSmemK1 = kSmemK0 + Tile::kBytes;
+  static constexpr int kSmemP0 = kSmemK1 + Tile::kBytes;
+  static constexpr int kSmemP1 = kSmemQ + (kChunks - 1) * kChunkBytes;  // Q's RoPE chunk
+  static constexpr int kSmemM = kSmemP0 + PTile::kBytes;  // float[64]: running max (log2 units)
+  static constexpr int kSmemScale0 = kSmemM + 256;        // float[64]
+  static constexpr int kSmemScale1 = kSmemScale0 + 256;   // float[64]
+  static constexpr int kSmemL = kSmemScale1 + 256;        // float[2][64]: row sums per warpgroup
+  static constexpr int kSmemBar = kSmemL + 512;           // mbarriers: K0 chunks, K1 chunks, Q
+  static constexpr int kNumBars = 2 * kChunks + 1;
+  static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
+};
+
+// Named barriers (id 0 is __syncthreads).
+enum : int { kBarScale0 = 1, kBarScale1 = 2, kBarP0 = 3, kBarP1 = 4 };
+constexpr float kInitMax = -1e30f;
+enum : uint32_t { kMlaErrBlockId = 4u, kMlaErrSeqlen = 8u };  // flashkit/errors.h bits  // finite: a row that saw no key keeps scale 2^0 = 1
+
+__device__ __forceinline__ void grid_dependency_wait() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+// Everything a warpgroup needs about the current piece.
+template <class Tr>
+struct Piece {
+  using T = typename Tr::T;
+  const MlaParams& p;
+  unsigned char* smem;
+  int b, kvh;
+  int load_end;       // tokens [0, load_end) of the sequence may be read
+  int lim[2];         // this thread's two rows see tokens < lim[r]
+  int mask_from;      // min(lim): blocks ending at or before it need no mask
+  int lt, row0;       // thread index in the warpgroup; first of its two rows
+  const int32_t* bt;  // block-table row
+  uint32_t bad;       // error bits seen by this thread
+
+  __device__ __forceinline__ uint32_t bar_k(int buf, int c) const {
+    return prims::smem_addr(smem + Tr::kSmemBar) + 8 * (buf * Tr::kChunks + c);
+  }
+  __device__ __forceinline__ T* buf_ptr(int buf) const {
+    return reinterpret_cast<T*>(smem + (buf == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
+  }
+
+  // Source row of token `block * 64 + lt / 2` (nullptr: zero-fill). Resolved early so the
+  // block-table load is off the copy's critical path.
+  __device__ __forceinline__ const T* row_src(int block) {
+    const int tok = block * kMlaBlockN + (lt >> 1);
+    if (tok >= load_end) return nullptr;
+    const int page = tok / p.page_size;
+    const int slot = tok - page * p.page_size;
+    const int id = bt[page];
+    if (id < 0 || id >= p.num_pages) {
+      bad |= kMlaErrBlockId;
+      return nullptr;
+    }
+    return reinterpret_cast<const T*>(p.kv) + int64_t(id) * p.kv_page_stride + int64_t(slot) * p.kv_slot_stride +
+           int64_t(kvh) * p.kv_head_stride;
+  }
+
+  // Copies chunks [c0, c1) of this thread's row into buffer `buf` (each thread: half a
+  // 128-byte chunk row, 4 x 16 bytes) and arrives on each chunk's barrier.
+  template <int c0, int c1>
+  __device__ __forceinline__ void load_chunks(int buf, const T* src) const {
+    const int row = lt >> 1, piece0 = (lt & 1) * 4;
+    // Opaque base: the 36 destination addresses are formed at each copy, not hoisted.
+    const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
+    const bool ok = src != nullptr;
+    const T* base = ok ? src : reinterpret_cast<const T*>(p.kv);
+    const uint64_t policy = prims::l2_evict_first_policy();
+#pragma unroll
+    for (int c = c0; c < c1; ++c) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int col = c * 64 + (piece0 + i) * 8;
+        prims::cp_async_16_stream_addr<false, true>(dst + 2 * Tr::Tile::offset(row, col), base + (ok ? col : 0),
+                                                    ok, policy);
+      }
+      prims::cp_async_mbarrier_arrive(bar_k(buf, c));
+    }
+  }
+};
+
+// Waits until all nine chunks of buffer `buf` have landed, then makes them visible to wgmma.
+template <class Tr>
+__device__ __forceinline__ void wait_buffer(const Piece<Tr>& pc, int buf, uint32_t phase) {
+#pragma unroll
+  for (int c = 0; c < Tr::kChunks; ++c) prims::mbarrier_wait(pc.bar_k(buf, c), phase);
+  prims::fence_proxy_async_smem();
+}
+
+// S = Q K^T (64 x 64) from the Q tile (chunks 0-7) and the RoPE registers (chunk 8).
+template <class Tr>
+__device__ __forceinline__ void issue_qk(float (&s)[8][4], uint64_t desc_q, uint64_t desc_k,
+                                         const uint32_t (&rope)[4][4]) {
+  using T = typename Tr::T;
+  // Opaque bases: the 36 (base + offset) descriptors are formed at each use instead of
+  // being hoisted out of the block loop (where they would pin 2 registers each).
+  desc_q = prims::opaque(desc_q);
+  desc_k = prims::opaque(desc_k);
+#pragma unroll
+  for (int c = 0; c < Tr::kChunks - 1; ++c) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t off = uint64_t(c * Tr::kChunkBytes + ks * 32) >> 4;
+      prims::wgmma_m64n64k16_ss<T>(s, desc_q + off, desc_k + off, (c | ks) != 0 ? 1 : 0);
+    }
+  }
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint64_t off = uint64_t((Tr::kChunks - 1) * Tr::kChunkBytes + ks * 32) >> 4;
+    prims::wgmma_m64n64k16_rs<T>(s, rope[ks], desc_k + off);
+  }
+}
+
+// O_half += P V[:, half]: P from registers (k16 step ps = S column tiles 2ps, 2ps + 1).
+template <class Tr>
+__device__ __forceinline__ void issue_pv_regs(float (&o)[4][8][4], const uint32_t (&pa)[4][4], uint64_t desc_v,
+                                              int half) {
+  desc_v = prims::opaque(desc_v);
+#pragma unroll
+  for (int ps = 0; ps < 4; ++ps) {
+#pragma unroll
+    for (int dc = 0; dc < 4; ++dc) {
+      const uint64_t off = uint64_t((half * 4 + dc) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
+      prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(o[dc], pa[ps], desc_v + off);
+    }
+  }
+}
+
+// O_half += P V[:, half]: P from shared memory (the other warpgroup's).
+template <class Tr>
+__device__ __forceinline__ void issue_pv_smem(float (&o)[4][8][4], uint64_t desc_p, uint64_t desc_v, int half) {
+  desc_p = prims::opaque(desc_p);
+  desc_v = prims::opaque(desc_v);
+#pragma unroll
+  for (int ps = 0; ps < 4; ++ps) {
+#pragma unroll
+    for (int dc = 0; dc < 4; ++dc) {
+      const uint64_t off = uint64_t((half * 4 + dc) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
+      prims::wgmma_m64n64k16_ss_tnspb<typename Tr::T>(o[dc], desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
+    }
+  }
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[4][4], const float (&s)[8][4]) {
+#pragma unroll
+  for (int ps = 0; ps < 4; ++ps) {
+    pa[ps][0] = prims::pack2<T>(s[2 * ps][0], s[2 * ps][1]);
+    pa[ps][1] = prims::pack2<T>(s[2 * ps][2], s[2 * ps][3]);
+    pa[ps][2] = prims::pack2<T>(s[2 * ps + 1][0], s[2 * ps + 1][1]);
+    pa[ps][3] = prims::pack2<T>(s[2 * ps + 1][2], s[2 * ps + 1][3]);
+  }
+}
+
+// Stores P (scaled by f[r] per row) to the 64 x 64 swizzled tile at shared address `sp`.
+template <class Tr>
+__device__ __forceinline__ void store_p(uint32_t sp, const float (&s)[8][4], const float (&f)[2], int row0, int t) {
+  using T = typename Tr::T;
+  sp = prims::opaque(sp);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = j * 8 + 2 * t;
+    st_shared_u32(sp + 2 * Tr::PTile::offset(row0, col), prims::pack2<T>(s[j][0] * f[0], s[j][1] * f[0]));
+    st_shared_u32(sp + 2 * Tr::PTile::offset(row0 + 8, col), prims::pack2<T>(s[j][2] * f[1], s[j][3] * f[1]));
+  }
+}
+
+// Masks the scores of tokens a row does not see (block `blk`), if any can be masked.
+template <class Tr>
+__device__ __forceinline__ void mask_block(const Piece<Tr>& pc, float (&s)[8][4], int blk, int t) {
+  const int tok0 = blk * kMlaBlockN;
+  if (tok0 + kMlaBlockN <= pc.mask_from) return;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = tok0 + j * 8 + 2 * t + e;
+      if (tok >= pc.lim[0]) s[j][e] = -INFINITY;
+      if (tok >= pc.lim[1]) s[j][2 + e] = -INFINITY;
+    }
+  }
+}
+
+// Row max of S for both rows, in log2 units (scaled).
+__device__ __forceinline__ void row_max(const float (&s)[8][4], float scale_log2, float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
+  }
+  mx[0] = prims::quad_max(mx[0]) * scale_log2;
+  mx[1] = prims::quad_max(mx[1]) * scale_log2;
+}
+
+// S <- 2^(S * scale_log2 - m) in place; returns this thread's part of the row sums.
+__device__ __forceinline__ void exp_rows(float (&s)[8][4], float scale_log2, const float (&m)[2], float (&sum)[2]) {
+  sum[0] = sum[1] = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[j][e] = prims::exp2_approx(fmaf(s[j][e], scale_log2, -m[0]));
+      s[j][2 + e] = prims::exp2_approx(fmaf(s[j][2 + e], scale_log2, -m[1]));
+      sum[0] += s[j][e];
+      sum[1] += s[j][2 + e];
+    }
+  }
+}
+
+__device__ __forceinline__ void scale_o(float (&o)[4][8][4], const float (&f)[2]) {
+#pragma unroll
+  for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      o[dc][j][0] *= f[0];
+      o[dc][j][1] *= f[0];
+      o[dc][j][2] *= f[1];
+      o[dc][j][3] *= f[1];
+    }
+}
+
+template <int R, int C>
+__device__ __forceinline__ void fence_o(float (&o)[4][R][C]) {
+#pragma unroll
+  for (int dc = 0; dc < 4; ++dc) prims::fence_operands(o[dc]);
+}
+
+// Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
+struct Descs {
+  uint64_t q, k[2], v[2], p0, p1;
+};
+
+// Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
+// next pair (nothing to prefetch, no next Q K^T).
+template <class Tr, bool kLast>
+__device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk, float (&s)[8][4],
+                                         float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
+                                         uint32_t& ph0, int t) {
+  using T = typename Tr::T;
+  float* sM = reinterpret_cast<float*>(pc.smem + Tr::kSmemM);
+  float* sScale0 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale0);
+  float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
+  const float sl2 = pc.p.softmax_scale_log2;
+  const int r0 = pc.row0, r1 = pc.row0 + 8;
+
+  // Softmax of S_A against the running max.
+  mask_block(pc, s, blk, t);
+  float mx[2], m_old[2], m_new[2], sc[2], sum[2];
+  row_max(s, sl2, mx);
+  m_old[0] = sM[r0];
+  m_old[1] = sM[r1];
+  m_new[0] = fmaxf(m_old[0], mx[0]);
+  m_new[1] = fmaxf(m_old[1], mx[1]);
+  sc[0] = prims::exp2_approx(m_old[0] - m_new[0]);
+  sc[1] = prims::exp2_approx(m_old[1] - m_new[1]);
+  __syncwarp();
+  if (t == 0) {
+    sM[r0] = m_new[0];
+    sM[r1] = m_new[1];
+    sScale0[r0] = sc[0];
+    sScale0[r1] = sc[1];
+  }
+  exp_rows(s, sl2, m_new, sum);
+  l[0] = l[0] * sc[0] + sum[0];
+  l[1] = l[1] * sc[1] + sum[1];
+  scale_o(o, sc);
+  prims::bar_arrive(kBarScale0, Tr::kThreads);
+
+  // O_L += P_A V_A[:, L]
+  uint32_t pa[4][4];
+  pack_p<T>(pa, s);
+  fence_o(o);
+  prims::wgmma_fence();
+  issue_pv_regs<Tr>(o, pa, d.v[0], 0);
+  prims::wgmma_commit();
+  prims::wgmma_wait<0>();
+  fence_o(o);
+
+  // Columns 0..255 of buffer 0 are free: load them for the next pair.
+  prims::bar_sync(kBarScale1, Tr::kThreads);
+  if constexpr (!kLast) pc.template load_chunks<0, 4>(0, pc.row_src(blk + 2));
+
+  // P_A relative to warpgroup 1's max, for O_R; O_L too.
+  float sc1[2];
+  sc1[0] = sScale1[r0];
+  sc1[1] = sScale1[r1];
+  store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP0), s, sc1, r0, t);
+  prims::fence_proxy_async_smem();
+  prims::bar_arrive(kBarP0, Tr::kThreads);
+  scale_o(o, sc1);
+  l[0] *= sc1[0];
+  l[1] *= sc1[1];
+
+  // O_L += P_B V_B[:, L] (P_B from warpgroup 1, in shared memory)
+  prims::bar_sync(kBarP1, Tr::kThreads);
+  fence_o(o);
+  prims::wgmma_fence();
+  issue_pv_smem<Tr>(o, d.p1, d.v[1], 0);
+  prims::wgmma_commit();
+  prims::wgmma_wait<0>();
+  fence_o(o);
+  if constexpr (!kLast) {
+    pc.template load_chunks<0, 4>(1, pc.row_src(blk + 3));
+    // S_A' = Q K_A'^T for the next pair.
+    wait_buffer(pc, 0, ph0);
+    ph0 ^= 1;
+    prims::fence_operands(s);
+    prims::wgmma_fence();
+    issue_qk<Tr>(s, d.q, d.k[0], rope);
+    prims::wgmma_commit();
+    prims::wgmma_wait<0>();
+    prims::fence_operands(s);
+  }
+}
+
+template <class Tr, bool kLast>
+__device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk, float (&s)[8][4],
+                                         float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
+                                         uint32_t& ph1, int t) {
+  using T = typename Tr::T;
+  float* sM = reinterpret_cast<float*>(pc.smem + Tr::kSmemM);
+  float* sScale0 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale0);
+  float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
+  const float sl2 = pc.p.softmax_scale_log2;
+  const int r0 = pc.row0, r1 = pc.row0 + 8;
+
+  mask_block(pc, s, blk + 1, t);
+  float mx[2], m_old[2], m_new[2], sc[2], sum[2], f[2];
+  row_max(s, sl2, mx);
+  prims::bar_sync(kBarScale0, Tr::kThreads);
+  m_old[0] = sM[r0];
+  m_old[1] = sM[r1];
+  m_new[0] = fmaxf(m_old[0], mx[0]);
+  m_new[1] = fmaxf(m_old[1], mx[1]);
+  sc[0] = prims::exp2_approx(m_old[0] - m_new[0]);
+  sc[1] = prims::exp2_approx(m_old[1] - m_new[1]);
+  f[0] = sc[0] * sScale0[r0];
+  f[1] = sc[1] * sScale0[r1];
+  __syncwarp();
+  if (t == 0) {
+    sM[r0] = m_new[0];
+    sM[r1] = m_new[1];
+    sScale1[r0] = sc[0];
+    sScale1[r1] = sc[1];
+  }
+  prims::bar_arrive(kBarScale1, Tr::kThreads);
+  exp_rows(s, sl2, m_new, sum);
+  l[0] = l[0] * f[0] + sum[0];
+  l[1] = l[1] * f[1] + sum[1];
+  scale_o(o, f);
+
+  // P_B to shared memory for warpgroup 0, then O_R += P_B V_B[:, R].
+  const float one[2] = {1.f, 1.f};
+  store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), s, one, r0, t);
+  prims::fence_proxy_async_smem();
+  prims::bar_arrive(kBarP1, Tr::kThreads);
+  uint32_t pa[4][4];
+  pack_p<T>(pa, s);
+  fence_o(o);
+  prims::wgmma_fence();
+  issue_pv_regs<Tr>(o, pa, d.v[1], 1);
+  prims::wgmma_commit();
+
+  // O_R += P_A V_A[:, R] (P_A from warpgroup 0, already relative to m1)
+  prims::bar_sync(kBarP0, Tr::kThreads);
+  issue_pv_smem<Tr>(o, d.p0, d.v[0], 1);
+  prims::wgmma_commit();
+  prims::wgmma_wait<1>();
+  if constexpr (!kLast) pc.template load_chunks<4, 9>(1, pc.row_src(blk + 3));
+  prims::wgmma_wait<0>();
+  fence_o(o);
+  if constexpr (!kLast) {
+    pc.template load_chunks<4, 9>(0, pc.row_src(blk + 2));
+    wait_buffer(pc, 1, ph1);
+    ph1 ^= 1;
+    prims::fence_operands(s);
+    prims::wgmma_fence();
+    issue_qk<Tr>(s, d.q, d.k[1], rope);
+    prims::wgmma_commit();
+    prims::wgmma_wait<0>();
+    prims::fence_operands(s);
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid_constant__ MlaParams p) {
+#if FLASHKIT_MLA_SM90_BODY
+  using T = typename Tr::T;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+
+  const int tid = threadIdx.x, wg = tid / 128, lt = tid % 128;
+  const int lane = tid % 32, t = lane % 4;
+  const int row0 = (lt / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
+  const int m_block = blockIdx.x, kvh = blockIdx.y, part = blockIdx.z;
+  const uint32_t bar_q = prims::smem_addr(smem + Tr::kSmemBar) + 8 * (2 * Tr::kChunks);
+  float* sM = reinterpret_cast<float*>(smem + Tr::kSmemM);
+  float* sL = reinterpret_cast<float*>(smem + Tr::kSmemL);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+
+  if (tid == 0) {
+    for (int i = 0; i < 2 * Tr::kChunks; ++i) prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i, 128);
+    prims::mbarrier_init(bar_q, Tr::kThreads);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  grid_dependency_wait();  // the metadata (and q) may come from the previous kernel
+
+  const int32_t* sched = p.sched + int64_t(part) * kMlaSchedInts;
+  const int begin_b = sched[0], begin_blk = sched[1], end_b_raw = sched[2], end_blk = sched[3];
+  const int begin_split = sched[4];
+  if (begin_b < 0 || begin_b >= p.batch) return;
+  const int end_b = min(end_b_raw, p.batch - 1);
+
+  Descs d;
+  d.q = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemQ), 16, 1024);
+  d.k[0] = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemK0), 16, 1024);
+  d.k[1] = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemK1), 16, 1024);
+  d.v[0] = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemK0), Tr::kChunkBytes, 1024);
+  d.v[1] = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemK1), Tr::kChunkBytes, 1024);
+  d.p0 = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemP0), 16, 1024);
+  d.p1 = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemP1), 16, 1024);
+
+  const int rows_total = p.h_kv * p.rows_per_kv;
+  const int R0 = m_block * kMlaBlockM + row0, R1 = R0 + 8;  // kv-head-local rows
+  uint32_t phq = 0, ph0 = 0, ph1 = 0;
+  uint32_t bad = 0;
+
+  for (int b = begin_b; b <= end_b; ++b) {
+    int len = p.seqlens_k[b];
+    if (len < 0 || int64_t(len) > p.capacity) {
+      bad |= kMlaErrSeqlen;
+      len = len < 0 ? 0 : int(p.capacity);
+    }
+    const int nb = (len + kMlaBlockN - 1) / kMlaBlockN;
+    const int blk_begin = max(b == begin_b ? begin_blk : 0, 0);
+    const int blk_end = min(b == end_b_raw ? end_blk : nb, nb);
+    const int n_blocks = max(0, blk_end - blk_begin);
+    const int s_first = p.num_splits[b];
+    const int n_pieces = p.num_splits[b + 1] - s_first;
+    const int split = b == begin_b ? begin_split : 0;
+    if (n_pieces <= 0 || split < 0 || split >= n_pieces) continue;  // not planned here
+    const bool direct = n_pieces == 1;
+    const int slot = s_first + split;
+    if (!direct && (slot < 0 || slot >= p.max_partials)) continue;
+
+    Piece<Tr> pc{p, smem, b, kvh};
+    pc.load_end = min(len, blk_end * kMlaBlockN);
+    pc.lt = lt;
+    pc.row0 = row0;
+    pc.bt = p.block_table + int64_t(b) * p.bt_row_stride;
+    pc.bad = 0;
+    {
+      const int rr[2] = {R0, R1};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        int vis = len;
+        if (p.causal && rr[r] < p.rows_per_kv) vis = len - (p.s_q - 1 - rr[r] / p.ratio);
+        pc.lim[r] = min(vis, pc.load_end);
+      }
+      // Rows of the whole CTA: the last query token sees the most, the first the least.
+      const int first_row = m_block * kMlaBlockM;
+      const int t_min = min(first_row, p.rows_per_kv - 1) / p.ratio;
+      pc.mask_from = p.causal ? min(len - (p.s_q - 1 - t_min), pc.load_end) : pc.load_end;
+    }
+
+    float o[4][8][4];
+#pragma unroll
+    for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[dc][j][e] = 0.f;
+    float l[2] = {0.f, 0.f};
+
+    __syncthreads();  // the previous piece is done with shared memory
+    if (n_blocks > 0) {
+      if (tid < kMlaBlockM) sM[tid] = kInitMax;
+      // Q rows of this m-block: thread -> row tid / 4, 16-byte pieces tid % 4 + 4i.
+      {
+        const int r = tid >> 2;
+        const int R = m_block * kMlaBlockM + r;
+        const bool ok = R < p.rows_per_kv;
+        const T* src = reinterpret_cast<const T*>(p.q);
+        if (ok) {
+          const int tq = R / p.ratio, hh = R - tq * p.ratio;
+          src += int64_t(b) * p.q_batch_stride + int64_t(tq) * p.q_tok_stride +
+                 int64_t(kvh * p.ratio + hh) * p.q_head_stride;
+        }
+#pragma unroll
+        for (int i = 0; i < kMlaHeadDim / 8 / 4; ++i) {
+          const int col = ((tid & 3) + 4 * i) * 8;
+          prims::cp_async_16(sQ + Tr::Tile::offset(r, col), ok ? src + col : src, ok);
+        }
+        prims::cp_async_mbarrier_arrive(bar_q);
+      }
+      // The first pair of blocks.
+      {
+        const T* src_a = pc.row_src(blk_begin);
+        const T* src_b = pc.row_src(blk_begin + 1);
+        if (wg == 0) {
+          pc.template load_chunks<0, 4>(0, src_a);
+          pc.template load_chunks<0, 4>(1, src_b);
+        } else {
+          pc.template load_chunks<4, 9>(0, src_a);
+          pc.template load_chunks<4, 9>(1, src_b);
+        }
+      }
+      prims::mbarrier_wait(bar_q, phq);
+      phq ^= 1;
+      // RoPE columns of Q into registers (the A operand of the last Q K^T k-steps).
+      uint32_t rope[4][4];
+      {
+        const int mat = lane / 8;
+        const int r = (lt / 32) * 16 + (lane % 8) + 8 * (mat % 2);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const int col = (Tr::kChunks - 1) * 64 + ks * 16 + 8 * (mat / 2);
+          prims::ldmatrix_x4(rope[ks], prims::smem_addr(sQ + Tr::Tile::offset(r, col)));
+        }
+      }
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // RoPE registers loaded everywhere (sP1 overwrites that chunk); sM set
+
+      float s[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+      const int n_pairs = (n_blocks + 1) / 2;
+      if (wg == 0) {
+        wait_buffer(pc, 0, ph0);
+        ph0 ^= 1;
+        prims::fence_operands(s);
+        prims::wgmma_fence();
+        issue_qk<Tr>(s, d.q, d.k[0], rope);
+        prims::wgmma_commit();
+        prims::wgmma_wait<0>();
+        prims::fence_operands(s);
+        for (int i = 0; i < n_pairs - 1; ++i) wg0_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph0, t);
+        wg0_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph0, t);
+      } else {
+        wait_buffer(pc, 1, ph1);
+        ph1 ^= 1;
+        prims::fence_operands(s);
+        prims::wgmma_fence();
+        issue_qk<Tr>(s, d.q, d.k[1], rope);
+        prims::wgmma_commit();
+        prims::wgmma_wait<0>();
+        prims::fence_operands(s);
+        for (int i = 0; i < n_pairs - 1; ++i) wg1_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph1, t);
+        wg1_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph1, t);
+      }
+    }
+    bad |= pc.bad;
+
+    // Epilogue: total row sums over both warpgroups, normalize, write.
+    l[0] = prims::quad_sum(l[0]);
+    l[1] = prims::quad_sum(l[1]);
+    if (t == 0) {
+      sL[wg * 64 + row0] = l[0];
+      sL[wg * 64 + row0 + 8] = l[1];
+    }
+    __syncthreads();
+    float inv[2], lse[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      const float sum = n_blocks > 0 ? sL[row] + sL[64 + row] : 0.f;
+      const float m = n_blocks > 0 ? sM[row] : kInitMax;
+      inv[r] = sum > 0.f ? 1.f / sum : 0.f;
+      // natural-log LSE; a row that saw no key: +inf (final) / -inf (partial)
+      lse[r] = sum > 0.f ? (m + __log2f(sum)) * 0.69314718055994531f : (direct ? INFINITY : -INFINITY);
+    }
+    const int rr[2] = {R0, R1};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int R = rr[r];
+      if (R >= p.rows_per_kv) continue;
+      const int tq = R / p.ratio, head = kvh * p.ratio + (R - tq * p.ratio);
+      if (direct) {
+        T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
+                 int64_t(head) * p.o_head_stride + wg * 256;
+#pragma unroll
+        for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = dc * 64 + j * 8 + 2 * t;
+            *reinterpret_cast<uint32_t*>(out + col) =
+                prims::pack2<T>(o[dc][j][2 * r] * inv[r], o[dc][j][2 * r + 1] * inv[r]);
+          }
+        if (wg == 0 && t == 0) p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[r];
+      } else {
+        const int64_t prow = int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R;
+        float* out = p.part_o + prow * kMlaHeadDimV + wg * 256;
+#pragma unroll
+        for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = dc * 64 + j * 8 + 2 * t;
+            *reinterpret_cast<float2*>(out + col) = make_float2(o[dc][j][2 * r] * inv[r], o[dc][j][2 * r + 1] * inv[r]);
+          }
+        if (wg == 0 && t == 0) p.part_lse[prow] = lse[r];
+      }
+    }
+  }
+  if (bad != 0) report_device_error(p.errors, bad);
+#endif  // FLASHKIT_MLA_SM90_BODY
+}
+
+}  // namespace flashkit::mla_sm90
