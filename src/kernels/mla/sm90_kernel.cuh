@@ -151,50 +151,67 @@ struct Piece {
   }
 };
 
-// Waits until all nine chunks of buffer `buf` have landed, then makes them visible to wgmma.
-template <class Tr>
-__device__ __forceinline__ void wait_buffer(const Piece<Tr>& pc, int buf, uint32_t phase) {
-#pragma unroll
-  for (int c = 0; c < Tr::kChunks; ++c) prims::mbarrier_wait(pc.bar_k(buf, c), phase);
-  prims::fence_proxy_async_smem();
-}
-
-// S = Q K^T (64 x 64) from the Q tile (chunks 0-7) and the RoPE registers (chunk 8).
-template <class Tr>
-__device__ __forceinline__ void issue_qk(float (&s)[8][4], uint64_t desc_q, uint64_t desc_k,
-                                         const uint32_t (&rope)[4][4]) {
+// S = Q K^T (64 x 64) from the Q tile (chunks 0-7) and the RoPE registers (chunk 8) of K
+// buffer `buf`: the wgmmas of steps [kFrom, kTo) of the chunk order `first`, first + 1, ...
+// (mod 9), each chunk's issued as soon as it has landed (its mbarrier). Issue only: the
+// caller fences before the first part and commits / waits.
+template <class Tr, int kFirst, int kFrom, int kTo>
+__device__ __forceinline__ void issue_qk_part(const Piece<Tr>& pc, int buf, uint32_t phase, float (&s)[8][4],
+                                              uint64_t desc_q, uint64_t desc_k, const uint32_t (&rope)[4][4]) {
   using T = typename Tr::T;
   // Opaque bases: the 36 (base + offset) descriptors are formed at each use instead of
   // being hoisted out of the block loop (where they would pin 2 registers each).
   desc_q = prims::opaque(desc_q);
   desc_k = prims::opaque(desc_k);
 #pragma unroll
-  for (int c = 0; c < Tr::kChunks - 1; ++c) {
+  for (int i = kFrom; i < kTo; ++i) {
+    const int c = (kFirst + i) % Tr::kChunks;
+    prims::mbarrier_wait(pc.bar_k(buf, c), phase);
+    prims::fence_proxy_async_smem();
+    if (c < Tr::kChunks - 1) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint64_t off = uint64_t(c * Tr::kChunkBytes + ks * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(s, desc_q + off, desc_k + off, (c | ks) != 0 ? 1 : 0);
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint64_t off = uint64_t(c * Tr::kChunkBytes + ks * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_q + off, desc_k + off, (i | ks) != 0 ? 1 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint64_t off = uint64_t((Tr::kChunks - 1) * Tr::kChunkBytes + ks * 32) >> 4;
+        prims::wgmma_m64n64k16_rs<T>(s, rope[ks], desc_k + off);
+      }
     }
-  }
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint64_t off = uint64_t((Tr::kChunks - 1) * Tr::kChunkBytes + ks * 32) >> 4;
-    prims::wgmma_m64n64k16_rs<T>(s, rope[ks], desc_k + off);
   }
 }
 
-// O_half += P V[:, half]: P from registers (k16 step ps = S column tiles 2ps, 2ps + 1).
+// The whole S = Q K^T, waited for. Chunk order: buffer 0 starts with chunks 0-3
+// (warpgroup 0 reloads them first in a pair), buffer 1 with chunks 4-8 (warpgroup 1's).
+template <class Tr, int kBuf>
+__device__ __forceinline__ void issue_qk(const Piece<Tr>& pc, uint32_t phase, float (&s)[8][4], uint64_t desc_q,
+                                         uint64_t desc_k, const uint32_t (&rope)[4][4]) {
+  prims::fence_operands(s);
+  prims::wgmma_fence();
+  issue_qk_part<Tr, kBuf == 0 ? 0 : 4, 0, Tr::kChunks>(pc, kBuf, phase, s, desc_q, desc_k, rope);
+  prims::wgmma_commit();
+  prims::wgmma_wait<0>();
+  prims::fence_operands(s);
+}
+
+// The O half as the accumulator of one m64n256 wgmma.
+__device__ __forceinline__ float (&as_n256(float (&o)[4][8][4]))[32][4] {
+  return *reinterpret_cast<float(*)[32][4]>(&o[0][0][0]);
+}
+
+// O_half += P V[:, half]: one m64n256k16 per k16 step of the 64 keys; P from registers
+// (k16 step ps = S column tiles 2ps, 2ps + 1). V's 4 atom columns are kChunkBytes apart.
 template <class Tr>
 __device__ __forceinline__ void issue_pv_regs(float (&o)[4][8][4], const uint32_t (&pa)[4][4], uint64_t desc_v,
                                               int half) {
   desc_v = prims::opaque(desc_v);
 #pragma unroll
   for (int ps = 0; ps < 4; ++ps) {
-#pragma unroll
-    for (int dc = 0; dc < 4; ++dc) {
-      const uint64_t off = uint64_t((half * 4 + dc) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
-      prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(o[dc], pa[ps], desc_v + off);
-    }
+    const uint64_t off = uint64_t(half * 4 * Tr::kChunkBytes + ps * 16 * 128) >> 4;
+    prims::wgmma_m64n256k16_rs_tnspb<typename Tr::T>(as_n256(o), pa[ps], desc_v + off);
   }
 }
 
@@ -205,11 +222,8 @@ __device__ __forceinline__ void issue_pv_smem(float (&o)[4][8][4], uint64_t desc
   desc_v = prims::opaque(desc_v);
 #pragma unroll
   for (int ps = 0; ps < 4; ++ps) {
-#pragma unroll
-    for (int dc = 0; dc < 4; ++dc) {
-      const uint64_t off = uint64_t((half * 4 + dc) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
-      prims::wgmma_m64n64k16_ss_tnspb<typename Tr::T>(o[dc], desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
-    }
+    const uint64_t off = uint64_t(half * 4 * Tr::kChunkBytes + ps * 16 * 128) >> 4;
+    prims::wgmma_m64n256k16_ss_tnspb<typename Tr::T>(as_n256(o), desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
   }
 }
 
@@ -374,19 +388,23 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   prims::wgmma_fence();
   issue_pv_smem<Tr>(o, d.p1, d.v[1], 0);
   prims::wgmma_commit();
-  prims::wgmma_wait<0>();
-  fence_o(o);
-  if constexpr (!kLast) {
-    pc.template load_chunks<0, 4>(1, pc.row_src(blk + 3));
-    // S_A' = Q K_A'^T for the next pair.
-    wait_buffer(pc, 0, ph0);
-    ph0 ^= 1;
+  if constexpr (kLast) {
+    prims::wgmma_wait<0>();
+    fence_o(o);
+  } else {
+    // S_A' = Q K_A'^T for the next pair: its chunks 0-3 (loaded early in this pair) queue
+    // behind O_L += P_B V_B[:, L]; once that is done, buffer 1's columns 0..255 are free.
     prims::fence_operands(s);
-    prims::wgmma_fence();
-    issue_qk<Tr>(s, d.q, d.k[0], rope);
+    issue_qk_part<Tr, 0, 0, 4>(pc, 0, ph0, s, d.q, d.k[0], rope);
+    prims::wgmma_commit();
+    prims::wgmma_wait<1>();
+    fence_o(o);
+    pc.template load_chunks<0, 4>(1, pc.row_src(blk + 3));
+    issue_qk_part<Tr, 0, 4, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
     prims::wgmma_wait<0>();
     prims::fence_operands(s);
+    ph0 ^= 1;
   }
 }
 
@@ -448,14 +466,8 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   fence_o(o);
   if constexpr (!kLast) {
     pc.template load_chunks<4, 9>(0, pc.row_src(blk + 2));
-    wait_buffer(pc, 1, ph1);
+    issue_qk<Tr, 1>(pc, ph1, s, d.q, d.k[1], rope);
     ph1 ^= 1;
-    prims::fence_operands(s);
-    prims::wgmma_fence();
-    issue_qk<Tr>(s, d.q, d.k[1], rope);
-    prims::wgmma_commit();
-    prims::wgmma_wait<0>();
-    prims::fence_operands(s);
   }
 }
 
@@ -607,25 +619,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
       const int n_pairs = (n_blocks + 1) / 2;
       if (wg == 0) {
-        wait_buffer(pc, 0, ph0);
+        issue_qk<Tr, 0>(pc, ph0, s, d.q, d.k[0], rope);
         ph0 ^= 1;
-        prims::fence_operands(s);
-        prims::wgmma_fence();
-        issue_qk<Tr>(s, d.q, d.k[0], rope);
-        prims::wgmma_commit();
-        prims::wgmma_wait<0>();
-        prims::fence_operands(s);
         for (int i = 0; i < n_pairs - 1; ++i) wg0_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph0, t);
         wg0_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph0, t);
       } else {
-        wait_buffer(pc, 1, ph1);
+        issue_qk<Tr, 1>(pc, ph1, s, d.q, d.k[1], rope);
         ph1 ^= 1;
-        prims::fence_operands(s);
-        prims::wgmma_fence();
-        issue_qk<Tr>(s, d.q, d.k[1], rope);
-        prims::wgmma_commit();
-        prims::wgmma_wait<0>();
-        prims::fence_operands(s);
         for (int i = 0; i < n_pairs - 1; ++i) wg1_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph1, t);
         wg1_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph1, t);
       }
