@@ -50,6 +50,12 @@ struct MlaMetadataParams {
   int num_parts;
 };
 
+// A CUtensorMap (128 bytes, 64-byte aligned) without cuda.h: filled on the host by the
+// Hopper launcher (launch/mla_sm90_launch.cuh) for TMA loads of the latent cache.
+struct alignas(64) MlaTmaDesc {
+  uint64_t words[16];
+};
+
 struct MlaParams {
   const void* __restrict__ q;    // [B, s_q, h_q, 576]
   const void* __restrict__ kv;   // [num_pages, page_size, h_kv, 576] (V = first 512 dims)
@@ -78,6 +84,11 @@ struct MlaParams {
   float softmax_scale, softmax_scale_log2;
   bool causal;
   uint32_t* errors;  // sticky device error word (bits 4: block id, 8: seqlen)
+
+  // Hopper kernel only (set by its launcher): TMA map of kv as [num_pages, page_size, h_kv,
+  // 576] with boxes of 64 columns x tma_box_rows tokens; tma_box_rows = 0: cp.async loads.
+  int tma_box_rows;
+  MlaTmaDesc kv_tmap;
 };
 
 }  // namespace flashkit

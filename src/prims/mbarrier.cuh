@@ -22,6 +22,21 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+// Arrives on `bar` and raises its expected transaction count by `bytes` (the bytes that
+// bulk / tensor copies completing on it will deliver in this phase).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// The same where `pred` is set (a predicated instruction, no branch).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx_if(bool pred, uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(
+          bar),
+      "r"(bytes), "r"(int(pred))
+      : "memory");
+}
+
 // Blocks until the phase of `bar` with parity `parity` has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;

@@ -46,6 +46,7 @@
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
 #include "prims/opaque.cuh"
+#include "prims/tma.cuh"
 #include "prims/wgmma.cuh"
 #include "tiles/smem_swizzle.cuh"
 
@@ -57,9 +58,11 @@
 
 namespace flashkit::mla_sm90 {
 
-template <typename T_>
+// kTma: K blocks arrive by TMA (page sizes that are multiples of 16), else by cp.async.
+template <typename T_, bool kTma_>
 struct Traits {
   using T = T_;
+  static constexpr bool kTma = kTma_;
   static constexpr int kThreads = 256;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
@@ -83,9 +86,10 @@ struct Traits {
 };
 
 // Named barriers (id 0 is __syncthreads).
+// (5 and 6: warpgroup-local, after zero_v_tail.)
 enum : int { kBarScale0 = 1, kBarScale1 = 2, kBarP0 = 3, kBarP1 = 4 };
-constexpr float kInitMax = -1e30f;
-enum : uint32_t { kMlaErrBlockId = 4u, kMlaErrSeqlen = 8u };  // flashkit/errors.h bits  // finite: a row that saw no key keeps scale 2^0 = 1
+constexpr float kInitMax = -1e30f;  // finite: a row that saw no key keeps scale 2^0 = 1
+enum : uint32_t { kMlaErrBlockId = 4u, kMlaErrSeqlen = 8u };  // flashkit/errors.h bits
 
 __device__ __forceinline__ void grid_dependency_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -112,41 +116,87 @@ struct Piece {
     return reinterpret_cast<T*>(smem + (buf == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
   }
 
-  // Source row of token `block * 64 + lt / 2` (nullptr: zero-fill). Resolved early so the
-  // block-table load is off the copy's critical path.
-  __device__ __forceinline__ const T* row_src(int block) {
-    const int tok = block * kMlaBlockN + (lt >> 1);
-    if (tok >= load_end) return nullptr;
-    const int page = tok / p.page_size;
-    const int slot = tok - page * p.page_size;
-    const int id = bt[page];
-    if (id < 0 || id >= p.num_pages) {
-      bad |= kMlaErrBlockId;
-      return nullptr;
+  // The row of a block this thread resolves a page for: cp.async: its own copy row
+  // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each.
+  __device__ __forceinline__ int lookup_row() const {
+    if constexpr (Tr::kTma) {
+      return lt < kMlaBlockN / p.tma_box_rows ? lt * p.tma_box_rows : kMlaBlockN;
+    } else {
+      return lt >> 1;
     }
-    return reinterpret_cast<const T*>(p.kv) + int64_t(id) * p.kv_page_stride + int64_t(slot) * p.kv_slot_stride +
-           int64_t(kvh) * p.kv_head_stride;
+  }
+  // Page id holding token `block * 64 + lookup_row()`, or -1 when that row is past the
+  // piece's end. Issued early and checked at use (load_chunks), so the block-table load
+  // is off the copies' critical path.
+  __device__ __forceinline__ int page_id(int block) const {
+    const int row = lookup_row();
+    const int tok = block * kMlaBlockN + row;
+    return row < kMlaBlockN && tok < load_end ? bt[tok / p.page_size] : -1;
   }
 
-  // Copies chunks [c0, c1) of this thread's row into buffer `buf` (each thread: half a
-  // 128-byte chunk row, 4 x 16 bytes) and arrives on each chunk's barrier.
+  // Loads chunks [c0, c1) of `block` into buffer `buf`; `id` from page_id(block). Rows past
+  // the piece's end or with a block id outside [0, num_pages) are zero-filled, never read
+  // (TMA: such boxes get an out-of-range page coordinate, which the hardware fills with
+  // zeros; the rows of a box that straddles the end are cleared by zero_v_tail).
   template <int c0, int c1>
-  __device__ __forceinline__ void load_chunks(int buf, const T* src) const {
-    const int row = lt >> 1, piece0 = (lt & 1) * 4;
-    // Opaque base: the 36 destination addresses are formed at each copy, not hoisted.
-    const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
-    const bool ok = src != nullptr;
-    const T* base = ok ? src : reinterpret_cast<const T*>(p.kv);
+  __device__ __forceinline__ void load_chunks(int buf, int block, int id) {
+    const int row = lookup_row();
+    const int tok = block * kMlaBlockN + row;
+    bool ok = row < kMlaBlockN && tok < load_end;
+    if (ok && (id < 0 || id >= p.num_pages)) {
+      bad |= kMlaErrBlockId;
+      ok = false;
+    }
+    const int slot = tok - (tok / p.page_size) * p.page_size;
     const uint64_t policy = prims::l2_evict_first_policy();
+    const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
+    if constexpr (Tr::kTma) {
+      // Predicated, not branched: no thread-divergent branch among the in-flight wgmmas.
 #pragma unroll
-    for (int c = c0; c < c1; ++c) {
+      for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
+      __syncwarp();
+      const bool issue = lt < 32 && row < kMlaBlockN;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int col = c * 64 + (piece0 + i) * 8;
-        prims::cp_async_16_stream_addr<false, true>(dst + 2 * Tr::Tile::offset(row, col), base + (ok ? col : 0),
-                                                    ok, policy);
+      for (int c = c0; c < c1; ++c) {
+        prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
+                              ok ? id : p.num_pages, bar_k(buf, c), policy);
       }
-      prims::cp_async_mbarrier_arrive(bar_k(buf, c));
+    } else {
+      // Each thread: half a 128-byte chunk row (4 x 16 bytes) per chunk.
+      const int piece0 = (lt & 1) * 4;
+      const T* base = reinterpret_cast<const T*>(p.kv);
+      if (ok) {
+        base += int64_t(id) * p.kv_page_stride + int64_t(slot) * p.kv_slot_stride + int64_t(kvh) * p.kv_head_stride;
+      }
+#pragma unroll
+      for (int c = c0; c < c1; ++c) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int col = c * 64 + (piece0 + i) * 8;
+          prims::cp_async_16_stream_addr<false, true>(dst + 2 * Tr::Tile::offset(row, col), base + (ok ? col : 0),
+                                                      ok, policy);
+        }
+        prims::cp_async_mbarrier_arrive(bar_k(buf, c));
+      }
+    }
+  }
+
+  // TMA only: clears V rows [load_end - block * 64, 64) of this warpgroup's half (columns
+  // half * 256 ..) in buffer `buf` before a P V reads them (a box straddling the end of
+  // the sequence brought in whatever follows it: NaN in the tests).
+  __device__ __forceinline__ void zero_v_tail(int buf, int block, int half, int wg) const {
+    if constexpr (Tr::kTma) {
+      const int r0 = max(0, load_end - block * kMlaBlockN);
+      if (r0 >= kMlaBlockN) return;
+      const uint32_t base = prims::smem_addr(buf_ptr(buf));
+      for (int i = lt; i < (kMlaBlockN - r0) * 32; i += 128) {
+        const int row = r0 + i / 32, col = half * 256 + (i % 32) * 8;
+        asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(base + 2 * Tr::Tile::offset(row, col)),
+                     "r"(0)
+                     : "memory");
+      }
+      prims::fence_proxy_async_smem();
+      prims::bar_sync(5 + wg, 128);
     }
   }
 };
@@ -334,6 +384,12 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   const float sl2 = pc.p.softmax_scale_log2;
   const int r0 = pc.row0, r1 = pc.row0 + 8;
 
+  int id_a = -1, id_b = -1;  // the next pair's pages (prefetched)
+  if constexpr (!kLast) {
+    id_a = pc.page_id(blk + 2);
+    id_b = pc.page_id(blk + 3);
+  }
+
   // Softmax of S_A against the running max.
   mask_block(pc, s, blk, t);
   float mx[2], m_old[2], m_new[2], sc[2], sum[2];
@@ -351,39 +407,42 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     sScale0[r0] = sc[0];
     sScale0[r1] = sc[1];
   }
+  prims::bar_arrive(kBarScale0, Tr::kThreads);  // warpgroup 1 may start its softmax
   exp_rows(s, sl2, m_new, sum);
   l[0] = l[0] * sc[0] + sum[0];
   l[1] = l[1] * sc[1] + sum[1];
   scale_o(o, sc);
-  prims::bar_arrive(kBarScale0, Tr::kThreads);
 
   // O_L += P_A V_A[:, L]
+  if constexpr (kLast) pc.zero_v_tail(0, blk, 0, 0);
   uint32_t pa[4][4];
   pack_p<T>(pa, s);
   fence_o(o);
   prims::wgmma_fence();
   issue_pv_regs<Tr>(o, pa, d.v[0], 0);
   prims::wgmma_commit();
-  prims::wgmma_wait<0>();
-  fence_o(o);
 
-  // Columns 0..255 of buffer 0 are free: load them for the next pair.
+  // P_A relative to warpgroup 1's max, for O_R (while the MMAs above run).
   prims::bar_sync(kBarScale1, Tr::kThreads);
-  if constexpr (!kLast) pc.template load_chunks<0, 4>(0, pc.row_src(blk + 2));
-
-  // P_A relative to warpgroup 1's max, for O_R; O_L too.
   float sc1[2];
   sc1[0] = sScale1[r0];
   sc1[1] = sScale1[r1];
   store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP0), s, sc1, r0, t);
   prims::fence_proxy_async_smem();
   prims::bar_arrive(kBarP0, Tr::kThreads);
+
+  // Columns 0..255 of buffer 0 are free once O_L += P_A V_A[:, L] is done: load them for
+  // the next pair; O_L to warpgroup 1's max.
+  prims::wgmma_wait<0>();
+  fence_o(o);
+  if constexpr (!kLast) pc.template load_chunks<0, 4>(0, blk + 2, id_a);
   scale_o(o, sc1);
   l[0] *= sc1[0];
   l[1] *= sc1[1];
 
   // O_L += P_B V_B[:, L] (P_B from warpgroup 1, in shared memory)
   prims::bar_sync(kBarP1, Tr::kThreads);
+  if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 0, 0);
   fence_o(o);
   prims::wgmma_fence();
   issue_pv_smem<Tr>(o, d.p1, d.v[1], 0);
@@ -399,7 +458,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     prims::wgmma_commit();
     prims::wgmma_wait<1>();
     fence_o(o);
-    pc.template load_chunks<0, 4>(1, pc.row_src(blk + 3));
+    pc.template load_chunks<0, 4>(1, blk + 3, id_b);
     issue_qk_part<Tr, 0, 4, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
     prims::wgmma_wait<0>();
@@ -418,6 +477,12 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
   const float sl2 = pc.p.softmax_scale_log2;
   const int r0 = pc.row0, r1 = pc.row0 + 8;
+
+  int id_a = -1, id_b = -1;  // the next pair's pages (prefetched)
+  if constexpr (!kLast) {
+    id_a = pc.page_id(blk + 2);
+    id_b = pc.page_id(blk + 3);
+  }
 
   mask_block(pc, s, blk + 1, t);
   float mx[2], m_old[2], m_new[2], sc[2], sum[2], f[2];
@@ -449,6 +514,7 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), s, one, r0, t);
   prims::fence_proxy_async_smem();
   prims::bar_arrive(kBarP1, Tr::kThreads);
+  if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 1, 1);
   uint32_t pa[4][4];
   pack_p<T>(pa, s);
   fence_o(o);
@@ -458,14 +524,18 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
 
   // O_R += P_A V_A[:, R] (P_A from warpgroup 0, already relative to m1)
   prims::bar_sync(kBarP0, Tr::kThreads);
+  if constexpr (kLast) {
+    pc.zero_v_tail(0, blk, 1, 1);
+    prims::wgmma_fence();
+  }
   issue_pv_smem<Tr>(o, d.p0, d.v[0], 1);
   prims::wgmma_commit();
   prims::wgmma_wait<1>();
-  if constexpr (!kLast) pc.template load_chunks<4, 9>(1, pc.row_src(blk + 3));
+  if constexpr (!kLast) pc.template load_chunks<4, 9>(1, blk + 3, id_b);
   prims::wgmma_wait<0>();
   fence_o(o);
   if constexpr (!kLast) {
-    pc.template load_chunks<4, 9>(0, pc.row_src(blk + 2));
+    pc.template load_chunks<4, 9>(0, blk + 2, id_a);
     issue_qk<Tr, 1>(pc, ph1, s, d.q, d.k[1], rope);
     ph1 ^= 1;
   }
@@ -489,9 +559,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
 
   if (tid == 0) {
-    for (int i = 0; i < 2 * Tr::kChunks; ++i) prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i, 128);
+    // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals.
+    for (int i = 0; i < 2 * Tr::kChunks; ++i)
+      prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i, Tr::kTma ? 1 : 128);
     prims::mbarrier_init(bar_q, Tr::kThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if constexpr (Tr::kTma) {
+    if (tid == 0) prims::tma_prefetch_desc(&p.kv_tmap);
   }
   __syncthreads();
   grid_dependency_wait();  // the metadata (and q) may come from the previous kernel
@@ -586,14 +661,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       }
       // The first pair of blocks.
       {
-        const T* src_a = pc.row_src(blk_begin);
-        const T* src_b = pc.row_src(blk_begin + 1);
+        const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
         if (wg == 0) {
-          pc.template load_chunks<0, 4>(0, src_a);
-          pc.template load_chunks<0, 4>(1, src_b);
+          pc.template load_chunks<0, 4>(0, blk_begin, id_a);
+          pc.template load_chunks<0, 4>(1, blk_begin + 1, id_b);
         } else {
-          pc.template load_chunks<4, 9>(0, src_a);
-          pc.template load_chunks<4, 9>(1, src_b);
+          pc.template load_chunks<4, 9>(0, blk_begin, id_a);
+          pc.template load_chunks<4, 9>(1, blk_begin + 1, id_b);
         }
       }
       prims::mbarrier_wait(bar_q, phq);

@@ -1,0 +1,39 @@
+// Hopper tensor-memory-accelerator copies (cp.async.bulk.tensor): a box of a tensor
+// described by a CUtensorMap, global -> shared, completing as transactions on an mbarrier.
+// PTX ISA: "Data Movement and Conversion Instructions: cp.async.bulk.tensor".
+#pragma once
+
+#include <cstdint>
+
+namespace flashkit::prims {
+
+// 4-D tile load of the box at coordinates (c0 innermost .. c3) into shared `dst`, with an
+// L2 cache-policy hint. Coordinates outside the tensor are filled with zeros (and still
+// count as delivered bytes). `tmap` is the generic address of a __grid_constant__ map.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tmap, int c0, int c1, int c2, int c3,
+                                            uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// The same, issued only where `pred` is set: a predicated instruction, not a branch (a
+// thread-divergent branch among in-flight wgmmas makes ptxas serialize them, C7520).
+__device__ __forceinline__ void tma_load_4d_if(bool pred, uint32_t dst, const void* tmap, int c0, int c1, int c2,
+                                               int c3, uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %8, 0;\n"
+      "@p cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n}\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy),
+      "r"(int(pred))
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+}
+
+}  // namespace flashkit::prims
