@@ -17,6 +17,9 @@
 #              the sm90 kernels where they exist, this covers the portable ones too
 #   memcheck_decode, racecheck_decode
 #              the same tools on scripts/sanitize_decode.py (paged decode, append)
+#   memcheck_mla, racecheck_mla, memcheck_mla_portable
+#              the same tools on scripts/sanitize_mla.py (MLA decode; the last one with
+#              FLASHKIT_MLA_PORTABLE=1: the portable split kernel on a Hopper GPU too)
 #   bench      python -m flashkit.bench [ARG...]  (--out-dir DIR/bench unless given)
 #
 # DIR defaults to $OUT (the device runner's output folder) or ./gpu_out. DIR/summary.txt
@@ -26,7 +29,7 @@
 
 set -u -o pipefail
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT_DIR=${OUT:-$REPO/gpu_out}
@@ -172,6 +175,9 @@ if [ "$RUN_SANITIZE" -eq 1 ]; then
   FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_decode.py step memcheck_decode sanitize memcheck
   SANITIZE_SCRIPT=sanitize_decode.py step racecheck_decode sanitize racecheck --quick
+  SANITIZE_SCRIPT=sanitize_mla.py step memcheck_mla sanitize memcheck
+  SANITIZE_SCRIPT=sanitize_mla.py step racecheck_mla sanitize racecheck --quick
+  SANITIZE_SCRIPT=sanitize_mla.py FLASHKIT_MLA_PORTABLE=1 step memcheck_mla_portable sanitize memcheck
 else
   skip sanitize "--skip-sanitize"
 fi

@@ -31,6 +31,7 @@
 #include "api/index_checks.h"  // internal (testing hook _check_block_table)
 #include "flashkit/flashkit.h"
 #include "flashkit/decode.h"
+#include "flashkit/mla.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -456,6 +457,50 @@ void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handl
   if (!status.ok()) raise_status(status);
 }
 
+// --- MLA decode ---------------------------------------------------------------------------
+void mla_metadata(nb::handle seqlens_k, nb::handle tile_scheduler_metadata, nb::handle num_splits,
+                  uintptr_t stream) {
+  Holder h;
+  flashkit::MlaMetadataArgs a;
+  a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  a.tile_scheduler_metadata = to_ref(tile_scheduler_metadata, "tile_scheduler_metadata", true, h);
+  a.num_splits = to_ref(num_splits, "num_splits", true, h);
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = flashkit::mla_metadata(a, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
+void mla_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle seqlens_k,
+                nb::handle tile_scheduler_metadata, nb::handle num_splits, nb::handle out,
+                nb::handle lse, nb::handle workspace, int64_t head_dim_v, double softmax_scale,
+                bool causal, bool validate_only, uintptr_t stream, bool check_inputs) {
+  Holder h;
+  flashkit::MlaDecodeArgs a;
+  a.q = to_ref(q, "q", false, h);
+  a.kv_cache = to_ref(kv_cache, "kv_cache", false, h);
+  a.block_table = to_ref(block_table, "block_table", false, h);
+  a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
+  a.tile_scheduler_metadata = to_ref(tile_scheduler_metadata, "tile_scheduler_metadata", false, h);
+  a.num_splits = to_ref(num_splits, "num_splits", false, h);
+  a.out = to_ref(out, "out", true, h);
+  a.lse = to_ref(lse, "lse", true, h);
+  a.workspace = to_ref(workspace, "workspace", true, h);
+  a.head_dim_v = head_dim_v;
+  a.softmax_scale = static_cast<float>(softmax_scale);
+  a.causal = causal;
+  a.check_inputs = check_inputs;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = validate_only ? flashkit::validate_mla_decode(a)
+                           : flashkit::mla_decode(a, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
 }  // namespace
 
 void bind_kvcache(nb::module_& m);  // kvcache_bind.cpp
@@ -564,6 +609,33 @@ NB_MODULE(_C, m) {
         "k_scale"_a.none() = nb::none(), "v_scale"_a.none() = nb::none(),
         "Writes k_new/v_new [B, s_new, H_kv, D] into the page slots of positions "
         "seqlens_k[b] - s_new + t (int8 / fp8 caches: quantized, scales into k_scale/v_scale).");
+  m.def("mla_num_parts", &flashkit::mla_num_parts, "num_sms"_a, "rows_per_kv"_a, "num_heads_kv"_a,
+        "Scheduler parts for a GPU with num_sms SMs: num_sms / h_kv / ceil(rows_per_kv / 64), "
+        "at least 1 (rows_per_kv = s_q * h_q / h_kv).");
+  m.def("mla_workspace_size", &flashkit::mla_workspace_size, "batch"_a, "s_q"_a, "num_heads_q"_a,
+        "num_parts"_a, "Bytes of MLA workspace (fp32 partial outputs and LSEs) for these sizes.");
+  m.def("mla_metadata", &mla_metadata, "seqlens_k"_a.none(), "tile_scheduler_metadata"_a.none(),
+        "num_splits"_a.none(), "stream"_a = 0,
+        "MLA tile scheduler on the GPU (no host sync): writes tile_scheduler_metadata "
+        "[num_parts, 8] and num_splits [B + 1] (int32) from seqlens_k.");
+  m.def("mla_decode", &mla_decode, "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(),
+        "seqlens_k"_a.none(), "tile_scheduler_metadata"_a.none(), "num_splits"_a.none(),
+        "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "head_dim_v"_a = 512,
+        "softmax_scale"_a = 0.0, "causal"_a = false, "validate_only"_a = false, "stream"_a = 0,
+        "check_inputs"_a = false,
+        "MLA decode (split + combine) into preallocated out [B, s_q, h_q, 512] and lse "
+        "[B, h_q, s_q] with a workspace of mla_workspace_size bytes. validate_only: check "
+        "arguments only. check_inputs: validate block_table/seqlens_k on the GPU first.");
+  m.def(
+      "mla_split_kernel_family",
+      [](const std::string& dtype) {
+        const DType dt = dtype == "float16" ? DType::kFloat16
+                         : dtype == "bfloat16" ? DType::kBFloat16 : DType::kInvalid;
+        return std::string(flashkit::mla_split_kernel_family(dt));
+      },
+      "dtype"_a,
+      "The MLA split kernel for dtype ('float16' / 'bfloat16') on the current device: 'sm90', "
+      "'sm80' (portable; forced by FLASHKIT_MLA_PORTABLE=1, read per call) or ''.");
   m.def(
       "read_device_errors",
       [](int device, bool clear) {

@@ -5,4 +5,5 @@
 #include "flashkit/errors.h"
 #include "flashkit/attention.h"
 #include "flashkit/decode.h"
+#include "flashkit/mla.h"
 #include "flashkit/kvcache.h"

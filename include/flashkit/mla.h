@@ -62,4 +62,10 @@ int64_t mla_workspace_size(int64_t batch, int64_t s_q, int64_t num_heads_q, int6
 Status validate_mla_decode(const MlaDecodeArgs& args);
 Status mla_decode(const MlaDecodeArgs& args, cudaStream_t stream);
 
+// The split kernel mla_decode runs for `dtype` on the current device: "sm90" (Hopper, where
+// compiled, on compute capability 9.0), "sm80" (the portable kernel; always with
+// FLASHKIT_MLA_PORTABLE=1 in the environment, read on every call), or "" when the dtype is
+// not compiled or there is no usable device.
+const char* mla_split_kernel_family(DType dtype);
+
 }  // namespace flashkit

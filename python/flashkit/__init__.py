@@ -39,10 +39,11 @@ from .ops import (attention, attention_varlen, compiled_fwd_kernels, compiled_fw
                   fwd_kernel_family)
 from .decode import DecodePlan, append_kv, decode
 from .kvcache import KVCacheExhaustedError, KVCacheManager
+from . import mla  # flashkit.mla: FlashMLA-compatible MLA decode
 
 __version__ = _C.version() if _C is not None else "0.1.0"
 
 __all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
            "fwd_kernel_family", "decode", "DecodePlan", "append_kv", "DeviceError", "device_errors", "check_device_errors",
-           "describe_device_errors", "KVCacheManager", "KVCacheExhaustedError",
+           "describe_device_errors", "KVCacheManager", "KVCacheExhaustedError", "mla",
            "__version__"]

@@ -11,6 +11,7 @@
 
 #include "api/attention_internal.h"  // FLASHKIT_EXPORT
 #include "api/index_checks.h"
+#include "api/cuda_util.h"
 #include "api/validate_util.h"
 #include "kernels/decode_params.h"
 #include "launch/decode_dispatch.h"
@@ -148,35 +149,6 @@ Status make_layout(const Dims& m, int target_ctas, Layout* out) {
   return Status::Ok();
 }
 
-Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::Ok();
-  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
-    return Status::Unsupported(std::string("this build of FlashKit has no code for the current GPU: ") +
-                               cudaGetErrorString(err));
-  }
-  return Status::Cuda(std::string(what) + " failed: " + cudaGetErrorString(err));
-}
-
-// Makes `device` current for the scope (restores the caller's device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&prev_);
-    if (device >= 0 && device != prev_) {
-      ok_ = cudaSetDevice(device) == cudaSuccess;
-      switched_ = ok_;
-    }
-  }
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int prev_ = 0;
-  bool ok_ = true, switched_ = false;
-};
-
 // Target CTAs of the plan on the current device: SMs x resident split CTAs. Cached per
 // (device, head dim, rows): the occupancy query costs microseconds, a decode step a few.
 Status target_ctas_for(const Dims& m, int* target) {
@@ -304,19 +276,6 @@ Status check_quant_cache_layout(const char* name, const TensorRef& t) {
   }
   FK_RETURN_IF_ERROR(check_span(name, t));
   return check_data_ptr(name, t, 16);
-}
-
-// block_table [B, max_pages] int32: last dim contiguous, non-negative row stride, aligned.
-Status check_block_table_layout(const TensorRef& t) {
-  if (t.shape[1] > 1 && t.stride[1] != 1) {
-    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
-                                      strides_str(t));
-  }
-  if (t.shape[0] > 1 && t.stride[0] < 0) {
-    return invalid("block_table", "expected non-negative strides, got " + strides_str(t));
-  }
-  FK_RETURN_IF_ERROR(check_span("block_table", t));
-  return check_data_ptr("block_table", t, 4);
 }
 
 // Scales of a quantized cache: float32 [num_pages, page_size, H_kv], any non-negative strides.

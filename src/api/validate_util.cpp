@@ -168,5 +168,17 @@ void effective_strides(const TensorRef& t, int64_t* out) {
   }
 }
 
+Status check_block_table_layout(const TensorRef& t) {
+  if (t.shape[1] > 1 && t.stride[1] != 1) {
+    return invalid("block_table", "expected the last dimension to be contiguous (stride 1), got strides " +
+                                      strides_str(t));
+  }
+  if (t.shape[0] > 1 && t.stride[0] < 0) {
+    return invalid("block_table", "expected non-negative strides, got " + strides_str(t));
+  }
+  FK_RETURN_IF_ERROR(check_span("block_table", t));
+  return check_data_ptr("block_table", t, 4);
+}
+
 }  // namespace vutil
 }  // namespace flashkit

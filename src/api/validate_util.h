@@ -44,6 +44,10 @@ Status check_qkvo_layout(const char* name, const TensorRef& t, bool is_output);
 
 Status check_contiguous(const char* name, const TensorRef& t);
 
+// block_table [B, max_pages] int32 (paged decode, MLA): last dim contiguous, non-negative
+// row stride, span within int64, 4-byte aligned pointer. Messages name "block_table".
+Status check_block_table_layout(const TensorRef& t);
+
 // Strides of `t` with every size-<=1 dim given the stride a contiguous tensor would have
 // there (DLPack exporters may put anything in those), into out[0..ndim).
 void effective_strides(const TensorRef& t, int64_t* out);

@@ -14,8 +14,11 @@ cu_seqlens and checks that FlashKit handles them as documented.
 """
 
 from . import decode_reference as _decode_reference
+from . import mla_reference as _mla_reference
 from . import reference
 from .decode_reference import *  # noqa: F401,F403
+from .mla_reference import *  # noqa: F401,F403
 from .reference import *  # noqa: F401,F403 - the public testing API
 
-__all__ = list(reference.__all__) + list(_decode_reference.__all__)
+__all__ = (list(reference.__all__) + list(_decode_reference.__all__) +
+           list(_mla_reference.__all__))

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""A few small MLA decode calls for NVIDIA compute-sanitizer (memcheck, racecheck).
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+        python scripts/sanitize_mla.py               (scripts/gpu_suite.sh runs it)
+
+Every tensor has its own cudaMalloc, so a read or write past any tensor is seen. Cases:
+bf16/fp16; h_q 16 and 72 (two m-blocks, a partial one) with h_kv 1 and 2; s_q 1 and 3
+causal; page sizes 1, 16 and 64 with a permuted block table and NaN in every unused slot;
+lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); the
+metadata kernel for B = 1 and 3000; out-of-range block ids and lengths (error bits, no
+fault). Each result is checked against the float32 reference. ``--quick`` keeps two cases
+(racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
+kernel. Exit 0 when all pass, 1 otherwise, 2 when it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import traceback
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        import torch
+
+        import flashkit
+        import flashkit.mla as flash_mla
+        from flashkit.testing import (check_close, check_mla_schedule, mla_pytorch,
+                                      mla_reference, mla_schedule_reference)
+    except ImportError as e:
+        print(f"sanitize_mla: cannot import torch/flashkit: {e}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("sanitize_mla: no CUDA device", file=sys.stderr)
+        return 2
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(4321)
+
+    def case(lens, s_q, h_q, h_kv, page, dtype):
+        pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
+        num_pages = sum(pages_per) + 2
+        kv = torch.full((num_pages, page, h_kv, 576), float("nan"), dtype=dtype, device="cuda")
+        perm = torch.randperm(num_pages, device="cuda", generator=gen).int()
+        bt = torch.full((len(lens), max(pages_per) + 1), -3, dtype=torch.int32, device="cuda")
+        i = 0
+        for b, n in enumerate(lens):
+            bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+            i += pages_per[b]
+            if n > 0:
+                pos = torch.arange(n, device="cuda")
+                pg = bt[b].long()[pos // page]
+                kv[pg, pos % page] = torch.randn((n, h_kv, 576), device="cuda", generator=gen).to(dtype)
+        q = torch.randn((len(lens), s_q, h_q, 576), device="cuda", generator=gen).to(dtype)
+        return q, kv, bt, torch.tensor(lens, dtype=torch.int32, device="cuda")
+
+    def run(label, q, kv, bt, sl, causal=True, expect=0, compare=True):
+        flashkit.device_errors(clear=True)
+        s_q, h_q, h_kv = q.shape[1], q.shape[2], kv.shape[2]
+        sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
+        out, lse = flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, 512, sched, splits, causal=causal)
+        torch.cuda.synchronize()
+        bits = flashkit.device_errors(clear=True)
+        assert bits == expect, f"{label}: device error bits {bits:#x}, expected {expect:#x}"
+        if compare:
+            ref, lse_ref = mla_reference(q, kv, bt, sl, causal)
+            res = check_close(out, ref, mla_pytorch(q, kv, bt, sl, causal))
+            assert res.ok, f"{label}: {res.message}"
+            fin = torch.isfinite(lse_ref)
+            assert torch.equal(torch.isposinf(lse), torch.isposinf(lse_ref)), f"{label}: lse +inf rows"
+            assert (lse[fin] - lse_ref[fin]).abs().max() < 1e-2 if fin.any() else True, f"{label}: lse"
+        else:
+            assert not torch.isnan(out).any(), f"{label}: NaN output"
+
+    def metadata(label, lens, parts):
+        sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        sched = torch.empty((parts, 8), dtype=torch.int32, device="cuda")
+        splits = torch.empty((len(lens) + 1,), dtype=torch.int32, device="cuda")
+        flashkit._C.mla_metadata(sl, sched, splits, torch.cuda.current_stream().cuda_stream)
+        ref = mla_schedule_reference(lens, parts)
+        assert (sched.tolist(), splits.tolist()) == (ref[0], ref[1]), f"{label}: differs from the mirror"
+        check_mla_schedule(lens, sched.tolist(), splits.tolist())
+
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        cases.append((f"{dtype} h16 s_q1 page16", lambda d=dtype: run(
+            "a", *case([0, 1, 63, 65, 3000], 1, 16, 1, 16, d), causal=False)))
+        if args.quick:
+            continue
+        cases.append((f"{dtype} h72x2 s_q3 page1 causal", lambda d=dtype: run(
+            "b", *case([2, 40, 130], 3, 72, 2, 1, d))))
+        cases.append((f"{dtype} h16 one long sequence (many splits)", lambda d=dtype: run(
+            "c", *case([50000], 1, 16, 1, 64, d))))
+    if not args.quick:
+        cases.append(("metadata B=1", lambda: metadata("m1", [12345], 16)))
+        cases.append(("metadata B=3000", lambda: metadata("m2", [(i * 37) % 900 for i in range(3000)], 66)))
+
+        def bad():
+            q, kv, bt, sl = case([200, 500], 1, 16, 1, 16, torch.bfloat16)
+            bt[1, 3] = kv.shape[0] + 9
+            bt[0, 0] = -1
+            run("bad ids", q, kv, bt, sl, causal=False, expect=4, compare=False)
+            sl2 = sl.clone()
+            sl2[0] = -5
+            sl2[1] = bt.shape[1] * 16 + 77
+            run("bad lengths", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
+        cases.append(("bad block ids / lengths", bad))
+
+    failed = 0
+    for label, fn in cases:
+        try:
+            fn()
+            print(f"ok      {label}")
+        except Exception:  # noqa: BLE001
+            failed += 1
+            print(f"FAILED  {label}")
+            traceback.print_exc()
+    torch.cuda.synchronize()
+    print(f"sanitize_mla: {len(cases) - failed} of {len(cases)} cases passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

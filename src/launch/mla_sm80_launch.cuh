@@ -1,0 +1,34 @@
+// Launcher of the portable MLA split kernel (kernels/mla/sm80_kernel.cuh); instantiated per
+// dtype in src/kernels/mla/inst/mla_sm80_<dtype>.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/mla/sm80_kernel.cuh"
+#include "launch/element_type.cuh"
+#include "launch/mla_dispatch.h"
+#include "launch/mla_launch.h"
+
+namespace flashkit {
+
+static_assert(mla::kSm80SmemBytes == kMlaSm80SmemBytes, "mla_dispatch.h: kMlaSm80SmemBytes");
+
+template <typename Tag>
+int launch_mla_split_sm80(const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  if (p.batch <= 0 || p.num_parts <= 0 || p.m_blocks <= 0) return cudaSuccess;
+  if (dev.smem_optin < mla::kSm80SmemBytes) return cudaErrorInvalidConfiguration;
+  auto kernel = &mla::mla_split_sm80_kernel<T>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         mla::kSm80SmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(p.m_blocks, p.h_kv, p.num_parts), mla::kSm80Threads, mla::kSm80SmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashkit
+
+#define FLASHKIT_INSTANTIATE_MLA_SM80(tag)                                              \
+  namespace flashkit {                                                                  \
+  template int launch_mla_split_sm80<tag>(const MlaParams&, const DeviceInfo&, cudaStream_t); \
+  }

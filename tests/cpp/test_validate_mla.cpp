@@ -1,0 +1,153 @@
+// Argument checks of the MLA decode (validate_mla_decode, validate_mla_metadata) and its size
+// helpers. Validation reads descriptors only, so fake device addresses do (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "flashkit/mla.h"
+
+namespace {
+
+using flashkit::DType;
+using flashkit::MlaDecodeArgs;
+using flashkit::MlaMetadataArgs;
+using flashkit::Status;
+using flashkit::TensorRef;
+
+void* fake(uintptr_t i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * i); }
+
+struct Sizes {
+  int64_t B = 2, s_q = 1, h_q = 16, h_kv = 1, pages = 10, page = 64, max_pages = 4, parts = 8;
+  DType dt = DType::kBFloat16;
+};
+
+MlaDecodeArgs make(const Sizes& s) {
+  MlaDecodeArgs a;
+  a.q = TensorRef::cuda(fake(1), s.dt, {s.B, s.s_q, s.h_q, 576});
+  a.kv_cache = TensorRef::cuda(fake(2), s.dt, {s.pages, s.page, s.h_kv, 576});
+  a.block_table = TensorRef::cuda(fake(3), DType::kInt32, {s.B, s.max_pages});
+  a.seqlens_k = TensorRef::cuda(fake(4), DType::kInt32, {s.B});
+  a.tile_scheduler_metadata = TensorRef::cuda(fake(5), DType::kInt32, {s.parts, 8});
+  a.num_splits = TensorRef::cuda(fake(6), DType::kInt32, {s.B + 1});
+  a.out = TensorRef::cuda(fake(7), s.dt, {s.B, s.s_q, s.h_q, 512});
+  a.lse = TensorRef::cuda(fake(8), DType::kFloat32, {s.B, s.h_q, s.s_q});
+  a.workspace = TensorRef::cuda(fake(9), DType::kUInt8,
+                                {flashkit::mla_workspace_size(s.B, s.s_q, s.h_q, s.parts)});
+  return a;
+}
+
+void expect_invalid(const Status& st, const std::string& name, const std::string& what) {
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_EQ(st.message().rfind(name, 0), 0u) << "should start with '" << name << "': " << st.message();
+  EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+}
+
+TEST(ValidateMla, ValidArgumentsPass) {
+  EXPECT_TRUE(flashkit::validate_mla_decode(make(Sizes{})).ok());
+  Sizes s;
+  s.s_q = 4, s.h_q = 128, s.page = 1, s.dt = DType::kFloat16;
+  const Status st = flashkit::validate_mla_decode(make(s));
+  EXPECT_TRUE(st.ok() || st.code() == Status::Code::kNotCompiled) << st.message();
+  s = Sizes{};
+  s.h_q = 144, s.h_kv = 2, s.s_q = 3, s.page = 48;  // ratio 72
+  EXPECT_TRUE(flashkit::validate_mla_decode(make(s)).ok());
+}
+
+TEST(ValidateMla, HeadDims) {
+  MlaDecodeArgs a = make(Sizes{});
+  a.q.shape[3] = 128;
+  expect_invalid(flashkit::validate_mla_decode(a), "q", "576");
+  a = make(Sizes{});
+  a.kv_cache.shape[3] = 512;
+  expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "576");
+  a = make(Sizes{});
+  a.head_dim_v = 576;
+  expect_invalid(flashkit::validate_mla_decode(a), "head_dim_v", "512");
+}
+
+TEST(ValidateMla, HeadsAndTokens) {
+  Sizes s;
+  s.h_kv = 3;
+  expect_invalid(flashkit::validate_mla_decode(make(s)), "q, kv_cache", "multiple of h_kv");
+  s = Sizes{};
+  s.h_q = 256;
+  expect_invalid(flashkit::validate_mla_decode(make(s)), "q, kv_cache", "1..128");
+  s = Sizes{};
+  s.s_q = 5;
+  expect_invalid(flashkit::validate_mla_decode(make(s)), "q", "s_q");
+}
+
+TEST(ValidateMla, Dtypes) {
+  MlaDecodeArgs a = make(Sizes{});
+  a.q.dtype = DType::kFloat32;
+  expect_invalid(flashkit::validate_mla_decode(a), "q", "float16 or bfloat16, got float32");
+  a = make(Sizes{});
+  a.kv_cache.dtype = DType::kFloat16;
+  expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "same as q");
+  a = make(Sizes{});
+  a.block_table.dtype = DType::kInt64;
+  expect_invalid(flashkit::validate_mla_decode(a), "block_table", "int32");
+  a = make(Sizes{});
+  a.num_splits.dtype = DType::kInt64;
+  expect_invalid(flashkit::validate_mla_decode(a), "num_splits", "int32");
+  a = make(Sizes{});
+  a.lse.dtype = DType::kBFloat16;
+  expect_invalid(flashkit::validate_mla_decode(a), "lse", "float32");
+  a = make(Sizes{});
+  a.workspace.dtype = DType::kFloat32;
+  expect_invalid(flashkit::validate_mla_decode(a), "workspace", "uint8 or int32");
+}
+
+TEST(ValidateMla, ShapesAndLayouts) {
+  MlaDecodeArgs a = make(Sizes{});
+  a.tile_scheduler_metadata = TensorRef::cuda(fake(5), DType::kInt32, {8, 4});
+  expect_invalid(flashkit::validate_mla_decode(a), "tile_scheduler_metadata", "[num_parts, 8]");
+  a = make(Sizes{});
+  a.num_splits = TensorRef::cuda(fake(6), DType::kInt32, {2});
+  expect_invalid(flashkit::validate_mla_decode(a), "num_splits", "[3]");
+  a = make(Sizes{});
+  a.workspace.shape[0] -= 1;
+  expect_invalid(flashkit::validate_mla_decode(a), "workspace", "mla_workspace_size");
+  a = make(Sizes{});
+  a.out.shape[3] = 576;
+  expect_invalid(flashkit::validate_mla_decode(a), "out", "shape");
+  a = make(Sizes{});
+  a.lse = TensorRef::cuda(fake(8), DType::kFloat32, {2, 1, 16});
+  expect_invalid(flashkit::validate_mla_decode(a), "lse", "[B, h_q, s_q]");
+  a = make(Sizes{});
+  a.q = TensorRef::cuda_strided(fake(1), DType::kBFloat16, {2, 1, 16, 576}, {9216, 9216, 576, 2});
+  expect_invalid(flashkit::validate_mla_decode(a), "q", "contiguous");
+  a = make(Sizes{});
+  a.block_table = TensorRef::cuda(fake(3), DType::kInt32, {3, 4});
+  expect_invalid(flashkit::validate_mla_decode(a), "block_table", "rows");
+  a = make(Sizes{});
+  a.lse = TensorRef{};
+  expect_invalid(flashkit::validate_mla_decode(a), "lse", "missing");
+}
+
+TEST(ValidateMla, Metadata) {
+  MlaMetadataArgs m;
+  m.seqlens_k = TensorRef::cuda(fake(1), DType::kInt32, {4});
+  m.tile_scheduler_metadata = TensorRef::cuda(fake(2), DType::kInt32, {16, 8});
+  m.num_splits = TensorRef::cuda(fake(3), DType::kInt32, {5});
+  EXPECT_TRUE(flashkit::validate_mla_metadata(m).ok());
+  m.num_splits.shape[0] = 4;
+  expect_invalid(flashkit::validate_mla_metadata(m), "num_splits", "B + 1");
+  m.num_splits.shape[0] = 5;
+  m.seqlens_k.dtype = DType::kInt64;
+  expect_invalid(flashkit::validate_mla_metadata(m), "seqlens_k", "int32");
+}
+
+TEST(MlaSizes, PartsAndWorkspace) {
+  EXPECT_EQ(flashkit::mla_num_parts(132, 128, 1), 66);
+  EXPECT_EQ(flashkit::mla_num_parts(132, 512, 1), 16);
+  EXPECT_EQ(flashkit::mla_num_parts(132, 64, 2), 66);
+  EXPECT_EQ(flashkit::mla_num_parts(1, 512, 4), 1);
+  const int64_t ws = flashkit::mla_workspace_size(128, 2, 128, 33);
+  EXPECT_EQ(ws % 256, 0);
+  EXPECT_GE(ws, (128 + 33) * 2 * 128 * 513 * 4);
+  EXPECT_LT(ws, (128 + 33) * 2 * 128 * 513 * 4 + 512);
+}
+
+}  // namespace

@@ -1,0 +1,379 @@
+"""GPU tests of the MLA decode (flashkit.mla, FlashMLA's interface).
+
+Every case: random inputs, a randomly permuted block table, NaN in every cache slot past
+each length and in unused pages, outputs poisoned with NaN (every element must be written),
+out checked with the SPEC §3 rule against a float32 reference per sequence (PyTorch's
+attention in the same dtype as the baseline), lse (natural log, +inf for rows that see no
+key) against the reference, the device error word clear afterwards. Plus: the GPU scheduler
+against its CPU mirror on random length mixes, zero lengths, every page size, s_q 1..4,
+h_q 16..128 (and 24, 72), h_kv 1 and 2, causal and not, strided q / cache, determinism,
+CUDA-graph replay with new lengths and block tables, torch.compile, out-of-range block ids
+and lengths (error bits, no fault), check mode, misuse, and the FlashMLA sweep shape's time.
+
+The split kernel is whichever the dispatcher picks; the ``kernel`` parameter also forces the
+portable one (FLASHKIT_MLA_PORTABLE=1, read per call) where another one is compiled.
+
+Run: ``pytest -m gpu tests/python/test_mla_gpu.py``.
+"""
+
+import math
+import random
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+try:
+    import flashkit
+    import flashkit.mla as flash_mla
+    from flashkit.testing import (check_close, check_lse, check_mla_schedule, mla_pytorch,
+                                  mla_reference, mla_schedule_reference, poison_)
+except ImportError as e:
+    pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+D, DV = 576, 512
+
+
+def _gen(seed):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(zlib.crc32(repr(seed).encode()))
+    return g
+
+
+@pytest.fixture(params=["default", "portable"])
+def kernel(request, monkeypatch):
+    """Runs the test with the dispatcher's choice, and with the portable kernel forced."""
+    if request.param == "portable":
+        default = flash_mla.split_kernel_family(torch.bfloat16)
+        monkeypatch.setenv("FLASHKIT_MLA_PORTABLE", "1")
+        assert flash_mla.split_kernel_family(torch.bfloat16) == "sm80"
+        if default == "sm80":
+            pytest.skip("the default split kernel is the portable one already")
+    return request.param
+
+
+def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_pages=3, seed=0,
+              fill=float("nan"), pad=0):
+    """q, kv cache (unused slots = `fill`), permuted block table, seqlens. pad > 0: q and the
+    cache are views of tensors with `pad` more elements per row (strided)."""
+    g = _gen(("mla", tuple(lens), s_q, h_q, h_kv, page, str(dtype), seed, pad))
+    B = len(lens)
+    pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
+    max_pages = max(pages_per) + 1
+    num_pages = sum(pages_per) + extra_pages
+    kv = torch.full((num_pages, page, h_kv, D + pad), fill, dtype=dtype, device="cuda")[..., :D]
+    perm = torch.randperm(num_pages, generator=g, device="cuda").int()
+    bt = torch.full((B, max_pages), -7, dtype=torch.int32, device="cuda")  # junk past the end
+    i = 0
+    for b, n in enumerate(lens):
+        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+        i += pages_per[b]
+        if n > 0:
+            pos = torch.arange(n, device="cuda")
+            pg = bt[b].long()[pos // page]
+            kv[pg, pos % page] = torch.randn((n, h_kv, D), generator=g, device="cuda").to(dtype)
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn((B, s_q, h_q, D + pad), generator=g, device="cuda").to(dtype)[..., :D]
+    return q, kv, bt, sl
+
+
+def run(q, kv, bt, sl, causal=False, scale=None, expect_errors=0):
+    """get_mla_metadata + the decode into NaN-poisoned out / lse (through _C, so that the
+    poisoned tensors are the ones written); checks the error word."""
+    flashkit.device_errors(clear=True)
+    B, s_q, h_q, _ = q.shape
+    h_kv = kv.shape[2]
+    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
+    out = poison_(torch.empty((B, s_q, h_q, DV), dtype=q.dtype, device="cuda"))
+    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device="cuda"))
+    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),),
+                     dtype=torch.uint8, device="cuda")
+    flashkit._C.mla_decode(q, kv, bt, sl, sched, splits, out, lse, ws, DV, scale or 0.0, causal,
+                           False, torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == expect_errors
+    return out, lse
+
+
+def check_mla_lse(lse, lse_ref):
+    pos = torch.isposinf(lse_ref)
+    assert torch.equal(torch.isposinf(lse), pos), "lse: +inf rows differ from the reference"
+    a = torch.where(pos, torch.full_like(lse, -math.inf), lse)
+    r = torch.where(pos, torch.full_like(lse_ref, -math.inf), lse_ref)
+    res = check_lse(a, r)
+    assert res.ok, res.message
+
+
+def check(q, kv, bt, sl, out, lse, causal=False, scale=None):
+    ref, lse_ref = mla_reference(q, kv, bt, sl, causal, scale)
+    pt = mla_pytorch(q, kv, bt, sl, causal, scale)
+    res = check_close(out, ref, pt)
+    assert res.ok, res.message
+    check_mla_lse(lse, lse_ref)
+
+
+# --- scheduler ---------------------------------------------------------------------------
+
+
+def _mixes():
+    rng = random.Random(7)
+    cases = [([0], 16), ([1], 1), ([1 << 20], 132), ([0] * 5, 7), ([-3, 10, -1], 4)]
+    for B in (1, 2, 7, 64, 1000, 4096, 5000):
+        for kind in ("uniform", "zeros", "huge"):
+            if kind == "uniform":
+                lens = [rng.randint(0, 30000) for _ in range(B)]
+            elif kind == "zeros":
+                lens = [rng.choice([0, 0, 1, 64, 65, 2000]) for _ in range(B)]
+            else:
+                lens = [rng.randint(0, 200) for _ in range(B)]
+                lens[rng.randrange(B)] = 1 << 22
+            cases.append((lens, rng.choice([1, 3, 16, 66, 132, 1000])))
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(_mixes())))
+def test_metadata_matches_cpu_mirror(case):
+    lens, parts = _mixes()[case]
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    sched = torch.full((parts, 8), -99, dtype=torch.int32, device="cuda")
+    splits = torch.full((len(lens) + 1,), -99, dtype=torch.int32, device="cuda")
+    flashkit._C.mla_metadata(sl, sched, splits, torch.cuda.current_stream().cuda_stream)
+    ref_sched, ref_splits = mla_schedule_reference(lens, parts)
+    assert splits.tolist() == ref_splits
+    assert sched.tolist() == ref_sched
+    check_mla_schedule(lens, sched.tolist(), splits.tolist())
+
+
+def test_get_mla_metadata_shapes():
+    sl = torch.tensor([100, 0, 5000], dtype=torch.int32, device="cuda")
+    sched, splits = flash_mla.get_mla_metadata(sl, 128, 1)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert sched.shape == (max(1, sms // 2), 8) and sched.dtype == torch.int32
+    assert splits.shape == (4,) and splits.dtype == torch.int32
+    check_mla_schedule([100, 0, 5000], sched.tolist(), splits.tolist())
+
+
+# --- accuracy ----------------------------------------------------------------------------
+
+HEADS = [(16, 1), (32, 1), (64, 1), (128, 1), (24, 1), (72, 1), (32, 2), (128, 2)]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("s_q", [1, 2, 3, 4])
+@pytest.mark.parametrize("heads", HEADS, ids=[f"{a}x{b}" for a, b in HEADS])
+@pytest.mark.parametrize("causal", [False, True])
+def test_accuracy(kernel, dtype, s_q, heads, causal):
+    h_q, h_kv = heads
+    case = make_case([1, 130, 700, 2100], s_q=s_q, h_q=h_q, h_kv=h_kv, dtype=DT[dtype],
+                     seed=(s_q, heads, causal))
+    out, lse = run(*case, causal=causal)
+    check(*case, out, lse, causal=causal)
+
+
+@pytest.mark.parametrize("page", [1, 16, 32, 48, 64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_page_sizes(kernel, page, causal):
+    lens = [0, 1, max(2, page - 1), page, page + 1, 777, 2049 if page > 1 else 300]
+    case = make_case(lens, s_q=2, h_q=16, page=page, seed=page)
+    out, lse = run(*case, causal=causal)
+    check(*case, out, lse, causal=causal)
+
+
+@pytest.mark.parametrize("mean", [300, 4096])
+def test_variable_lengths(kernel, mean):
+    rng = random.Random(mean)
+    lens = [max(0, int(rng.gauss(mean, mean / 4))) for _ in range(24)]
+    case = make_case(lens, s_q=2, h_q=64, seed=("var", mean))
+    out, lse = run(*case, causal=True)
+    check(*case, out, lse, causal=True)
+
+
+def test_zero_lengths_and_rows_without_keys(kernel):
+    case = make_case([0, 0, 0], s_q=1, h_q=16, seed=1)
+    out, lse = run(*case)
+    assert (out == 0).all() and torch.isposinf(lse).all()
+    # len < s_q with causal: the first query tokens see no key.
+    case = make_case([2, 0, 5, 1], s_q=4, h_q=32, seed=2)
+    out, lse = run(*case, causal=True)
+    check(*case, out, lse, causal=True)
+    assert torch.isposinf(lse[0, :, :2]).all() and (out[0, :2] == 0).all()
+
+
+def test_strided_inputs_and_scale(kernel):
+    case = make_case([5, 64, 65, 3000], s_q=2, h_q=32, page=32, pad=64, seed=3)
+    assert not case[0].is_contiguous() and not case[1].is_contiguous()
+    out, lse = run(*case, scale=0.03)
+    check(*case, out, lse, scale=0.03)
+
+
+def test_one_long_sequence_many_splits(kernel):
+    case = make_case([200000], s_q=1, h_q=128, page=64, seed=4)
+    sched, splits = flash_mla.get_mla_metadata(case[3], 128, 1)
+    assert int(splits[1]) > 1  # really split
+    out, lse = run(*case)
+    check(*case, out, lse)
+
+
+def test_deterministic(kernel):
+    case = make_case([100, 5000, 20000, 3], s_q=2, h_q=64, seed=5)
+    out1, lse1 = run(*case, causal=True)
+    out2, lse2 = run(*case, causal=True)
+    assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
+
+
+def test_flash_mla_interface_allocates():
+    q, kv, bt, sl = make_case([300, 2000], s_q=2, h_q=32, seed=6)
+    sched, splits = flash_mla.get_mla_metadata(sl, 2 * 32, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, DV, sched, splits, causal=True)
+    assert out.shape == (2, 2, 32, DV) and lse.shape == (2, 32, 2) and lse.dtype == torch.float32
+    check(q, kv, bt, sl, out, lse, causal=True)
+
+
+# --- graphs, compile ---------------------------------------------------------------------
+
+
+def test_cuda_graph_replay_with_new_lengths_and_tables():
+    B, h_q = 4, 64
+    q, kv, bt, sl = make_case([4000] * B, s_q=2, h_q=h_q, page=64, seed=10)
+    sl_buf, bt_buf, q_buf = sl.clone(), bt.clone(), q.clone()
+
+    def step():
+        sched, splits = flash_mla.get_mla_metadata(sl_buf, 2 * h_q, 1)
+        return flash_mla.flash_mla_with_kvcache(q_buf, kv, bt_buf, sl_buf, DV, sched, splits,
+                                                causal=True)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out_g, lse_g = step()
+    for i, lens in enumerate([[4000, 1, 0, 3999], [17, 2500, 4000, 64], [4000] * 4]):
+        sl_buf.copy_(torch.tensor(lens, dtype=torch.int32))
+        perm = torch.randperm(B, generator=_gen(("perm", i)), device="cuda")
+        bt_buf.copy_(bt[perm])
+        q_buf.copy_(torch.randn(q.shape, generator=_gen(("q", i)), device="cuda").to(q.dtype))
+        out_g.fill_(float("nan"))
+        lse_g.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(q_buf, kv, bt_buf, sl_buf, out_g, lse_g, causal=True)
+    assert flashkit.device_errors() == 0
+
+
+def test_torch_compile_fullgraph():
+    q, kv, bt, sl = make_case([300, 2000], s_q=1, h_q=16, seed=11)
+    sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)
+
+    @torch.compile(fullgraph=True)
+    def step(q, kv, bt, sl, sched, splits):
+        out, lse = flash_mla.flash_mla_with_kvcache(q * 1.0, kv, bt, sl, DV, sched, splits)
+        return out + 0, lse
+
+    out, lse = step(q, kv, bt, sl, sched, splits)
+    check(q, kv, bt, sl, out, lse)
+
+
+# --- bad index data, misuse --------------------------------------------------------------
+
+
+def test_out_of_range_block_ids_are_skipped_and_reported(kernel):
+    q, kv, bt, sl = make_case([200, 500, 33], h_q=16, page=16, seed=12)
+    bad = bt.clone()
+    bad[1, 3] = kv.shape[0] + 100
+    bad[1, 7] = -5
+    bad[2, 0] = 2 ** 31 - 1
+    out, lse = run(q, kv, bad, sl, expect_errors=4)
+    check(q, kv, bad, sl, out, lse)
+
+
+def test_bad_lengths_are_clamped_and_reported(kernel):
+    q, kv, bt, sl = make_case([200, 500, 33], h_q=16, page=16, seed=13)
+    bad = sl.clone()
+    bad[0] = -4                       # negative: 0 (out 0, lse +inf)
+    bad[2] = bt.shape[1] * 16 + 1000  # beyond the block table: clamped to its capacity, whose
+    # pages past the sequence hold junk ids (-7, skipped: bit 4) and NaN slots (read: garbage in)
+    out, lse = run(q, kv, bt, bad, expect_errors=8 | 4)
+    assert (out[0] == 0).all() and torch.isposinf(lse[0]).all()
+    check(q[1:2], kv, bt[1:2], sl[1:2], out[1:2], lse[1:2])
+
+
+def test_check_inputs_names_the_entry():
+    q, kv, bt, sl = make_case([100, 200], h_q=16, page=16, seed=14)
+    bad = bt.clone()
+    bad[1, 2] = 10 ** 6
+    sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)
+    with pytest.raises(ValueError, match="block_table"):
+        flash_mla.flash_mla_with_kvcache(q, kv, bad, sl, DV, sched, splits, check_inputs=True)
+
+
+def test_misuse_raises_clear_errors():
+    q, kv, bt, sl = make_case([100, 200], s_q=1, h_q=16, seed=15)
+    sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)
+    f = flash_mla.flash_mla_with_kvcache
+    with pytest.raises(ValueError, match="q.*576"):
+        f(q[..., :512], kv, bt, sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="kv_cache.*576"):
+        f(q, kv[..., :512], bt, sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="head_dim_v"):
+        f(q, kv, bt, sl, 576, sched, splits)
+    kv3 = kv.expand(-1, -1, 3, -1)
+    with pytest.raises(ValueError, match="multiple of h_kv"):
+        f(q, kv3, bt, sl, DV, sched, splits)
+    q5 = torch.zeros((2, 5, 16, D), dtype=q.dtype, device="cuda")
+    with pytest.raises(ValueError, match="s_q"):
+        f(q5, kv, bt, sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="q.*float16 or bfloat16"):
+        f(q.float(), kv, bt, sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="kv_cache.*same as q"):
+        f(q, kv.half(), bt, sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="block_table.*int32"):
+        f(q, kv, bt.long(), sl, DV, sched, splits)
+    with pytest.raises(ValueError, match="num_splits"):
+        f(q, kv, bt, sl, DV, sched, splits[:-1])
+    with pytest.raises(ValueError, match="tile_scheduler_metadata"):
+        f(q, kv, bt, sl, DV, sched[:, :4], splits)
+    with pytest.raises(TypeError, match="cache_seqlens"):
+        f(q, kv, bt, [100, 200], DV, sched, splits)
+
+
+# --- the FlashMLA sweep shape ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("s_q", [1, 4])
+def test_sweep_shape_time(kernel, s_q):
+    B, h_q, n = 128, 128, 16384
+    g = _gen(("sweep", s_q))
+    page = 64
+    num_pages = B * n // page
+    kv = torch.randn((num_pages, page, 1, D), generator=g, device="cuda").to(torch.bfloat16)
+    bt = torch.randperm(num_pages, generator=g, device="cuda").int().view(B, n // page)
+    sl = torch.full((B,), n, dtype=torch.int32, device="cuda")
+    q = torch.randn((B, s_q, h_q, D), generator=g, device="cuda").to(torch.bfloat16)
+    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, DV, sched, splits, causal=True)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, DV, sched, splits, causal=True)
+    end.record()
+    torch.cuda.synchronize()
+    ms = start.elapsed_time(end) / 3
+    flops = 2 * B * s_q * h_q * n * (D + DV)
+    print(f"\nMLA sweep b={B} h_q={h_q} s_q={s_q} n={n} ({flash_mla.split_kernel_family(torch.bfloat16)}): "
+          f"{ms:.2f} ms, {flops / ms / 1e9:.0f} TFLOP/s")
+    assert ms < 100, f"{ms:.1f} ms per call"
+    for b in (0, 77):  # accuracy of two sequences
+        sub = (q[b:b + 1], kv, bt[b:b + 1], sl[b:b + 1])
+        ref, lse_ref = mla_reference(*sub, True)
+        pt = mla_pytorch(*sub, True)
+        res = check_close(out[b:b + 1], ref, pt)
+        assert res.ok, res.message
+        check_mla_lse(lse[b:b + 1], lse_ref)
