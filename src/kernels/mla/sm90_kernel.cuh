@@ -80,7 +80,8 @@ struct Traits {
   static constexpr int kSmemScale0 = kSmemM + 256;        // float[64]
   static constexpr int kSmemScale1 = kSmemScale0 + 256;   // float[64]
   static constexpr int kSmemL = kSmemScale1 + 256;        // float[2][64]: row sums per warpgroup
-  static constexpr int kSmemBar = kSmemL + 512;           // mbarriers: K0 chunks, K1 chunks, Q
+  static constexpr int kSmemInv = kSmemL + 512;           // uint64[2]: rows of bad block ids
+  static constexpr int kSmemBar = kSmemInv + 16;          // mbarriers: K0 chunks, K1 chunks, Q
   static constexpr int kNumBars = 2 * kChunks + 1;
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
 };
@@ -138,6 +139,12 @@ struct Piece {
   // the piece's end or with a block id outside [0, num_pages) are zero-filled, never read
   // (TMA: such boxes get an out-of-range page coordinate, which the hardware fills with
   // zeros; the rows of a box that straddles the end are cleared by zero_v_tail).
+  //
+  // The loads of chunks 0-3 (warpgroup 0) also publish which rows of the block have a bad
+  // block id (a 64-bit row mask in shared memory, read by the softmax, which leaves those
+  // tokens out): warp 0 gathers it by ballot and lane 0 stores it before its barrier
+  // arrival (TMA: the expect-tx arrival; cp.async: one extra plain arrival on chunk 0), so
+  // whoever waits for the chunks sees it.
   template <int c0, int c1>
   __device__ __forceinline__ void load_chunks(int buf, int block, int id) {
     const int row = lookup_row();
@@ -146,6 +153,35 @@ struct Piece {
     if (ok && (id < 0 || id >= p.num_pages)) {
       bad |= kMlaErrBlockId;
       ok = false;
+    }
+    if constexpr (c0 == 0) {
+      uint64_t inv = 0;
+      if constexpr (Tr::kTma) {
+        const uint32_t segs = __ballot_sync(0xffffffffu, row < kMlaBlockN && tok < load_end && !ok);
+        const int box = p.tma_box_rows;
+        const uint64_t seg_bits = box == 64 ? ~uint64_t(0) : ((uint64_t(1) << box) - 1);
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if (segs & (1u << k)) inv |= seg_bits << (k * box);
+      } else {
+        // Warp 0 checks rows lane and lane + 32 itself (the copy rows are lt / 2).
+        bool bad_row[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = (lt & 31) + 32 * h;
+          const int tk = block * kMlaBlockN + r;
+          bad_row[h] = false;
+          if (tk < load_end) {
+            const int pid = bt[tk / p.page_size];
+            bad_row[h] = pid < 0 || pid >= p.num_pages;
+          }
+        }
+        inv = uint64_t(__ballot_sync(0xffffffffu, bad_row[0])) | (uint64_t(__ballot_sync(0xffffffffu, bad_row[1])) << 32);
+      }
+      if (lt == 0) reinterpret_cast<uint64_t*>(smem + Tr::kSmemInv)[buf] = inv;
+      if constexpr (!Tr::kTma) {
+        if (lt == 0) prims::mbarrier_arrive(bar_k(buf, 0));
+      }
     }
     const int slot = tok - (tok / p.page_size) * p.page_size;
     const uint64_t policy = prims::l2_evict_first_policy();
@@ -305,18 +341,22 @@ __device__ __forceinline__ void store_p(uint32_t sp, const float (&s)[8][4], con
   }
 }
 
-// Masks the scores of tokens a row does not see (block `blk`), if any can be masked.
+// Masks the scores of tokens a row does not see (block `blk`, in buffer `buf`): past its
+// causal / length limit, or in a page whose block id was bad.
 template <class Tr>
-__device__ __forceinline__ void mask_block(const Piece<Tr>& pc, float (&s)[8][4], int blk, int t) {
+__device__ __forceinline__ void mask_block(const Piece<Tr>& pc, float (&s)[8][4], int blk, int buf, int t) {
   const int tok0 = blk * kMlaBlockN;
-  if (tok0 + kMlaBlockN <= pc.mask_from) return;
+  const uint64_t inv = reinterpret_cast<const uint64_t*>(pc.smem + Tr::kSmemInv)[buf];
+  if (tok0 + kMlaBlockN <= pc.mask_from && inv == 0) return;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int tok = tok0 + j * 8 + 2 * t + e;
-      if (tok >= pc.lim[0]) s[j][e] = -INFINITY;
-      if (tok >= pc.lim[1]) s[j][2 + e] = -INFINITY;
+      const int col = j * 8 + 2 * t + e;
+      const int tok = tok0 + col;
+      const bool gone = (inv >> col) & 1;
+      if (gone || tok >= pc.lim[0]) s[j][e] = -INFINITY;
+      if (gone || tok >= pc.lim[1]) s[j][2 + e] = -INFINITY;
     }
   }
 }
@@ -391,7 +431,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
 
   // Softmax of S_A against the running max.
-  mask_block(pc, s, blk, t);
+  mask_block(pc, s, blk, 0, t);
   float mx[2], m_old[2], m_new[2], sc[2], sum[2];
   row_max(s, sl2, mx);
   m_old[0] = sM[r0];
@@ -484,7 +524,7 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
     id_b = pc.page_id(blk + 3);
   }
 
-  mask_block(pc, s, blk + 1, t);
+  mask_block(pc, s, blk + 1, 1, t);
   float mx[2], m_old[2], m_new[2], sc[2], sum[2], f[2];
   row_max(s, sl2, mx);
   prims::bar_sync(kBarScale0, Tr::kThreads);
@@ -559,9 +599,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
 
   if (tid == 0) {
-    // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals.
+    // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals
+    // (+1 on chunk 0: the bad-row mask, see load_chunks).
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
-      prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i, Tr::kTma ? 1 : 128);
+      prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
+                           Tr::kTma ? 1 : (i % Tr::kChunks == 0 ? 129 : 128));
     prims::mbarrier_init(bar_q, Tr::kThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
