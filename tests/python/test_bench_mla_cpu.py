@@ -263,7 +263,8 @@ def test_cli_dry_run_and_quick():
 
 @pytest.mark.parametrize("bad", [["--impls", "flashinfer"], ["--modes", "ragged"],
                                  ["--sq", "0"], ["--sq", "17"], ["--page-sizes", "512"],
-                                 ["--seqlens", "x"], ["--cos-tol", "0"]])
+                                 ["--seqlens", "x"], ["--cos-tol", "0"],
+                                 ["--sets", "0"], ["--sets", "9"]])
 def test_cli_bad_arguments(bad):
     r = _run(["--op", "mla", *bad, "--dry-run"])
     assert r.returncode == 2, (bad, r.stdout)

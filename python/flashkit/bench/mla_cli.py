@@ -19,7 +19,8 @@ default: FlashMLA's own test matrix (SPEC §4): B=128, s_q 1/2, mean S_k 4k/8k/1
 h_q 16/32/64/128, h_kv=1, d=576, d_v=512, causal, fixed and varlen lengths: 48 configs;
 flashmla at page 64 (its only block size), flashkit at pages 16/32/64/128, on the same cache.
 --quick: S_k 8k, h_q 16 and 128 (s_q 1/2, fixed/varlen: 8 configs), flashkit pages 16 and 64,
-shorter timing. Any of --batch/--sq/--seqlens/--heads/--modes/--page-sizes replaces that list.
+shorter timing. Timing: >= 2 input sets called in turn between CUDA events (the decode bench's
+timer; the second set keeps the previous call's cache out of L2), metadata made untimed. Any of --batch/--sq/--seqlens/--heads/--modes/--page-sizes replaces that list.
 
 flashkit rows need `import flashkit.mla`; without it the run measures FlashMLA alone (and exits
 1, as the other sweeps do when flashkit is missing). FlashMLA: --flashmla-path DIR (a folder
@@ -70,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "decode bench's timer, default); do_bench: triton.testing.do_bench "
                         "median with an L2 flush before each call (FlashMLA's test times with "
                         "do_bench, mean)")
+    p.add_argument("--sets", type=int, default=2,
+                   help="events timer: at least this many input sets called in turn, so a call "
+                        "never finds the previous call's cache in L2 (default 2; 1 = the same "
+                        "cache back to back, L2-warm tail)")
     p.add_argument("--cos-tol", type=float, default=1e-5,
                    help="max cos_diff (FlashMLA's measure) vs the fp32 reference and flashkit vs "
                         "flashmla (default 1e-5, FlashMLA's test)")
@@ -112,6 +117,8 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("--heads: must be a multiple of h_kv")
     if args.cos_tol <= 0:
         parser.error("--cos-tol must be positive")
+    if not 1 <= args.sets <= 8:
+        parser.error("--sets: 1..8")
     if (args.warmup_ms is not None and args.warmup_ms < 0) or \
             (args.rep_ms is not None and args.rep_ms <= 0):
         parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
@@ -160,7 +167,8 @@ def main(argv: Sequence[str]) -> int:
         configs=s.configs, impls=sel["impls"], flashkit_pages=s.flashkit_pages,
         out_dir=args.out_dir, tag=args.tag, plot=not args.no_plot, quick=args.quick,
         cos_tol=args.cos_tol, flashmla_path=args.flashmla_path, timer=args.timer,
-        seed=args.seed, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, argv=list(argv))
+        seed=args.seed, min_sets=args.sets, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+        argv=list(argv))
     return mla_runner.run(opts)
 
 
