@@ -13,11 +13,15 @@ page size P: flashkit (P = 16, 32, 64, 128) and FlashMLA (P = 64) read identical
 Timing (the decode bench's ``timing.rotating_median_ms``): R >= 2 such data sets with the same
 lengths (R so that together they are at least 4x the L2 size), called in turn, back to back,
 between CUDA events, after a sleep kernel that hides host launch time; time per call = sample
-/ R, median. With one set, back-to-back calls of the same cache find the previous call's last
-~L2-size of it still in L2 (on an H200, FlashMLA's memory-bound rows ran ~10% faster than
-under FlashMLA's own do_bench, which flushes L2); a second set evicts it, as another layer's
-cache would in a model. ``--timer do_bench`` times set 0 alone with triton's do_bench
-(L2 flushed before each call, median), FlashMLA's own method (its test prints the mean).
+/ R, median. The second set means a call never re-reads what the previous call left in L2
+(another layer's cache, as in a model); every set here is >= 600 MB, so with one set the
+effect is small: on an H200, FlashMLA's times with one set and with two differed by 0.5%
+(median; every row within 5%, run-to-run noise; bench/results/history/
+mla-h200-2026-11-23-peers-r1.*). ``--timer do_bench`` times set 0
+alone with triton's do_bench (256 MB L2 flush before each call, each call between its own
+events, median), FlashMLA's own method (its test prints the mean): that gave 8-13% longer
+times on FlashMLA's memory-bound rows (h_q*s_q <= 64) and about the same on compute-bound
+ones (see docs/benchmarking.md, MLA).
 
 Before timing, every output is checked: finite everywhere (the NaN past the lengths must not
 leak), and against an fp32 reference on a few sequences with FlashMLA's own measure
