@@ -183,6 +183,10 @@ def test_git_commit_fallbacks(monkeypatch):
     assert report.git_commit({}) == "unknown"
 
 
+def test_git_commit_env_wins():
+    assert report.git_commit({"FLASHKIT_COMMIT": "c0ffee1"}) == "c0ffee1"
+
+
 @pytest.mark.skipif(not ANCHOR.exists(), reason="shared/anchors not beside the repo")
 def test_reads_peer_anchor_file():
     rows = report.read_csv(ANCHOR)

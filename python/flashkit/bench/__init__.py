@@ -8,6 +8,9 @@ Run ``python -m flashkit.bench --help``. Modules:
 - ``runner``  the measuring loop with the correctness check (needs torch + a GPU)
 - ``report``  results CSV (SPEC schema), tables with ratios, plots
 - ``cli``     the command line
+- ``decode_*``  ``--op decode``: the paged-decode sweep against FlashInfer / SDPA
+- ``mla_*``     ``--op mla``: the MLA decode sweep against FlashMLA (``mla_sweeps``,
+  ``mla_impls``, ``mla_runner``, ``mla_report``, ``mla_cli``)
 
 Only ``runner`` and ``impls`` (lazily) import torch; ``import flashkit`` happens only when
 the flashkit implementation is set up, so ``--help`` works without the extension.

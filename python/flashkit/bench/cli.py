@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from . import impls, report, sweeps
 
 NO_GPU_MESSAGE = "flashkit.bench needs a CUDA GPU and PyTorch; none found"
-OPS = ("prefill", "decode", "kvcache")
+OPS = ("prefill", "decode", "mla", "kvcache")
 KVCACHE_MODULE = "flashkit.bench.kvcache_sim"
 EXIT_NO_GPU = 2
 
@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", choices=OPS, default="prefill",
                    help="prefill (this sweep, the default); decode: the paged-decode sweep "
-                        "(see `--op decode --help`); kvcache: the KV-cache manager simulation "
+                        "(see `--op decode --help`); mla: the MLA decode sweep against FlashMLA "
+                        "(see `--op mla --help`); kvcache: the KV-cache manager simulation "
                         "(python -m flashkit.bench.kvcache_sim)")
     p.add_argument("--sweep", choices=(*sweeps.SWEEPS, "all"), default="all",
                    help="fa3: 16k tokens, hidden 2048, D 64/128/256, S 512..16k; "
@@ -169,13 +170,57 @@ def plot_main(argv: Sequence[str]) -> int:
     parser = build_plot_parser()
     args = parser.parse_args(argv)
     rows: list[dict] = []
+    from . import mla_report
+
+    logs = [p for p in args.csv if p.endswith(".log")]
     for path in args.csv:
+        if path in logs:
+            continue
         try:
             rows += report.read_csv(path)
         except (OSError, ValueError, KeyError) as e:
             print(f"error: {path}: {e}", file=sys.stderr)
             return 2
+    for path in logs:  # FlashMLA's own test output (e.g. shared/anchors/h200-flashmla-*.log)
+        try:
+            anchor = mla_report.read_flashmla_log(path)
+        except OSError as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            return 2
+        if not anchor:
+            print(f"error: {path}: no FlashMLA test results in it", file=sys.stderr)
+            return 2
+        # beside a run on the same kind of GPU (h200-... next to an H200 run): one table
+        gpu_prefix = Path(path).name.split("-", 1)[0]
+        runs = {r["gpu"] for r in mla_report.mla_rows(rows)}
+        same = [g for g in runs if report.gpu_slug(g).startswith(gpu_prefix)]
+        if len(same) == 1:
+            anchor = mla_report.relabel_gpu(anchor, same[0])
+        rows += anchor
     from . import decode_report
+
+    mla_rows = mla_report.mla_rows(rows)
+    if mla_rows:
+        print(mla_report.format_report(mla_rows))
+        if not args.no_plot and report.have_matplotlib():
+            base = Path(args.out) if args.out else Path(args.csv[0]).with_suffix(".png")
+            mpath = base.with_name(f"{base.stem}-mla{base.suffix}") if \
+                len(mla_rows) != len(rows) else base
+            try:
+                written = mla_report.plot_rows(mla_rows, mpath, title=args.title)
+            except OSError:
+                if args.out:
+                    raise
+                written = mla_report.plot_rows(mla_rows, Path.cwd() / mpath.name,
+                                               title=args.title)
+            if written:
+                print(f"plot: {written}")
+        rows = [r for r in rows if r.get("op") != "mla_decode"]
+        if not rows:
+            if args.no_plot or report.have_matplotlib():
+                return 0
+            print(f"note: {report.MATPLOTLIB_MISSING}")
+            return 0
 
     has_decode = bool(decode_rows := decode_report.decode_rows(rows))
     has_prefill = any(r.get("op") == "prefill" for r in rows)
@@ -276,6 +321,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if op == "decode":
         from .decode_cli import main as decode_main
         return decode_main(argv)
+    if op == "mla":
+        from .mla_cli import main as mla_main
+        return mla_main(argv)
     if op == "kvcache":
         return kvcache_main(argv)
     return run_main(argv)

@@ -45,8 +45,12 @@ def today() -> str:
 
 
 def git_commit(env: Optional[dict] = None) -> str:
-    """`git rev-parse --short HEAD` of this checkout, else $FLASHKIT_COMMIT, else 'unknown'."""
+    """$FLASHKIT_COMMIT when set (a copy of the bench run from inside another checkout, e.g. a
+    carry folder on the GPU machine, would otherwise report that checkout's HEAD), else
+    `git rev-parse --short HEAD` of this checkout, else 'unknown'."""
     env = os.environ if env is None else env
+    if env.get("FLASHKIT_COMMIT"):
+        return env["FLASHKIT_COMMIT"]
     here = Path(__file__).resolve().parent
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
@@ -55,7 +59,7 @@ def git_commit(env: Optional[dict] = None) -> str:
             return r.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return env.get("FLASHKIT_COMMIT") or "unknown"
+    return "unknown"
 
 
 def _safe_tag(tag: str) -> str:

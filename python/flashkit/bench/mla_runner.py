@@ -1,0 +1,465 @@
+"""The MLA decode measuring loop: flashkit.mla and FlashMLA side by side on one GPU.
+
+Per configuration, one data set made as FlashMLA's tests/test_flash_mla.py makes it:
+lengths (fixed, or FlashMLA's varlen distribution, see mla_sweeps), max_seqlen_pad = the
+longest length rounded up to 256 (to a multiple of every page size measured), q
+``randn [B, s_q, H_q, 576]``, the latent cache ``randn [B * max_seqlen_pad, 1, 576]`` with NaN
+in every slot past a sequence's length, V = the first 512 channels of K (the same memory:
+FlashMLA's API takes only k_cache), and a sequential block table (sequence b owns blocks
+b*n .. b*n+n-1). The cache is contiguous, so the same bytes viewed as
+``[num_blocks, P, 1, 576]`` with ``block_table = arange(B * max_seqlen_pad / P)`` serve every
+page size P: flashkit (P = 16, 32, 64, 128) and FlashMLA (P = 64) read identical inputs.
+
+Timing (the decode bench's ``timing.rotating_median_ms``): R >= 2 such data sets with the same
+lengths (R so that together they are at least 4x the L2 size), called in turn, back to back,
+between CUDA events, after a sleep kernel that hides host launch time; time per call = sample
+/ R, median. The second set means a call never re-reads what the previous call left in L2
+(another layer's cache, as in a model); every set here is >= 600 MB, so with one set the
+effect is small: on an H200, FlashMLA's times with one set and with two differed by 0.5%
+(median; every row within 5%, run-to-run noise; bench/results/history/
+mla-h200-2026-11-23-peers-r1.*). ``--timer do_bench`` times set 0
+alone with triton's do_bench (256 MB L2 flush before each call, each call between its own
+events, median), FlashMLA's own method (its test prints the mean): that gave 8-13% longer
+times on FlashMLA's memory-bound rows (h_q*s_q <= 64) and about the same on compute-bound
+ones (see docs/benchmarking.md, MLA).
+
+Before timing, every output is checked: finite everywhere (the NaN past the lengths must not
+leak), and against an fp32 reference on a few sequences with FlashMLA's own measure
+(``cos_diff = 1 - 2·Σxy / Σ(x² + y²)`` < 1e-5, for out and lse); flashkit's whole output is
+also compared with FlashMLA's (same measure). A miss prints a warning, marks the row and
+makes the exit status 1. Rows go to the CSV as soon as they are measured, three per timing:
+TFLOPS, GB/s and us.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import mla_impls as mi
+from . import mla_report, mla_sweeps, report, timing
+
+_MAX_LISTED = 20
+
+
+@dataclass
+class MlaOptions:
+    configs: Sequence[mla_sweeps.MlaConfig]
+    impls: Sequence[str]
+    flashkit_pages: Sequence[int]
+    out_dir: str
+    tag: Optional[str] = None
+    plot: bool = True
+    quick: bool = False
+    cos_tol: float = 1e-5          # FlashMLA's test: cos_diff < 1e-5
+    flashmla_path: Optional[str] = None
+    timer: str = "events"          # events (rotating_median_ms) | do_bench
+    l2_rotate: float = 4.0         # the rotating sets cover at least this many times the L2
+    min_sets: int = 2              # ... and are at least this many (see the module doc)
+    max_sets: int = 8
+    seed: int = 0
+    warmup_ms: Optional[float] = None
+    rep_ms: Optional[float] = None
+    argv: Sequence[str] = field(default_factory=list)
+
+
+class _Fatal(Exception):
+    pass
+
+
+def _short(exc, limit: int = 240) -> str:
+    text = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cos_diff(torch, x, y) -> float:
+    """FlashMLA's measure: 1 - 2·Σxy / Σ(x² + y²), in float64 (0 = identical)."""
+    x, y = x.double(), y.double()
+    den = max((x * x + y * y).sum().item(), 1e-12)
+    return 1.0 - 2.0 * (x * y).sum().item() / den
+
+
+class MlaData:
+    """One configuration's inputs, as FlashMLA's test makes them (see the module doc)."""
+
+    def __init__(self, torch, cfg, lengths: Sequence[int], pad_multiple: int, seed: int,
+                 device) -> None:
+        self.torch = torch
+        self.cfg = cfg
+        self.lengths = list(lengths)
+        self.total = sum(self.lengths)
+        self.max_pad = -(-max(self.lengths) // pad_multiple) * pad_multiple
+        B, sq, hq, hkv, d = cfg.B, cfg.s_q, cfg.H_q, cfg.H_kv, cfg.D
+        gen = torch.Generator(device=device).manual_seed(seed)
+        dt = torch.bfloat16
+        self.seqlens = torch.tensor(self.lengths, dtype=torch.int32, device=device)
+        self.q = torch.randn(B, sq, hq, d, generator=gen, dtype=dt, device=device)
+        self.cache = torch.randn(B * self.max_pad, hkv, d, generator=gen, dtype=dt,
+                                 device=device)
+        pos = torch.arange(self.max_pad, device=device)
+        past = pos[None, :] >= self.seqlens[:, None].long()          # [B, max_pad]
+        self.cache.view(B, self.max_pad, hkv, d)[past] = float("nan")
+        self._tables: dict = {}
+
+    def paged(self, page: int):
+        """(k_cache [num_blocks, page, h_kv, d], block_table [B, max_pad / page] int32)."""
+        if page not in self._tables:
+            if self.max_pad % page:
+                raise ValueError(f"max_seqlen_pad {self.max_pad} is not a multiple of {page}")
+            n = self.max_pad // page
+            bt = self.torch.arange(self.cfg.B * n, dtype=self.torch.int32,
+                                   device=self.q.device).view(self.cfg.B, n)
+            k = self.cache.view(-1, page, self.cfg.H_kv, self.cfg.D)
+            self._tables[page] = (k, bt)
+        return self._tables[page]
+
+
+def reference(torch, data: MlaData, batch_ids) -> dict:
+    """{b: (out [s_q, H_q, d_v] fp32, lse [H_q, s_q] fp32)}: softmax(q kᵀ/√576) v with
+    bottom-right causal masking, v = k[..., :512], on sequence b's valid tokens."""
+    cfg = data.cfg
+    scale = 1.0 / math.sqrt(cfg.D)
+    out = {}
+    view = data.cache.view(cfg.B, data.max_pad, cfg.H_kv, cfg.D)
+    for b in batch_ids:
+        L = data.lengths[b]
+        k = view[b, :L, 0].float()                          # [L, d]   (h_kv = 1)
+        v = k[:, :cfg.Dv]
+        q = data.q[b].float().permute(1, 0, 2)               # [h_q, s_q, d]
+        s = torch.matmul(q, k.t()) * scale                   # [h_q, s_q, L]
+        if cfg.s_q > 1:
+            pos = torch.arange(L, device=s.device)
+            lim = L - cfg.s_q + torch.arange(cfg.s_q, device=s.device)
+            s.masked_fill_(pos[None, :] > lim[:, None], float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)                     # [h_q, s_q]
+        o = torch.matmul(torch.softmax(s, dim=-1), v)        # [h_q, s_q, d_v]
+        out[b] = (o.permute(1, 0, 2).contiguous(), lse)
+    return out
+
+
+class MlaRunner:
+    def __init__(self, opts: MlaOptions, out=None) -> None:
+        import torch
+
+        self.torch = torch
+        self.opts = opts
+        self.out = out or sys.stdout
+        if opts.timer == "do_bench":
+            t = timing.QUICK if opts.quick else timing.DEFAULT
+            self.timing = timing.TimingOptions(
+                warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
+                rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
+                min_reps=t.min_reps, max_reps=t.max_reps)
+        else:
+            t = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
+            self.timing = timing.RotatingOptions(
+                warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
+                rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
+                min_samples=t.min_samples, max_samples=t.max_samples)
+        self.rows: list[dict] = []
+        self.marks: set = set()       # (impl, mode, S_k, H_q, s_q, page) whose check failed
+        self.warnings: list[str] = []
+        self.not_measured: dict = {}
+        self.problems: list[str] = []
+        self.checks: dict = {}        # (impl, mode, S_k, H_q, s_q, page) -> text
+        self.gpu = torch.cuda.get_device_name()
+        self.date = report.today()
+        self.commit = report.git_commit()
+        self.device = torch.device("cuda")
+        props = torch.cuda.get_device_properties(0)
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        pages = set(opts.flashkit_pages) | {mla_sweeps.FLASHMLA_PAGE}
+        self.pad_multiple = mla_sweeps.PAD_TO
+        for p in pages:
+            self.pad_multiple = self.pad_multiple * p // math.gcd(self.pad_multiple, p)
+
+    def say(self, msg: str = "") -> None:
+        print(msg, file=self.out, flush=True)
+
+    def skip(self, impl: str, reason: str, label: str) -> None:
+        key = (impl, reason)
+        if key not in self.not_measured:
+            self.say(f"  note: {impl} not measured ({label.strip()}): {reason}"
+                     "  [reported once; see summary]")
+        self.not_measured.setdefault(key, []).append(label)
+
+    def _check_context(self) -> None:
+        try:
+            self.torch.cuda.synchronize()
+            self.torch.ones(1, device="cuda").add_(1).item()
+        except Exception as e:
+            raise _Fatal(_short(e)) from e
+
+    # -- main loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        opts = self.opts
+        env = mi.Env(flashmla_path=opts.flashmla_path)
+        impls = []
+        for name in opts.impls:
+            impl = mi.make_impl(name, opts.flashkit_pages)
+            try:
+                reason = impl.setup(env)
+            except Exception as e:
+                reason = f"setup failed: {_short(e)}"
+            if reason is None:
+                impls.append(impl)
+            elif name == mi.FLASHKIT:
+                self.problems.append(f"flashkit not measured: {reason}")
+                self.say(f"!!! FLASHKIT NOT MEASURED: {reason}\n!!! Measuring FlashMLA only.")
+            else:
+                self.problems.append(f"{name} not measured: {reason}")
+                self.say(f"!!! {name} unavailable: {reason}")
+        # FlashMLA first: its output is what flashkit's is compared with
+        impls.sort(key=lambda i: 0 if i.name == mi.FLASHMLA else 1)
+        csv_path = report.results_path(opts.out_dir, self.gpu, self.date, opts.tag, op="mla")
+        self._header(csv_path, impls)
+        if not impls:
+            self.say("!!! nothing to measure: no implementation available")
+            return 1
+        total = sum(len(i.pages) for i in impls) * len(opts.configs)
+        self.counter = [0, total]
+        interrupted = False
+        writer = report.CsvWriter(csv_path)
+        try:
+            for cfg in opts.configs:
+                self._run_config(cfg, impls, writer)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.say("\ninterrupted: keeping what was measured")
+        except _Fatal as e:
+            self.problems.append(f"CUDA context broken, run stopped early: {e}")
+            self.say(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {e}")
+        finally:
+            writer.close()
+        return self._finish(csv_path, interrupted)
+
+    def _header(self, csv_path: Path, impls) -> None:
+        torch = self.torch
+        t = self.timing
+        self.say(f"flashkit.bench mla | GPU {self.gpu} | bf16 | commit {self.commit} | "
+                 f"{self.date}")
+        self.say(f"torch {torch.__version__} (CUDA {torch.version.cuda}) | python "
+                 f"{platform.python_version()}")
+        if self.opts.timer == "do_bench":
+            self.say(f"timing: {timing.timer_name()} (L2 flushed before each call), warm-up "
+                     f"{t.warmup_ms:g} ms, repeats for {t.rep_ms:g} ms, median")
+        else:
+            self.say(f"timing: R >= {self.opts.min_sets} input sets (>= {self.opts.l2_rotate:g}x "
+                     f"L2 {self.l2_bytes / 2**20:.0f} MiB) called in turn between CUDA events "
+                     f"(a sleep kernel queued first so host launch time is not timed), warm-up "
+                     f"{t.warmup_ms:g} ms, samples for {t.rep_ms:g} ms, median per call; "
+                     "metadata made once per set, untimed")
+        self.say(f"check: cos_diff < {self.opts.cos_tol:g} (FlashMLA's measure) vs an fp32 "
+                 "reference on 3-4 sequences, and flashkit vs flashmla on the whole output")
+        for i in impls:
+            self.say(f"  impl {i.name}: {i.how}; pages {','.join(map(str, i.pages))}")
+        self.say(f"{len(self.opts.configs)} configs; TFLOPS = 2 s_q Σlen h_q (576+512) / t; "
+                 "GB/s = (Σlen·576 + B s_q h_q (576+512))·2 / t")
+        self.say(f"writing {csv_path}")
+
+    def _run_config(self, cfg, impls, writer) -> None:
+        torch = self.torch
+        lengths = mla_sweeps.seqlens(cfg, self.opts.seed)
+        max_pad = -(-max(lengths) // self.pad_multiple) * self.pad_multiple
+        one = mla_sweeps.cache_bytes(cfg, max_pad)
+        free, _ = torch.cuda.mem_get_info()
+        label = cfg.label()
+        R = 1
+        if self.opts.timer != "do_bench":
+            per_call = mla_sweeps.nbytes(cfg, sum(lengths))
+            R = min(self.opts.max_sets, max(self.opts.min_sets,
+                                            math.ceil(self.opts.l2_rotate * self.l2_bytes
+                                                      / per_call)))
+            while R > 1 and R * one + (1 << 30) > free:
+                R -= 1
+        need = R * one + (1 << 30)
+        if need > free:
+            reason = f"needs ~{need / 1e9:.1f} GB, {free / 1e9:.1f} GB free"
+            for i in impls:
+                for p in i.pages:
+                    self.counter[0] += 1
+                    self.skip(i.name, reason, f"{label} page={p}")
+            return
+        sets = [MlaData(torch, cfg, lengths, self.pad_multiple,
+                        cfg.seed(self.opts.seed) + 1 + 7919 * r, self.device) for r in range(R)]
+        data = sets[0]
+        longest = max(range(cfg.B), key=lambda b: lengths[b])
+        check_ids = sorted({0, cfg.B // 2, cfg.B - 1, longest})
+        refs = reference(torch, data, check_ids)
+        peer_out = None
+        self.say(f"-- {label}: Σlen {data.total} (mean {data.total / cfg.B:.0f}, "
+                 f"min {min(lengths)}, max {max(lengths)}), cache {data.cache.numel() * 2 / 1e9:.2f}"
+                 f" GB x {R} set(s)")
+        try:
+            for impl in impls:
+                for page in impl.pages:
+                    out = self._measure(impl, cfg, page, sets, refs, peer_out, writer)
+                    if impl.name == mi.FLASHMLA and out is not None:
+                        peer_out = out
+                    del out
+        finally:
+            del sets, data, refs, peer_out
+            torch.cuda.empty_cache()
+
+    def _measure(self, impl, cfg, page: int, sets, refs, peer_out, writer):
+        """Check (set 0), time (all sets in turn), write the rows; returns set 0's output (kept
+        for flashmla) or None."""
+        torch = self.torch
+        self.counter[0] += 1
+        label = f"{cfg.label()} page={page:<3}"
+        reason = impl.supports(cfg, page)
+        if reason:
+            self.skip(impl.name, reason, label)
+            return None
+        key = (impl.name, cfg.mode, cfg.S_k, cfg.H_q, cfg.s_q, page)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fns = [impl.prepare(cfg, d, page) for d in sets]
+                out, lse = fns[0]()
+                torch.cuda.synchronize()
+            check = self._check(impl, cfg, page, out, lse, refs, peer_out)
+            self.checks[key] = check
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if self.opts.timer == "do_bench":
+                    ms = timing.bench_median_ms(fns[0], self.timing)
+                else:
+                    ms, _ = timing.rotating_median_ms(fns, self.timing)
+            del fns
+        except _Fatal:
+            raise
+        except Exception as e:
+            self._check_context()
+            self.skip(impl.name, _short(e), label)
+            return None
+        total_len = sets[0].total
+        values = (("TFLOPS", mla_sweeps.tflops(cfg, total_len, ms)),
+                  ("GB/s", mla_sweeps.gbps(cfg, total_len, ms)),
+                  ("us", ms * 1e3))
+        for unit, v in values:
+            row = report.make_row(
+                op="mla_decode", impl=impl.name, dtype="bf16", D=cfg.D, Dv=cfg.Dv, B=cfg.B,
+                H_q=cfg.H_q, H_kv=cfg.H_kv, S_q=cfg.s_q, S_k=cfg.S_k, causal=True,
+                mode=cfg.mode, page_size=page, value=v, unit=unit, gpu=self.gpu,
+                date=self.date, commit=self.commit)
+            writer.write(row)
+            self.rows.append(row)
+        n, total = self.counter
+        flag = "  !WARN" if key in self.marks else ""
+        self.say(f"[{n:>3}/{total}] {label} {impl.name:<9} {values[0][1]:7.1f} TFLOPS "
+                 f"{values[1][1]:7.0f} GB/s {ms * 1e3:9.2f} us  R={len(sets)}  [{check}]{flag}")
+        return out
+
+    def _check(self, impl, cfg, page, out, lse, refs, peer_out) -> str:
+        torch = self.torch
+        key = (impl.name, cfg.mode, cfg.S_k, cfg.H_q, cfg.s_q, page)
+        expect_o = (cfg.B, cfg.s_q, cfg.H_q, cfg.Dv)
+        expect_l = (cfg.B, cfg.H_q, cfg.s_q)
+        problems, parts = [], []
+        if tuple(out.shape) != expect_o or tuple(lse.shape) != expect_l:
+            problems.append(f"shapes out {tuple(out.shape)} lse {tuple(lse.shape)}, expected "
+                            f"{expect_o} and {expect_l}")
+        elif not bool(torch.isfinite(out).all().item()):
+            problems.append("non-finite output")
+        else:
+            worst_o = max(cos_diff(torch, out[b], r[0]) for b, r in refs.items())
+            worst_l = max(cos_diff(torch, lse[b], r[1]) for b, r in refs.items())
+            parts.append(f"ref cos {worst_o:.1e}/{worst_l:.1e}")
+            if not worst_o < self.opts.cos_tol or not worst_l < self.opts.cos_tol:
+                problems.append(f"vs fp32 reference: cos_diff out {worst_o:.3g}, lse "
+                                f"{worst_l:.3g} (< {self.opts.cos_tol:g})")
+            if impl.name != mi.FLASHMLA and peer_out is not None:
+                c = cos_diff(torch, out, peer_out)
+                parts.append(f"vs flashmla {c:.1e}")
+                if not c < self.opts.cos_tol:
+                    problems.append(f"vs flashmla output: cos_diff {c:.3g} "
+                                    f"(< {self.opts.cos_tol:g})")
+        if problems:
+            msg = f"!!! WARNING {impl.name} {cfg.label()} page={page}: {'; '.join(problems)}"
+            self.say(msg)
+            self.warnings.append(msg)
+            self.marks.add(key)
+            return "WARN " + "; ".join(problems)
+        return "ok " + ", ".join(parts)
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _finish(self, csv_path: Path, interrupted: bool) -> int:
+        opts = self.opts
+        self.say("")
+        png = None
+        if opts.plot and self.rows:
+            if not report.have_matplotlib():
+                self.say(f"note: {report.MATPLOTLIB_MISSING}")
+            else:
+                try:
+                    png = mla_report.plot_rows(self.rows, csv_path.with_suffix(".png"))
+                except Exception as e:
+                    self.say(f"note: plot failed: {_short(e)}")
+        notes_path = csv_path.with_suffix(".notes.txt")
+        notes_path.write_text(self._notes_text())
+        if self.not_measured:
+            self.say("not measured:")
+            for (impl, reason), labels in self.not_measured.items():
+                self.say(f"  {impl}: {len(labels)} config(s): {reason}")
+        digest = []
+        if self.warnings:
+            self.say(f"\n!!! {len(self.warnings)} CORRECTNESS WARNING(S); those rows are marked "
+                     "'!' and are suspect:")
+            for m in self.warnings[:_MAX_LISTED]:
+                self.say("  " + m)
+            if len(self.warnings) > _MAX_LISTED:
+                self.say(f"  ... and {len(self.warnings) - _MAX_LISTED} more in {notes_path}")
+            digest.append(f"{len(self.warnings)} correctness warning(s)")
+        for p in self.problems:
+            self.say(f"!!! {p}")
+            digest.append(p)
+        if not self.rows:
+            self.say("!!! nothing was measured")
+            digest.append("nothing was measured")
+        self.say(f"\nresults: {csv_path} ({len(self.rows)} rows)")
+        if png:
+            self.say(f"plot:    {png}")
+        self.say(f"notes:   {notes_path}")
+        self.say("")
+        self.say(mla_report.format_report(self.rows, self.marks, self.checks))
+        if digest:
+            print(f"flashkit.bench mla: {'; '.join(digest)} (see {notes_path})",
+                  file=sys.stderr, flush=True)
+        if interrupted:
+            return 130
+        return 1 if (self.warnings or self.problems or not self.rows) else 0
+
+    def _notes_text(self) -> str:
+        torch = self.torch
+        t = self.timing
+        lines = [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
+                 f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
+                 f"torch: {torch.__version__} cuda {torch.version.cuda}",
+                 f"timer: {self.opts.timer} warmup_ms={t.warmup_ms} rep_ms={t.rep_ms}"
+                 + ("" if self.opts.timer == "do_bench" else
+                    f" sets>={self.opts.min_sets} covering >={self.opts.l2_rotate:g}x L2 "
+                    f"({self.l2_bytes} B)"),
+                 f"seed: {self.opts.seed}; max_seqlen_pad multiple: {self.pad_multiple}",
+                 f"rows: {len(self.rows)}"]
+        for key, text in self.checks.items():
+            impl, mode, S, hq, sq, page = key
+            lines.append(f"check: {impl} {mode} S_k={S} H_q={hq} s_q={sq} page={page}: {text}")
+        for (impl, reason), labels in self.not_measured.items():
+            lines.append(f"not measured: {impl} ({len(labels)} configs): {reason}")
+        lines += [f"warning: {m}" for m in self.warnings]
+        lines += [f"problem: {p}" for p in self.problems]
+        return "\n".join(lines) + "\n"
+
+
+def run(opts: MlaOptions, out=None) -> int:
+    return MlaRunner(opts, out).run()
