@@ -86,6 +86,10 @@ struct Traits {
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
 };
 
+#ifndef FLASHKIT_MLA_P1_AFTER_PV
+#define FLASHKIT_MLA_P1_AFTER_PV 1
+#endif
+
 // Named barriers (id 0 is __syncthreads).
 // (5 and 6: warpgroup-local, after zero_v_tail.)
 enum : int { kBarScale0 = 1, kBarScale1 = 2, kBarP0 = 3, kBarP1 = 4 };
@@ -328,16 +332,21 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[4][4], const float (&s)[8]
   }
 }
 
-// Stores P (scaled by f[r] per row) to the 64 x 64 swizzled tile at shared address `sp`.
+// Stores P, already packed as the wgmma A fragments pa[ps] (ps = 16-column step), to the
+// 64 x 64 swizzled tile at `sp` with stmatrix: fragment ps of a warp is exactly the four
+// 8 x 8 matrices (rows 0-7 | 8-15) x (columns 16 ps + 0-7 | 8-15), lane l addressing row
+// l % 8 of matrix l / 8. 4 instructions instead of 16 4-byte stores.
 template <class Tr>
-__device__ __forceinline__ void store_p(uint32_t sp, const float (&s)[8][4], const float (&f)[2], int row0, int t) {
-  using T = typename Tr::T;
+__device__ __forceinline__ void store_p_packed(uint32_t sp, const uint32_t (&pa)[4][4], int lt) {
+  const int lane = lt % 32, mat = lane / 8;
+  const int row = (lt / 32) * 16 + (lane % 8) + 8 * (mat % 2);
   sp = prims::opaque(sp);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int col = j * 8 + 2 * t;
-    st_shared_u32(sp + 2 * Tr::PTile::offset(row0, col), prims::pack2<T>(s[j][0] * f[0], s[j][1] * f[0]));
-    st_shared_u32(sp + 2 * Tr::PTile::offset(row0 + 8, col), prims::pack2<T>(s[j][2] * f[1], s[j][3] * f[1]));
+  for (int ps = 0; ps < 4; ++ps) {
+    const uint32_t addr = sp + 2 * Tr::PTile::offset(row, ps * 16 + 8 * (mat / 2));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(pa[ps][0]),
+                 "r"(pa[ps][1]), "r"(pa[ps][2]), "r"(pa[ps][3])
+                 : "memory");
   }
 }
 
@@ -467,7 +476,17 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   float sc1[2];
   sc1[0] = sScale1[r0];
   sc1[1] = sScale1[r1];
-  store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP0), s, sc1, r0, t);
+  {
+    uint32_t pb[4][4];
+#pragma unroll
+    for (int ps = 0; ps < 4; ++ps) {
+      pb[ps][0] = prims::pack2<T>(s[2 * ps][0] * sc1[0], s[2 * ps][1] * sc1[0]);
+      pb[ps][1] = prims::pack2<T>(s[2 * ps][2] * sc1[1], s[2 * ps][3] * sc1[1]);
+      pb[ps][2] = prims::pack2<T>(s[2 * ps + 1][0] * sc1[0], s[2 * ps + 1][1] * sc1[0]);
+      pb[ps][3] = prims::pack2<T>(s[2 * ps + 1][2] * sc1[1], s[2 * ps + 1][3] * sc1[1]);
+    }
+    store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP0), pb, pc.lt);
+  }
   prims::fence_proxy_async_smem();
   prims::bar_arrive(kBarP0, Tr::kThreads);
 
@@ -550,13 +569,14 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   scale_o(o, f);
 
   // P_B to shared memory for warpgroup 0, then O_R += P_B V_B[:, R].
-  const float one[2] = {1.f, 1.f};
-  store_p<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), s, one, r0, t);
-  prims::fence_proxy_async_smem();
-  prims::bar_arrive(kBarP1, Tr::kThreads);
-  if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 1, 1);
   uint32_t pa[4][4];
   pack_p<T>(pa, s);
+  store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), pa, pc.lt);
+  prims::fence_proxy_async_smem();
+#if !FLASHKIT_MLA_P1_AFTER_PV
+  prims::bar_arrive(kBarP1, Tr::kThreads);
+#endif
+  if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 1, 1);
   fence_o(o);
   prims::wgmma_fence();
   issue_pv_regs<Tr>(o, pa, d.v[1], 1);
@@ -570,6 +590,11 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
   issue_pv_smem<Tr>(o, d.p0, d.v[0], 1);
   prims::wgmma_commit();
+#if FLASHKIT_MLA_P1_AFTER_PV
+  // P_B is published only now, so warpgroup 0's O_L += P_B V_B[:, L] queues behind this
+  // warpgroup's two P V: they finish first and buffer 0's columns 256.. are freed sooner.
+  prims::bar_arrive(kBarP1, Tr::kThreads);
+#endif
   prims::wgmma_wait<1>();
   if constexpr (!kLast) pc.template load_chunks<4, 9>(1, blk + 3, id_b);
   prims::wgmma_wait<0>();
