@@ -23,7 +23,7 @@ template <typename Tag>
 int launch_mla_combine(const MlaParams& p, bool pdl, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (p.batch <= 0 || p.m_blocks <= 0) return cudaSuccess;
-  return launch_util::launch_pdl(&mla::mla_combine_kernel<T>, dim3(p.batch, p.h_kv, p.m_blocks),
+  return launch_util::launch_pdl(&mla::mla_combine_kernel<T>, dim3(p.batch, p.h_kv, (p.rows_per_kv + mla::kCombineRows - 1) / mla::kCombineRows),
                                  dim3(mla::kCombineThreads), 0, stream, pdl, p);
 }
 template int launch_mla_combine<fp16_t>(const MlaParams&, bool, cudaStream_t);
