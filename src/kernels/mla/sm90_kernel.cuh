@@ -415,6 +415,31 @@ __device__ __forceinline__ void fence_o(float (&o)[4][R][C]) {
   for (int dc = 0; dc < 4; ++dc) prims::fence_operands(o[dc]);
 }
 
+// The shared running max (log2 units) of this thread's two rows: new max with this
+// block's row max `mx`, the factor 2^(old - new) for what was accumulated before, both
+// published (one lane per quad) for the other warpgroup: the max in sM, the factor in
+// `scale_out` (sScale0 or sScale1).
+template <class Tr>
+__device__ __forceinline__ void update_running_max(const Piece<Tr>& pc, const float (&mx)[2], float* scale_out,
+                                                   float (&m_new)[2], float (&sc)[2], int t) {
+  float* sM = reinterpret_cast<float*>(pc.smem + Tr::kSmemM);
+  const int rows[2] = {pc.row0, pc.row0 + 8};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_old = sM[rows[r]];
+    m_new[r] = fmaxf(m_old, mx[r]);
+    sc[r] = prims::exp2_approx(m_old - m_new[r]);
+  }
+  __syncwarp();  // every lane of the quad has read sM before it changes
+  if (t == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sM[rows[r]] = m_new[r];
+      scale_out[rows[r]] = sc[r];
+    }
+  }
+}
+
 // Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
 struct Descs {
   uint64_t q, k[2], v[2], p0, p1;
@@ -427,7 +452,6 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
                                          float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
                                          uint32_t& ph0, int t) {
   using T = typename Tr::T;
-  float* sM = reinterpret_cast<float*>(pc.smem + Tr::kSmemM);
   float* sScale0 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale0);
   float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
   const float sl2 = pc.p.softmax_scale_log2;
@@ -441,21 +465,9 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
 
   // Softmax of S_A against the running max.
   mask_block(pc, s, blk, 0, t);
-  float mx[2], m_old[2], m_new[2], sc[2], sum[2];
+  float mx[2], m_new[2], sc[2], sum[2];
   row_max(s, sl2, mx);
-  m_old[0] = sM[r0];
-  m_old[1] = sM[r1];
-  m_new[0] = fmaxf(m_old[0], mx[0]);
-  m_new[1] = fmaxf(m_old[1], mx[1]);
-  sc[0] = prims::exp2_approx(m_old[0] - m_new[0]);
-  sc[1] = prims::exp2_approx(m_old[1] - m_new[1]);
-  __syncwarp();
-  if (t == 0) {
-    sM[r0] = m_new[0];
-    sM[r1] = m_new[1];
-    sScale0[r0] = sc[0];
-    sScale0[r1] = sc[1];
-  }
+  update_running_max(pc, mx, sScale0, m_new, sc, t);
   prims::bar_arrive(kBarScale0, Tr::kThreads);  // warpgroup 1 may start its softmax
   exp_rows(s, sl2, m_new, sum);
   l[0] = l[0] * sc[0] + sum[0];
@@ -531,7 +543,6 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
                                          float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
                                          uint32_t& ph1, int t) {
   using T = typename Tr::T;
-  float* sM = reinterpret_cast<float*>(pc.smem + Tr::kSmemM);
   float* sScale0 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale0);
   float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
   const float sl2 = pc.p.softmax_scale_log2;
@@ -544,24 +555,12 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
 
   mask_block(pc, s, blk + 1, 1, t);
-  float mx[2], m_old[2], m_new[2], sc[2], sum[2], f[2];
+  float mx[2], m_new[2], sc[2], sum[2], f[2];
   row_max(s, sl2, mx);
   prims::bar_sync(kBarScale0, Tr::kThreads);
-  m_old[0] = sM[r0];
-  m_old[1] = sM[r1];
-  m_new[0] = fmaxf(m_old[0], mx[0]);
-  m_new[1] = fmaxf(m_old[1], mx[1]);
-  sc[0] = prims::exp2_approx(m_old[0] - m_new[0]);
-  sc[1] = prims::exp2_approx(m_old[1] - m_new[1]);
-  f[0] = sc[0] * sScale0[r0];
+  update_running_max(pc, mx, sScale1, m_new, sc, t);
+  f[0] = sc[0] * sScale0[r0];  // O_R still holds the max before warpgroup 0's update
   f[1] = sc[1] * sScale0[r1];
-  __syncwarp();
-  if (t == 0) {
-    sM[r0] = m_new[0];
-    sM[r1] = m_new[1];
-    sScale1[r0] = sc[0];
-    sScale1[r1] = sc[1];
-  }
   prims::bar_arrive(kBarScale1, Tr::kThreads);
   exp_rows(s, sl2, m_new, sum);
   l[0] = l[0] * f[0] + sum[0];
