@@ -61,15 +61,25 @@ def test_schedule_mirror_cases(lens, parts):
 
 
 def test_schedule_balance():
-    # One long sequence over 16 parts: 16 pieces of at most ceil(261 / 16) = 17 blocks (the
-    # first part also carries the sequence's overhead of 5).
+    # One long sequence over 16 parts: payload ceil(261 / 16) + 5 = 22, so 15 pieces of 17
+    # blocks (22 minus the overhead) and the last part takes the one block left.
     sched, splits = mla_schedule_reference([16384], 16)
     sizes = [row[3] - row[1] for row in sched if row[0] == 0]
-    assert splits == [0, 16] and len(sizes) == 16 and sum(sizes) == 256, sizes
-    assert max(sizes) == 17 and sizes[0] == 12, sizes
+    assert splits == [0, 16] and sum(sizes) == 256, sizes
+    assert sizes == [17] * 15 + [1], sizes
     # A batch of equal sequences over as many parts: one piece each, no splitting.
     sched, splits = mla_schedule_reference([4096] * 132, 132)
     assert splits[-1] == 132
+    # ... and over a few more parts than sequences (FlashMLA's b = 128 on 132 SMs): still
+    # one piece each (the payload's + overhead keeps them whole), the last parts idle.
+    sched, splits = mla_schedule_reference([4096] * 128, 132)
+    assert splits[-1] == 128 and all(row[0] == 128 for row in sched[128:])
+    # Longer equal sequences are cut, each part carrying at most payload - overhead blocks.
+    sched, splits = mla_schedule_reference([16384] * 128, 132)
+    payload = -(-128 * 261 // 132) + 5
+    for row in sched:
+        if row[0] < 128 and row[0] == row[2]:
+            assert row[3] - row[1] <= payload - 5
 
 
 def test_schedule_checker_catches_mistakes():

@@ -27,33 +27,44 @@ def mla_schedule_reference(seqlens, num_parts):
     rows of 8 ints (begin_batch, begin_block, end_batch, end_block, begin_split, 0, 0, 0),
     num_splits a list of B + 1 prefix counts. Negative lengths count as 0.
 
-    Cost line: each non-empty sequence occupies ``overhead + blocks`` units (overhead first);
-    payload ``P = max(ceil(total / num_parts), 2 * overhead)``; the block at unit u belongs
-    to part ``u // P``. Parts with no work: ``[B, 0, -1, 0, 0, 0, 0, 0]``.
+    Greedy in batch order: a piece costs its blocks + overhead; payload
+    ``P = max(ceil(total / num_parts) + overhead, 2 * overhead)`` with total the sum of
+    ``blocks + overhead`` over non-empty sequences; part q takes whole sequences while they
+    fit, cuts the first one that does not after ``remaining - overhead`` blocks (if > 0),
+    and the last part takes whatever is left. Parts with no work: ``[B, 0, -1, 0, 0, 0, 0, 0]``.
     """
     lens = [max(0, int(x)) for x in seqlens]
     B = len(lens)
     if num_parts < 1:
         raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+    ov = MLA_FIXED_OVERHEAD
     sched = [[B, 0, -1, 0, 0, 0, 0, 0] for _ in range(num_parts)]
-    total = sum(_blocks(n) + MLA_FIXED_OVERHEAD for n in lens if n > 0)
-    payload = max(-(-total // num_parts), 2 * MLA_FIXED_OVERHEAD)
+    total = sum(_blocks(n) + ov for n in lens if n > 0)
+    payload = max(-(-total // num_parts) + ov, 2 * ov)
     num_splits = [0] * (B + 1)
-    S, pieces = 0, 0
+    q, remaining, opened, pieces = 0, payload, False, 0
     for b, length in enumerate(lens):
         n = _blocks(length)
-        if n:
-            first = S + MLA_FIXED_OVERHEAD
-            pf, pl = first // payload, (first + n - 1) // payload
-            for q in range(pf, pl + 1):
-                lo = max(q * payload - first, 0)
-                hi = min((q + 1) * payload - first, n)
-                row = sched[q]
-                if row[0] == B:  # the part's first sequence (batch order)
-                    row[0], row[1], row[4] = b, lo, q - pf
-                row[2], row[3] = b, hi
-            pieces += pl - pf + 1
-            S += n + MLA_FIXED_OVERHEAD
+        blk = split = 0
+        while n > 0:
+            row = sched[q]
+            need = n - blk + ov
+            if q == num_parts - 1 or remaining >= need:
+                if not opened:
+                    row[0], row[1], row[4], opened = b, blk, split, True
+                row[2], row[3] = b, n
+                remaining -= need
+                split += 1
+                break
+            take = remaining - ov
+            if take > 0:
+                if not opened:
+                    row[0], row[1], row[4] = b, blk, split
+                row[2], row[3] = b, blk + take
+                blk += take
+                split += 1
+            q, remaining, opened = q + 1, payload, False
+        pieces += split
         num_splits[b + 1] = pieces
     return sched, num_splits
 

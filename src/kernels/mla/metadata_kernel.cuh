@@ -1,14 +1,11 @@
 // MLA tile scheduler on the GPU (one CTA, no host sync): cuts the batch's 64-token KV blocks
-// into `num_parts` equal shares, in batch order. See docs/kernels/mla.md ("Scheduler").
+// into `num_parts` shares, in batch order. See docs/kernels/mla.md ("Scheduler").
 //
-// Cost line: every non-empty sequence b occupies kMlaFixedOverhead + n_b consecutive units
-// of one line (n_b = ceil(len_b / 64); empty sequences occupy nothing): first its overhead,
-// then its blocks. With S_b the units before b and the payload
-//   P = max(ceil(total / num_parts), 2 * kMlaFixedOverhead),
-// block k of sequence b sits at unit u = S_b + overhead + k and belongs to part u / P. So
-// every block belongs to exactly one part, pieces are in order, and part q's piece of b has
-// split index q - (part of b's first block). Everything is two block-wide scans (unit
-// prefix, piece prefix) and a loop over the parts each sequence touches.
+// Costs: a piece of a sequence costs its blocks (n_b = ceil(len_b / 64)) plus
+// kMlaFixedOverhead (its prologue and epilogue); empty sequences cost nothing and get no
+// piece (the combine writes their rows). Greedy in batch order with
+// payload = max(ceil(total / num_parts) + overhead, 2 * overhead), total = sum of
+// (n_b + overhead) over non-empty sequences: see mla_metadata_kernel.
 #pragma once
 
 #include <cstdint>
@@ -50,65 +47,74 @@ __device__ __forceinline__ int64_t block_inclusive_scan(int64_t v, int64_t* s_wa
   return v;
 }
 
+// Greedy cut in batch order (FlashMLA's scheduling idea, see the header comment): part q
+// takes whole sequences while `payload` allows (a piece costs its blocks + the overhead),
+// and cuts the first one that does not fit after `remaining - overhead` blocks (when that is
+// positive; else the part ends there). payload = ceil(total / parts) + overhead, so a batch
+// of equal sequences that nearly fill a part is not split at all (the unit line cut every
+// one of them: partial writes and a combine for nothing). The last part takes whatever is
+// left, so coverage never depends on the payload arithmetic. The cut is sequential: thread
+// 0 walks the batch through shared-memory chunks of block counts that all threads load.
+constexpr int kMetaChunk = 4096;
+
 __global__ void __launch_bounds__(kMetaThreads) mla_metadata_kernel(const MlaMetadataParams p) {
   __shared__ int64_t s_warp[32];
+  __shared__ int32_t s_blocks[kMetaChunk];
   const int B = p.batch, parts = p.num_parts;
   // Parts without work (overwritten below for the others).
   for (int i = threadIdx.x; i < parts; i += blockDim.x) {
     int32_t* s = p.sched + int64_t(i) * kMlaSchedInts;
     s[0] = B, s[1] = 0, s[2] = -1, s[3] = 0, s[4] = 0, s[5] = 0, s[6] = 0, s[7] = 0;
   }
-  // Each thread owns a run of consecutive sequences [b0, b1).
-  const int per = (B + int(blockDim.x) - 1) / int(blockDim.x);
-  const int b0 = min(B, int(threadIdx.x) * per), b1 = min(B, b0 + per);
   int64_t cost = 0;
-  for (int b = b0; b < b1; ++b) {
+  for (int b = threadIdx.x; b < B; b += blockDim.x) {
     const int64_t n = mla_blocks_of(p.seqlens_k[b]);
     cost += n > 0 ? n + kMlaFixedOverhead : 0;
   }
   int64_t total = 0;
-  const int64_t start = block_inclusive_scan(cost, s_warp, &total) - cost;  // also orders the init
-  const int64_t payload = max((total + parts - 1) / parts, int64_t{2 * kMlaFixedOverhead});
+  block_inclusive_scan(cost, s_warp, &total);  // (also orders the initialization above)
+  const int64_t payload =
+      max((total + parts - 1) / parts + kMlaFixedOverhead, int64_t{2 * kMlaFixedOverhead});
 
-  int64_t pieces = 0, S = start;
-  for (int b = b0; b < b1; ++b) {
-    const int64_t n = mla_blocks_of(p.seqlens_k[b]);
-    if (n > 0) {
-      const int64_t first = S + kMlaFixedOverhead;
-      pieces += (first + n - 1) / payload - first / payload + 1;
-      S += n + kMlaFixedOverhead;
-    }
-  }
-  int64_t total_pieces = 0;
-  int64_t split_prefix = block_inclusive_scan(pieces, s_warp, &total_pieces) - pieces;
+  // Thread 0's walk state (carried across chunks).
+  int q = 0, pieces = 0;
+  int64_t remaining = payload;
+  bool opened = false;
   if (threadIdx.x == 0) p.num_splits[0] = 0;
-
-  S = start;
-  for (int b = b0; b < b1; ++b) {
-    const int64_t n = mla_blocks_of(p.seqlens_k[b]);
-    if (n > 0) {
-      const int64_t first = S + kMlaFixedOverhead, last = first + n - 1;
-      const int64_t pf = first / payload, pl = last / payload;
-      const int64_t next_first = S + n + 2 * kMlaFixedOverhead;  // the next non-empty sequence's
-      const bool has_next = S + n + kMlaFixedOverhead < total;
-      for (int64_t q = pf; q <= pl; ++q) {
-        int32_t* s = p.sched + q * kMlaSchedInts;
-        // b is the part's first sequence unless the previous one's last block (unit S - 1) is
-        // in it too; its last unless the next one's first block is.
-        if (q > pf || S == 0 || (S - 1) / payload < pf) {
-          s[0] = b;
-          s[1] = int32_t(max(q * payload - first, int64_t{0}));
-          s[4] = int32_t(q - pf);
+  for (int c0 = 0; c0 < B; c0 += kMetaChunk) {
+    const int cn = min(kMetaChunk, B - c0);
+    __syncthreads();  // the previous chunk is consumed
+    for (int i = threadIdx.x; i < cn; i += blockDim.x) s_blocks[i] = int32_t(mla_blocks_of(p.seqlens_k[c0 + i]));
+    __syncthreads();
+    if (threadIdx.x != 0) continue;
+    for (int i = 0; i < cn; ++i) {
+      const int b = c0 + i;
+      const int n = s_blocks[i];
+      int blk = 0, split = 0;
+      while (n > 0) {
+        int32_t* s = p.sched + int64_t(q) * kMlaSchedInts;
+        const int64_t need = int64_t(n - blk) + kMlaFixedOverhead;
+        if (q == parts - 1 || remaining >= need) {  // the rest of b fits in part q
+          if (!opened) s[0] = b, s[1] = blk, s[4] = split, opened = true;
+          s[2] = b, s[3] = n;
+          remaining -= need;
+          ++split;
+          break;
         }
-        if (q < pl || !has_next || next_first / payload > pl) {
-          s[2] = b;
-          s[3] = int32_t(min((q + 1) * payload - first, n));
+        const int64_t take = remaining - kMlaFixedOverhead;
+        if (take > 0) {  // part q ends inside b
+          if (!opened) s[0] = b, s[1] = blk, s[4] = split;
+          s[2] = b, s[3] = blk + int32_t(take);
+          blk += int32_t(take);
+          ++split;
         }
+        ++q;  // (a fresh part always takes >= overhead blocks: payload >= 2 * overhead)
+        remaining = payload;
+        opened = false;
       }
-      split_prefix += pl - pf + 1;
-      S += n + kMlaFixedOverhead;
+      pieces += split;
+      p.num_splits[b + 1] = pieces;
     }
-    p.num_splits[b + 1] = int32_t(split_prefix);
   }
 }
 
