@@ -86,10 +86,6 @@ struct Traits {
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
 };
 
-#ifndef FLASHKIT_MLA_P1_AFTER_PV
-#define FLASHKIT_MLA_P1_AFTER_PV 1
-#endif
-
 // Named barriers (id 0 is __syncthreads).
 // (5 and 6: warpgroup-local, after zero_v_tail.)
 enum : int { kBarScale0 = 1, kBarScale1 = 2, kBarP0 = 3, kBarP1 = 4 };
@@ -572,9 +568,6 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   pack_p<T>(pa, s);
   store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), pa, pc.lt);
   prims::fence_proxy_async_smem();
-#if !FLASHKIT_MLA_P1_AFTER_PV
-  prims::bar_arrive(kBarP1, Tr::kThreads);
-#endif
   if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 1, 1);
   fence_o(o);
   prims::wgmma_fence();
@@ -589,11 +582,9 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
   issue_pv_smem<Tr>(o, d.p0, d.v[0], 1);
   prims::wgmma_commit();
-#if FLASHKIT_MLA_P1_AFTER_PV
   // P_B is published only now, so warpgroup 0's O_L += P_B V_B[:, L] queues behind this
-  // warpgroup's two P V: they finish first and buffer 0's columns 256.. are freed sooner.
+  // warpgroup's two P V (FlashMLA's order; measured neutral here, v9).
   prims::bar_arrive(kBarP1, Tr::kThreads);
-#endif
   prims::wgmma_wait<1>();
   if constexpr (!kLast) pc.template load_chunks<4, 9>(1, blk + 3, id_b);
   prims::wgmma_wait<0>();
