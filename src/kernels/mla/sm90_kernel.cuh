@@ -253,7 +253,9 @@ __device__ __forceinline__ void issue_qk_part(const Piece<Tr>& pc, int buf, uint
   for (int i = kFrom; i < kTo; ++i) {
     const int c = (kFirst + i) % Tr::kChunks;
     prims::mbarrier_wait(pc.bar_k(buf, c), phase);
-    prims::fence_proxy_async_smem();
+    // cp.async writes through the generic proxy: make them visible to wgmma. TMA writes
+    // are async-proxy already, ordered by the transaction barrier.
+    if constexpr (!Tr::kTma) prims::fence_proxy_async_smem();
     if (c < Tr::kChunks - 1) {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
