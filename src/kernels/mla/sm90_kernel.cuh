@@ -24,11 +24,15 @@
 // done. The RoPE part of Q (columns 512..575) is kept in registers as the A operand of the
 // last QK^T k-steps; its shared-memory slot holds sP1.
 //
-// Loads: cp.async 16-byte copies, any page size (each thread resolves its row's page
-// through the block table), rows past the piece's end or with a bad block id zero-filled
-// (never read). Warpgroup 0 loads columns 0..255 (chunks 0-3), warpgroup 1 columns
-// 256..575 (chunks 4-8) of each buffer; each 64-column chunk has an mbarrier that the
-// loading threads' copies arrive on.
+// Loads: warpgroup 0 loads columns 0..255 (chunks 0-3), warpgroup 1 columns 256..575
+// (chunks 4-8) of each buffer; each 64-column chunk has an mbarrier. Page sizes that are
+// multiples of 16: TMA boxes of 64 columns x gcd(page, 64) tokens from a tensor map the
+// launcher encodes (one lane per box; a box past the end or with a bad block id gets an
+// out-of-range page coordinate and arrives as zeros; V rows of a box straddling the end
+// are cleared in shared memory before a P V reads them). Other page sizes: 16-byte
+// cp.async copies, each thread resolving its row's page, zero-filled past the end. Tokens
+// of pages with a bad block id are masked out of the softmax (a row mask published with
+// the chunk-0 barrier) and set the error bit. docs/kernels/mla.md has the measured ladder.
 //
 // The kernel body exists only in the sm_90a compilation.
 #pragma once
