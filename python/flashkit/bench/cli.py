@@ -30,12 +30,69 @@ measured); 2 no CUDA GPU / no PyTorch, or bad arguments; 130 interrupted.
 """
 
 
-def _split(values: Optional[Sequence[str]]) -> list[str]:
+# ---------------------------------------------------------------------------------------
+# shared by the command lines of every op (prefill here, decode_cli, mla_cli)
+
+
+def split_list(values: Optional[Sequence[str]]) -> list[str]:
     """['a,b', 'c'] -> ['a', 'b', 'c'] (lists may be given with spaces or commas)."""
     out: list[str] = []
     for v in values or ():
-        out += [x for x in v.split(",") if x.strip()]
-    return [x.strip() for x in out]
+        out += [x.strip() for x in str(v).split(",") if x.strip()]
+    return out
+
+
+def add_output_args(p: argparse.ArgumentParser,
+                    out_dir_help: str = "default: bench/results") -> None:
+    """--out-dir, --tag and --no-plot."""
+    p.add_argument("--out-dir", default="bench/results", help=out_dir_help)
+    p.add_argument("--tag", help="suffix of the results file name")
+    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+
+
+def resolve_impls(values, all_impls: Sequence[str], default_impls: Sequence[str],
+                  parser: argparse.ArgumentParser) -> list[str]:
+    """The --impls list: validated against all_impls, in the given order, no duplicates."""
+    names = split_list(values) or list(default_impls)
+    for n in names:
+        if n not in all_impls:
+            parser.error(f"--impls: unknown impl {n!r} (choose from {', '.join(all_impls)})")
+    return list(dict.fromkeys(names))
+
+
+def check_timing_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--warmup-ms >= 0 and --rep-ms > 0 where given."""
+    if (args.warmup_ms is not None and args.warmup_ms < 0) or \
+            (args.rep_ms is not None and args.rep_ms <= 0):
+        parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
+
+
+def cuda_problem() -> Optional[str]:
+    """None when torch imports and sees a CUDA GPU, else why not."""
+    try:
+        import torch
+    except Exception as e:
+        return f"PyTorch is not importable ({type(e).__name__}: {e})"
+    try:
+        ok = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    except Exception as e:
+        return f"torch {torch.__version__}: CUDA query failed ({e})"
+    if not ok:
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU"
+    return None
+
+
+def no_gpu_exit() -> Optional[int]:
+    """None when torch sees a CUDA GPU; else says why on stderr and returns EXIT_NO_GPU."""
+    problem = cuda_problem()
+    if problem:
+        print(f"{NO_GPU_MESSAGE} ({problem})", file=sys.stderr)
+        return EXIT_NO_GPU
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# prefill
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,10 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--quick", action="store_true",
                    help="fewer lengths (fa3 1k/4k/16k, small 512/2k/8k) and shorter timing")
-    p.add_argument("--out-dir", default="bench/results",
-                   help="where results go (default: bench/results)")
-    p.add_argument("--tag", help="suffix of the results file name")
-    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    add_output_args(p, "where results go (default: bench/results)")
     p.add_argument("--atol", type=float, default=2e-2,
                    help="max |out - SDPA reference| before a result is flagged (default 2e-2)")
     p.add_argument("--dry-run", action="store_true",
@@ -81,26 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     """Validated, expanded choices from parsed arguments (no torch)."""
-    modes = _split(args.mode) or ["fwd"]
+    modes = split_list(args.mode) or ["fwd"]
     for m in modes:
         if m not in sweeps.MODES:
             parser.error(f"--mode: unknown mode {m!r} (choose from {', '.join(sweeps.MODES)})")
     modes = [m for m in sweeps.MODES if m in modes]  # canonical order, no duplicates
 
-    names = _split(args.impls) or list(impls.DEFAULT_IMPLS)
-    for n in names:
-        if n not in impls.ALL_IMPLS:
-            parser.error(f"--impls: unknown impl {n!r} (choose from {', '.join(impls.ALL_IMPLS)})")
+    names = resolve_impls(args.impls, impls.ALL_IMPLS, impls.DEFAULT_IMPLS, parser)
     if args.flex and impls.FLEX not in names:
         names.append(impls.FLEX)
-    names = list(dict.fromkeys(names))
 
     try:
-        seqlens = [sweeps.parse_seqlen(s) for s in _split(args.seqlens)] or None
+        seqlens = [sweeps.parse_seqlen(s) for s in split_list(args.seqlens)] or None
     except ValueError as e:
         parser.error(f"--seqlens: {e}")
     try:
-        heads_dims = [sweeps.parse_heads_dim(s) for s in _split(args.heads_dims)] or None
+        heads_dims = [sweeps.parse_heads_dim(s) for s in split_list(args.heads_dims)] or None
     except ValueError as e:
         parser.error(f"--heads-dims: {e}")
     causal = {"both": None, "yes": True, "no": False}[args.causal]
@@ -114,21 +164,6 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     return {"modes": modes, "impls": names, "configs": configs}
 
 
-def cuda_problem() -> Optional[str]:
-    """None when torch imports and sees a CUDA GPU, else why not."""
-    try:
-        import torch
-    except Exception as e:
-        return f"PyTorch is not importable ({type(e).__name__}: {e})"
-    try:
-        ok = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    except Exception as e:
-        return f"torch {torch.__version__}: CUDA query failed ({e})"
-    if not ok:
-        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU"
-    return None
-
-
 def run_main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -140,10 +175,9 @@ def run_main(argv: Sequence[str]) -> int:
         for c in sel["configs"]:
             print(f"  {c.label()}  fwd GFLOP {sweeps.flops(c, 'fwd') / 1e9:10.1f}")
         return 0
-    problem = cuda_problem()
-    if problem:
-        print(f"{NO_GPU_MESSAGE} ({problem})", file=sys.stderr)
-        return EXIT_NO_GPU
+    no_gpu = no_gpu_exit()
+    if no_gpu is not None:
+        return no_gpu
     from . import runner  # imports torch
     opts = runner.RunOptions(configs=sel["configs"], modes=sel["modes"], dtype=args.dtype,
                              impls=sel["impls"], out_dir=args.out_dir, tag=args.tag,

@@ -10,9 +10,9 @@ import sys
 from typing import Sequence
 
 from . import decode_impls, decode_sweeps
+from .cli import add_output_args, check_timing_args, no_gpu_exit, resolve_impls
+from .cli import split_list as _split
 from .sweeps import parse_seqlen
-
-EXIT_NO_GPU = 2
 
 _EPILOG = """\
 default subset (SPEC §4 decode sweep, see docs/benchmarking.md):
@@ -27,13 +27,6 @@ all B, all ratios, the main grid's S_k, page 16, s_q 1); --full: the whole SPEC 
 exit status: 0 ok; 1 measured but something is wrong (an output mismatch, flashkit
 unavailable, CUDA context broken, nothing measured); 2 no GPU / torch, bad arguments.
 """
-
-
-def _split(values) -> list[str]:
-    out: list[str] = []
-    for v in values or ():
-        out += [x.strip() for x in str(v).split(",") if x.strip()]
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,9 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flashinfer-path", metavar="DIR",
                    help="folder with libfi_{decode,fa2,fa3}.so (default: $FLASHKIT_FLASHINFER_PATH, "
                         "./.carry/flashinfer)")
-    p.add_argument("--out-dir", default="bench/results", help="default: bench/results")
-    p.add_argument("--tag", help="suffix of the results file name")
-    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    add_output_args(p)
     p.add_argument("--rtol", type=float, default=2e-2,
                    help="max relative L2 error vs the fp32 reference (default 2e-2)")
     p.add_argument("--atol", type=float, default=1e-2,
@@ -84,12 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
-    names = _split(args.impls) or list(decode_impls.DEFAULT_IMPLS)
-    for n in names:
-        if n not in decode_impls.ALL_IMPLS:
-            parser.error(f"--impls: unknown impl {n!r} (choose from "
-                         f"{', '.join(decode_impls.ALL_IMPLS)})")
-    names = list(dict.fromkeys(names))
+    names = resolve_impls(args.impls, decode_impls.ALL_IMPLS, decode_impls.DEFAULT_IMPLS, parser)
     try:
         batches = decode_sweeps.parse_positive_ints(_split(args.batch), "--batch") or None
         ratios = [decode_sweeps.parse_ratio(r) for r in _split(args.ratios)] or None
@@ -104,9 +90,7 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("--sq: at most 16")
     if args.kv_budget_gb <= 0 or args.rtol <= 0 or args.atol <= 0 or args.l2_rotate <= 0:
         parser.error("--kv-budget-gb, --rtol, --atol and --l2-rotate must be positive")
-    if (args.warmup_ms is not None and args.warmup_ms < 0) or \
-            (args.rep_ms is not None and args.rep_ms <= 0):
-        parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
+    check_timing_args(args, parser)
     sel = decode_sweeps.build_selection(batches=batches, ratios=ratios, seqlens=seqlens,
                                         page_sizes=pages, sqs=sqs, quick=args.quick,
                                         full=args.full, kv_budget_gb=args.kv_budget_gb)
@@ -140,12 +124,9 @@ def main(argv: Sequence[str]) -> int:
     if args.dry_run:
         dry_run(sel["selection"], sel["impls"])
         return 0
-    from .cli import NO_GPU_MESSAGE, cuda_problem
-
-    problem = cuda_problem()
-    if problem:
-        print(f"{NO_GPU_MESSAGE} ({problem})", file=sys.stderr)
-        return EXIT_NO_GPU
+    no_gpu = no_gpu_exit()
+    if no_gpu is not None:
+        return no_gpu
     from . import decode_runner  # imports torch
 
     s = sel["selection"]

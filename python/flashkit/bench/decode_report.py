@@ -23,7 +23,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence
 
+from . import report
 from .decode_sweeps import BAR_MIN_KV_BYTES, MAIN_PAGE, kv_bytes
+from .report import fmt_value as _fmt
+from .report import page_of as _page
+from .report import safe_ratio as _ratio
+from .report import table_lines as _table
 from .sweeps import format_seqlen
 
 OURS = "flashkit"
@@ -43,11 +48,6 @@ BAR_SQ4_TIME = 1.3
 
 def decode_rows(rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if r.get("op") == "decode"]
-
-
-def _page(r) -> int:
-    p = r.get("page_size")
-    return 0 if p in (None, "") else int(p)
 
 
 class Index:
@@ -86,23 +86,6 @@ class Index:
             if v is not None and (best[0] is None or v > best[0]):
                 best = (v, impl)
         return best
-
-
-def _fmt(v: Optional[float], nd: int = 0) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def _ratio(a, b) -> Optional[float]:
-    return None if a is None or b is None or b <= 0 else a / b
-
-
-def _table(header: list, body: list) -> list[str]:
-    widths = [max(len(h), *(len(b[j]) for b in body)) if body else len(h)
-              for j, h in enumerate(header)]
-    out = ["  ".join(h.rjust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(x.rjust(w) for x, w in zip(b, widths)) for b in body]
-    return out
 
 
 class Checks:
@@ -285,10 +268,7 @@ def bar_summary(rows: Sequence[dict]) -> dict:
     idx = Index(rows)
     res = {}
     for gpu in idx.gpus:
-        text = "\n".join(_report_gpu(idx, gpu, set()))
-        line = [ln for ln in text.splitlines() if ln.startswith(f"bar checks on {gpu}:")][0]
-        nums = [int(tok) for tok in line.replace(",", " ").split() if tok.isdigit()]
-        res[gpu] = tuple(nums[-3:])
+        res[gpu] = report.bar_counts(_report_gpu(idx, gpu, set()), gpu)
     return res
 
 
@@ -352,12 +332,7 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
                 ax.set_ylabel("GB/s")
             if i == nr - 1:
                 ax.set_xlabel("S_k")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = report.legend_entries(axes)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
     if title is None:
@@ -369,8 +344,4 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     height = 3.0 * nr + 0.9
     fig.tight_layout(rect=(0, 0.45 / height, 1, 1 - 0.45 / height))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return report.save_figure(fig, path)

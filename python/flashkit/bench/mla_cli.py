@@ -10,9 +10,9 @@ import sys
 from typing import Sequence
 
 from . import mla_impls, mla_sweeps
+from .cli import add_output_args, check_timing_args, no_gpu_exit, resolve_impls
+from .cli import split_list as _split
 from .sweeps import format_seqlen, parse_seqlen
-
-EXIT_NO_GPU = 2
 
 _EPILOG = f"""\
 default: FlashMLA's own test matrix (SPEC §4): B=128, s_q 1/2, mean S_k 4k/8k/16k,
@@ -31,13 +31,6 @@ ${mla_impls.ENV_VAR}, else ./.carry/{mla_impls.CARRY_NAME}.
 exit status: 0 ok; 1 measured but something is wrong (a correctness warning, an implementation
 unavailable, CUDA context broken, nothing measured); 2 no GPU / torch, bad arguments.
 """
-
-
-def _split(values) -> list[str]:
-    out: list[str] = []
-    for v in values or ():
-        out += [x.strip() for x in str(v).split(",") if x.strip()]
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,21 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="base seed of lengths and data")
     p.add_argument("--warmup-ms", type=float, help="GPU warm-up per measurement")
     p.add_argument("--rep-ms", type=float, help="GPU time of the timed samples per measurement")
-    p.add_argument("--out-dir", default="bench/results", help="default: bench/results")
-    p.add_argument("--tag", help="suffix of the results file name")
-    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    add_output_args(p)
     p.add_argument("--dry-run", action="store_true",
                    help="list the configurations and exit (no GPU needed)")
     return p
 
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
-    names = _split(args.impls) or list(mla_impls.DEFAULT_IMPLS)
-    for n in names:
-        if n not in mla_impls.ALL_IMPLS:
-            parser.error(f"--impls: unknown impl {n!r} (choose from "
-                         f"{', '.join(mla_impls.ALL_IMPLS)})")
-    names = list(dict.fromkeys(names))
+    names = resolve_impls(args.impls, mla_impls.ALL_IMPLS, mla_impls.DEFAULT_IMPLS, parser)
     try:
         batches = mla_sweeps.parse_positive_ints(_split(args.batch), "--batch") or None
         sqs = mla_sweeps.parse_positive_ints(_split(args.sq), "--sq") or None
@@ -120,9 +106,7 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("--cos-tol must be positive")
     if not 1 <= args.sets <= 8:
         parser.error("--sets: 1..8")
-    if (args.warmup_ms is not None and args.warmup_ms < 0) or \
-            (args.rep_ms is not None and args.rep_ms <= 0):
-        parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
+    check_timing_args(args, parser)
     sel = mla_sweeps.build_selection(batches=batches, sqs=sqs, seqlens_=seqlens, heads=heads,
                                      modes=modes, flashkit_pages=pages, quick=args.quick)
     if not sel.configs:
@@ -155,12 +139,9 @@ def main(argv: Sequence[str]) -> int:
     if args.dry_run:
         dry_run(sel["selection"], sel["impls"], args.seed)
         return 0
-    from .cli import NO_GPU_MESSAGE, cuda_problem
-
-    problem = cuda_problem()
-    if problem:
-        print(f"{NO_GPU_MESSAGE} ({problem})", file=sys.stderr)
-        return EXIT_NO_GPU
+    no_gpu = no_gpu_exit()
+    if no_gpu is not None:
+        return no_gpu
     from . import mla_runner  # imports torch
 
     s = sel["selection"]

@@ -18,6 +18,10 @@ from typing import Optional, Sequence
 
 from . import report
 from .mla_sweeps import BAR_VS_FLASHMLA, D_QK, D_V, FLASHMLA_PAGE, H_KV
+from .report import fmt_value as _fmt
+from .report import page_of as _page
+from .report import safe_ratio as _speedup  # (peer time, our time): our speed-up
+from .report import table_lines as _table
 from .sweeps import format_seqlen
 
 OURS = "flashkit"
@@ -29,11 +33,6 @@ MODES = ("fixed", "varlen")
 
 def mla_rows(rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if r.get("op") == "mla_decode"]
-
-
-def _page(r) -> int:
-    p = r.get("page_size")
-    return 0 if p in (None, "") else int(p)
 
 
 class Index:
@@ -56,23 +55,6 @@ class Index:
 
     def pages(self, gpu, impl=OURS):
         return sorted({k[6] for k in self.v if k[0] == gpu and k[5] == impl})
-
-
-def _fmt(v: Optional[float], nd: int = 0) -> str:
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def _speedup(t_peer, t_ours) -> Optional[float]:
-    return None if t_peer is None or t_ours is None or t_ours <= 0 else t_peer / t_ours
-
-
-def _table(header: list, body: list) -> list[str]:
-    widths = [max(len(h), *(len(b[j]) for b in body)) if body else len(h)
-              for j, h in enumerate(header)]
-    out = ["  ".join(h.rjust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(x.rjust(w) for x, w in zip(b, widths)) for b in body]
-    return out
 
 
 def format_report(rows: Sequence[dict], marks: Optional[set] = None,
@@ -171,10 +153,7 @@ def bar_summary(rows: Sequence[dict]) -> dict:
     idx = Index(rows)
     res = {}
     for gpu in idx.gpus:
-        line = [ln for ln in _report_gpu(idx, gpu, set(), {})
-                if ln.startswith(f"bar checks on {gpu}:")][0]
-        nums = [int(tok) for tok in line.replace(",", " ").split() if tok.isdigit()]
-        res[gpu] = tuple(nums[-3:])
+        res[gpu] = report.bar_counts(_report_gpu(idx, gpu, set(), {}), gpu)
     return res
 
 
@@ -290,12 +269,7 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
                 ax.set_ylabel("TFLOPS")
             if i == nr - 1:
                 ax.set_xlabel("h_q / s_q")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = report.legend_entries(axes)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
     if title is None:
@@ -307,8 +281,4 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
     fig.suptitle(title, x=0.01, ha="left", fontsize=9)
     height = 3.2 * nr + 0.9
     fig.tight_layout(rect=(0, 0.45 / height, 1, 1 - 0.4 / height))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return report.save_figure(fig, path)

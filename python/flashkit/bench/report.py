@@ -205,6 +205,39 @@ def read_csv(path) -> list[dict]:
 # tables
 
 
+def page_of(row: dict) -> int:
+    """A row's page size; 0 when it has none (a contiguous cache)."""
+    p = row.get("page_size")
+    return 0 if p in (None, "") else int(p)
+
+
+def fmt_value(v: Optional[float], nd: int = 0) -> str:
+    """A table cell: '-' for a missing value, else v with nd decimals."""
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def safe_ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """a / b; None when either is missing or b <= 0."""
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def table_lines(header: list, body: list) -> list[str]:
+    """A text table: the header, a rule and the body rows, every column right-aligned."""
+    widths = [max(len(h), *(len(b[j]) for b in body)) if body else len(h)
+              for j, h in enumerate(header)]
+    out = ["  ".join(h.rjust(w) for h, w in zip(header, widths)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(x.rjust(w) for x, w in zip(b, widths)) for b in body]
+    return out
+
+
+def bar_counts(lines: Sequence[str], gpu: str) -> tuple:
+    """(passed, failed, not evaluable) from a report's 'bar checks on <gpu>: ...' line."""
+    line = [ln for ln in lines if ln.startswith(f"bar checks on {gpu}:")][0]
+    nums = [int(tok) for tok in line.replace(",", " ").split() if tok.isdigit()]
+    return tuple(nums[-3:])
+
+
 def impl_sort_key(name: str):
     return (IMPL_ORDER.index(name), "") if name in IMPL_ORDER else (len(IMPL_ORDER), name)
 
@@ -231,10 +264,7 @@ def group_rows(rows: Sequence[dict]):
 
 
 def ratio(cells: dict, peer: str, ours: str = OURS) -> Optional[float]:
-    a, b = cells.get(ours), cells.get(peer)
-    if a is None or b is None or b <= 0:
-        return None
-    return a / b
+    return safe_ratio(cells.get(ours), cells.get(peer))
 
 
 def format_table(group: tuple, cells: dict, marks: Optional[set] = None) -> str:
@@ -267,12 +297,8 @@ def format_table(group: tuple, cells: dict, marks: Optional[set] = None) -> str:
             g = geomean(ratios[p])
             gm.append("-" if math.isnan(g) else f"{g:.2f}x")
         body.append(gm)
-    widths = [max(len(h), *(len(b[j]) for b in body)) if body else len(h)
-              for j, h in enumerate(header)]
-    title = f"== prefill {sweep} | {mode} | {dtype} | TFLOPS | {gpu} =="
-    out = [title, "  ".join(h.rjust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(x.rjust(w) for x, w in zip(b, widths)) for b in body]
+    out = [f"== prefill {sweep} | {mode} | {dtype} | TFLOPS | {gpu} =="]
+    out += table_lines(header, body)
     if marks and any(m[0] == mode and m[2:] in cells for m in marks):
         out.append("  ! = output did not match the SDPA reference (see warnings)")
     return "\n".join(out)
@@ -306,6 +332,28 @@ def have_matplotlib() -> bool:
         return True
     except Exception:
         return False
+
+
+def legend_entries(axes) -> tuple[list, list]:
+    """(handles, labels) of every panel, each label once, in the order they first appear."""
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def save_figure(fig, path) -> Path:
+    """Writes fig to path as a PNG (110 dpi, parent folders made), closes it; returns path."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_groups(rows: Sequence[dict]):
@@ -371,12 +419,7 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
                 ax.set_ylabel("TFLOPS")
             if i == nr - 1:
                 ax.set_xlabel("S (seqlen)")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes)
     order = sorted(range(len(labels)), key=lambda k: impl_sort_key(labels[k]))
     fig.legend([handles[k] for k in order], [labels[k] for k in order],
                loc="upper right", ncol=len(labels), fontsize=9)
@@ -389,8 +432,4 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
                  f"{', '.join(dates)} — commit {', '.join(commits)}")
     fig.suptitle(title, x=0.01, ha="left", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.0 * nr + 0.8)))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
