@@ -493,3 +493,89 @@ def test_runner_flashkit_missing_is_loud(tmp_path, monkeypatch, capsys):
     assert "flashkit not measured: import flashkit failed" in captured.err
     rows = report.read_csv(next(tmp_path.glob("*.csv")))
     assert [(r["impl"], r["dtype"]) for r in rows] == [("sdpa_flash", "fp16")]
+
+
+def test_shared_helpers():
+    """The pieces the prefill, decode and MLA modules share (report, cli, timing)."""
+    assert report.page_of({"page_size": None}) == 0 and report.page_of({"page_size": "16"}) == 16
+    assert report.fmt_value(None) == "-" and report.fmt_value(2.345, 2) == "2.35"
+    assert report.safe_ratio(3.0, 2.0) == 1.5
+    assert report.safe_ratio(None, 2.0) is None and report.safe_ratio(1.0, 0.0) is None
+    assert report.table_lines(["a", "bb"], [["100", "1"]]) == ["  a  bb", "---  --", "100   1"]
+    assert report.bar_counts(["x", "bar checks on G: 3 passed, 1 failed, 2 not evaluable"],
+                             "G") == (3, 1, 2)
+    assert cli.split_list(["a,b", " c ", ",,"]) == ["a", "b", "c"]
+    parser = cli.build_parser()
+    assert cli.resolve_impls(["y,x", "y"], ("x", "y"), ("x",), parser) == ["y", "x"]
+    assert cli.resolve_impls(None, ("x", "y"), ("x",), parser) == ["x"]
+    with pytest.raises(SystemExit):
+        cli.resolve_impls(["z"], ("x", "y"), ("x",), parser)
+    t = bench.timing
+    assert t.with_overrides(t.DECODE_QUICK) == t.DECODE_QUICK
+    assert t.with_overrides(t.DECODE_QUICK, rep_ms=7.0) == t.RotatingOptions(
+        warmup_ms=5.0, rep_ms=7.0, min_samples=8)
+    assert t.with_overrides(t.QUICK, warmup_ms=0.0).warmup_ms == 0.0
+
+
+@pytest.mark.parametrize("op", ["decode", "mla"])
+def test_sweep_runner_summary_with_fake_torch(op, tmp_path, monkeypatch, capsys):
+    """The decode and MLA runners share BaseRunner's loop and closing summary: rows stream to
+    the CSV, a broken CUDA context stops the run as a problem, flagged outputs are listed and
+    digested on stderr, and the op's report comes last."""
+    fake = _fake_torch()
+    fake.cuda.get_device_properties = lambda i: types.SimpleNamespace(L2_cache_size=2**20)
+    fake.device = lambda s: s
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "f00f00")
+    name = bench.__name__
+    mod = importlib.import_module(f"{name}.{op}_runner")
+    if op == "decode":
+        ds, di = (importlib.import_module(f"{name}.{m}") for m in ("decode_sweeps", "decode_impls"))
+        items = [ds.DecodeShape(1, 32, 8, 65536, 1, (16,)), ds.DecodeShape(64, 32, 8, 8192, 1)]
+        opts = mod.DecodeOptions(shapes=items, impls=["flashkit"], out_dir=str(tmp_path),
+                                 plot=False, argv=["--op", "decode"])
+        monkeypatch.setattr(di, "make_impl", lambda n: types.SimpleNamespace(
+            name=n, paged=True, setup=lambda env: None))
+        step, flagged = "_run_shape", "mismatches"
+        row = dict(op="decode", H_kv=8, S_q=1, mode="fwd", page_size=16, unit="GB/s")
+    else:
+        ms, mi = (importlib.import_module(f"{name}.{m}") for m in ("mla_sweeps", "mla_impls"))
+        items = [ms.MlaConfig(128, 1, 8192, 16, "fixed"), ms.MlaConfig(128, 1, 8192, 64, "fixed")]
+        opts = mod.MlaOptions(configs=items, impls=["flashkit"], flashkit_pages=(64,),
+                              out_dir=str(tmp_path), plot=False, argv=["--op", "mla"])
+        monkeypatch.setattr(mi, "make_impl", lambda n, pages: types.SimpleNamespace(
+            name=n, pages=(64,), how="fake", setup=lambda env: None))
+        step, flagged = "_run_config", "warnings"
+        row = dict(op="mla_decode", Dv=512, H_kv=1, S_q=1, mode="fixed", page_size=64, unit="us")
+    seen = []
+
+    def fake_step(self, item, *args):
+        writer = args[-1]
+        seen.append(item)
+        if len(seen) == 2:  # the second one breaks the CUDA context
+            fake.cuda.synchronize = lambda: (_ for _ in ()).throw(RuntimeError("illegal\naddr"))
+            self._check_context()
+        r = report.make_row(impl="flashkit", dtype="bf16", D=128, B=item.B, H_q=item.H_q,
+                            S_k=item.S_k, causal=True, value=1.0, gpu=self.gpu,
+                            date=self.date, commit=self.commit, **row)
+        writer.write(r)
+        self.rows.append(r)
+        getattr(self, flagged).append("!!! something")
+        self.skip("peer", "refused", "label")
+    monkeypatch.setattr(getattr(mod, "DecodeRunner" if op == "decode" else "MlaRunner"),
+                        step, fake_step)
+    assert mod.run(opts) == 1
+    out, err = capsys.readouterr()
+    csv_path = tmp_path / f"{op}-fake-9000-{report.today()}.csv"
+    assert [r["S_k"] for r in report.read_csv(csv_path)] == [items[0].S_k]
+    assert "note: peer not measured (label): refused" in out
+    assert "!!! CUDA CONTEXT BROKEN, stopping early: RuntimeError: illegal" in out
+    assert "  peer: 1 config(s): refused" in out and "\n  !!! something\n" in out
+    assert out.index("notes:   ") < out.index("bar checks on NVIDIA Fake 9000")
+    assert err.startswith(f"flashkit.bench {op}: 1 ")
+    assert "CUDA context broken, run stopped early" in err
+    notes = csv_path.with_suffix(".notes.txt").read_text().splitlines()
+    assert notes[:5] == [f"command: python -m flashkit.bench --op {op}", "gpu: NVIDIA Fake 9000",
+                         f"date: {report.today()}", "commit: f00f00",
+                         "torch: 0.0+fake cuda 0.0" + (" cudnn 0" if op == "decode" else "")]
+    assert "not measured: peer (1 configs): refused" in notes

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import platform
-import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,7 @@ from typing import Optional, Sequence
 
 from . import decode_impls as di
 from . import decode_report, decode_sweeps, report, timing
-
-_MAX_LISTED = 20
+from .runner import BaseRunner, _Fatal, _short
 
 
 @dataclass
@@ -43,17 +41,6 @@ class DecodeOptions:
     seed: int = 0
     warmup_ms: Optional[float] = None   # override the timing defaults
     rep_ms: Optional[float] = None
-
-
-class _Fatal(Exception):
-    pass
-
-
-def _short(exc, limit: int = 240) -> str:
-    text = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc)
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else text
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class PagedCache:
@@ -124,57 +111,29 @@ def reference(torch, d: DataSet, shape, batch_ids) -> dict:
     return out
 
 
-class DecodeRunner:
+class DecodeRunner(BaseRunner):
     def __init__(self, opts: DecodeOptions, out=None) -> None:
-        import torch
-
-        self.torch = torch
-        self.opts = opts
-        self.out = out or sys.stdout
-        t = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
-        self.timing = timing.RotatingOptions(
-            warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
-            rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
-            min_samples=t.min_samples, max_samples=t.max_samples)
-        self.rows: list[dict] = []
-        self.marks: set = set()        # (impl, B, H_q, H_kv, S_k, s_q, page) that mismatched
+        super().__init__(opts, out)
+        base = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
+        self.timing = timing.with_overrides(base, opts.warmup_ms, opts.rep_ms)
+        # marks: (impl, B, H_q, H_kv, S_k, s_q, page) that mismatched;
+        # not_measured: (impl, reason) -> [labels]
         self.mismatches: list[str] = []
-        self.not_measured: dict = {}   # (impl, reason) -> [labels]
-        self.problems: list[str] = []
         self.notes: list[str] = []
-        self.gpu = torch.cuda.get_device_name()
-        self.date = report.today()
-        self.commit = report.git_commit()
-        props = torch.cuda.get_device_properties(0)
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
-        self.device = torch.device("cuda")
+        self.l2_bytes = self._l2_bytes()
+        self.device = self.torch.device("cuda")
         self._noted: set = set()
 
     # -- output -------------------------------------------------------------------------
 
-    def say(self, msg: str = "") -> None:
-        print(msg, file=self.out, flush=True)
-
     def skip(self, impl: str, reason: str, label: str) -> None:
-        key = (impl, reason)
-        if key not in self.not_measured:
-            self.say(f"  note: {impl} not measured ({label.strip()}): {reason}"
-                     "  [reported once; see summary]")
-        self.not_measured.setdefault(key, []).append(label)
+        self._not_measured((impl, reason), impl, reason, label)
 
     def note_once(self, key, msg: str) -> None:
         if key not in self._noted:
             self._noted.add(key)
             self.notes.append(msg)
             self.say(f"  note: {msg}")
-
-    def _check_context(self) -> None:
-        torch = self.torch
-        try:
-            torch.cuda.synchronize()
-            torch.ones(1, device="cuda").add_(1).item()
-        except Exception as e:
-            raise _Fatal(_short(e)) from e
 
     # -- main loop ----------------------------------------------------------------------
 
@@ -205,28 +164,15 @@ class DecodeRunner:
         contiguous = [i for i in impls if not i.paged]
         total = decode_sweeps.count_measurements(opts.shapes, len(paged), len(contiguous))
         self.counter = [0, total]
-        interrupted = False
-        writer = report.CsvWriter(csv_path)
-        try:
+
+        def measure(writer) -> None:
             for shape in opts.shapes:
                 self._run_shape(shape, paged, contiguous, writer)
-        except KeyboardInterrupt:
-            interrupted = True
-            self.say("\ninterrupted: keeping what was measured")
-        except _Fatal as e:
-            self.problems.append(f"CUDA context broken, run stopped early: {e}")
-            self.say(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {e}")
-        finally:
-            writer.close()
-        return self._finish(csv_path, interrupted)
+        return self._finish(csv_path, self._measure_into(csv_path, measure))
 
     def _header(self, csv_path: Path, impls) -> None:
         torch = self.torch
-        try:
-            import triton
-            triton_v = triton.__version__
-        except Exception:
-            triton_v = "none"
+        triton_v = self._triton_version()
         t = self.timing
         self.say(f"flashkit.bench decode | GPU {self.gpu} | bf16 cache | commit {self.commit} | "
                  f"{self.date}")
@@ -385,61 +331,20 @@ class DecodeRunner:
     # -- the end ------------------------------------------------------------------------
 
     def _finish(self, csv_path: Path, interrupted: bool) -> int:
-        opts = self.opts
-        self.say("")
-        png = None
-        if opts.plot and self.rows:
-            if not report.have_matplotlib():
-                self.say(f"note: {report.MATPLOTLIB_MISSING}")
-            else:
-                try:
-                    png = decode_report.plot_rows(self.rows, csv_path.with_suffix(".png"))
-                except Exception as e:
-                    self.say(f"note: plot failed: {_short(e)}")
-        notes_path = csv_path.with_suffix(".notes.txt")
-        notes_path.write_text(self._notes_text())
-        if self.not_measured:
-            self.say("not measured:")
-            for (impl, reason), labels in self.not_measured.items():
-                self.say(f"  {impl}: {len(labels)} config(s): {reason}")
-        digest = []
-        if self.mismatches:
-            self.say(f"\n!!! {len(self.mismatches)} OUTPUT MISMATCH(ES) against the fp32 "
-                     "reference; those numbers are marked '!' and are suspect:")
-            for m in self.mismatches[:_MAX_LISTED]:
-                self.say("  " + m)
-            if len(self.mismatches) > _MAX_LISTED:
-                self.say(f"  ... and {len(self.mismatches) - _MAX_LISTED} more in {notes_path}")
-            digest.append(f"{len(self.mismatches)} output mismatch(es)")
-        for p in self.problems:
-            self.say(f"!!! {p}")
-            digest.append(p)
-        if not self.rows:
-            self.say("!!! nothing was measured")
-            digest.append("nothing was measured")
-        self.say(f"\nresults: {csv_path} ({len(self.rows)} rows)")
-        if png:
-            self.say(f"plot:    {png}")
-        self.say(f"notes:   {notes_path}")
         # the ratio table and the bar checks come last
-        self.say("")
-        self.say(decode_report.format_report(self.rows, self.marks))
-        if digest:
-            print(f"flashkit.bench decode: {'; '.join(digest)} (see {notes_path})",
-                  file=sys.stderr, flush=True)
-        if interrupted:
-            return 130
-        return 1 if (self.mismatches or self.problems or not self.rows) else 0
+        return self._finish_sweep(
+            csv_path, interrupted, plot_rows=decode_report.plot_rows, flagged=self.mismatches,
+            heading=f"\n!!! {len(self.mismatches)} OUTPUT MISMATCH(ES) against the fp32 "
+                    "reference; those numbers are marked '!' and are suspect:",
+            digest_item=f"{len(self.mismatches)} output mismatch(es)",
+            report_text=lambda: decode_report.format_report(self.rows, self.marks),
+            prog="flashkit.bench decode")
 
     def _notes_text(self) -> str:
-        torch = self.torch
-        lines = [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
-                 f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
-                 f"torch: {torch.__version__} cuda {torch.version.cuda} "
-                 f"cudnn {torch.backends.cudnn.version()}",
-                 f"timing: rotating sets >= {self.opts.l2_rotate:g}x L2 ({self.l2_bytes} B), "
-                 f"warmup_ms={self.timing.warmup_ms} rep_ms={self.timing.rep_ms}",
-                 f"rows: {len(self.rows)}"]
+        lines = self._notes_head() + [
+            f"timing: rotating sets >= {self.opts.l2_rotate:g}x L2 ({self.l2_bytes} B), "
+            f"warmup_ms={self.timing.warmup_ms} rep_ms={self.timing.rep_ms}",
+            f"rows: {len(self.rows)}"]
         lines += [f"note: {n}" for n in self.notes]
         for shape, reason in self.opts.skipped:
             lines.append(f"skipped: {shape.label()} pages {shape.page_sizes}: {reason}")

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import platform
-import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +42,7 @@ from typing import Optional, Sequence
 
 from . import mla_impls as mi
 from . import mla_report, mla_sweeps, report, timing
-
-_MAX_LISTED = 20
+from .runner import BaseRunner, _Fatal, _short
 
 
 @dataclass
@@ -66,17 +64,6 @@ class MlaOptions:
     warmup_ms: Optional[float] = None
     rep_ms: Optional[float] = None
     argv: Sequence[str] = field(default_factory=list)
-
-
-class _Fatal(Exception):
-    pass
-
-
-def _short(exc, limit: int = 240) -> str:
-    text = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc)
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else text
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def cos_diff(torch, x, y) -> float:
@@ -144,58 +131,27 @@ def reference(torch, data: MlaData, batch_ids) -> dict:
     return out
 
 
-class MlaRunner:
+class MlaRunner(BaseRunner):
     def __init__(self, opts: MlaOptions, out=None) -> None:
-        import torch
-
-        self.torch = torch
-        self.opts = opts
-        self.out = out or sys.stdout
+        super().__init__(opts, out)
         if opts.timer == "do_bench":
-            t = timing.QUICK if opts.quick else timing.DEFAULT
-            self.timing = timing.TimingOptions(
-                warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
-                rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
-                min_reps=t.min_reps, max_reps=t.max_reps)
+            base = timing.QUICK if opts.quick else timing.DEFAULT
         else:
-            t = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
-            self.timing = timing.RotatingOptions(
-                warmup_ms=t.warmup_ms if opts.warmup_ms is None else opts.warmup_ms,
-                rep_ms=t.rep_ms if opts.rep_ms is None else opts.rep_ms,
-                min_samples=t.min_samples, max_samples=t.max_samples)
-        self.rows: list[dict] = []
-        self.marks: set = set()       # (impl, mode, S_k, H_q, s_q, page) whose check failed
+            base = timing.DECODE_QUICK if opts.quick else timing.DECODE_DEFAULT
+        self.timing = timing.with_overrides(base, opts.warmup_ms, opts.rep_ms)
+        # marks: (impl, mode, S_k, H_q, s_q, page) whose check failed;
+        # not_measured: (impl, reason) -> [labels]
         self.warnings: list[str] = []
-        self.not_measured: dict = {}
-        self.problems: list[str] = []
         self.checks: dict = {}        # (impl, mode, S_k, H_q, s_q, page) -> text
-        self.gpu = torch.cuda.get_device_name()
-        self.date = report.today()
-        self.commit = report.git_commit()
-        self.device = torch.device("cuda")
-        props = torch.cuda.get_device_properties(0)
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        self.device = self.torch.device("cuda")
+        self.l2_bytes = self._l2_bytes()
         pages = set(opts.flashkit_pages) | {mla_sweeps.FLASHMLA_PAGE}
         self.pad_multiple = mla_sweeps.PAD_TO
         for p in pages:
             self.pad_multiple = self.pad_multiple * p // math.gcd(self.pad_multiple, p)
 
-    def say(self, msg: str = "") -> None:
-        print(msg, file=self.out, flush=True)
-
     def skip(self, impl: str, reason: str, label: str) -> None:
-        key = (impl, reason)
-        if key not in self.not_measured:
-            self.say(f"  note: {impl} not measured ({label.strip()}): {reason}"
-                     "  [reported once; see summary]")
-        self.not_measured.setdefault(key, []).append(label)
-
-    def _check_context(self) -> None:
-        try:
-            self.torch.cuda.synchronize()
-            self.torch.ones(1, device="cuda").add_(1).item()
-        except Exception as e:
-            raise _Fatal(_short(e)) from e
+        self._not_measured((impl, reason), impl, reason, label)
 
     # -- main loop ------------------------------------------------------------------------
 
@@ -226,20 +182,11 @@ class MlaRunner:
             return 1
         total = sum(len(i.pages) for i in impls) * len(opts.configs)
         self.counter = [0, total]
-        interrupted = False
-        writer = report.CsvWriter(csv_path)
-        try:
+
+        def measure(writer) -> None:
             for cfg in opts.configs:
                 self._run_config(cfg, impls, writer)
-        except KeyboardInterrupt:
-            interrupted = True
-            self.say("\ninterrupted: keeping what was measured")
-        except _Fatal as e:
-            self.problems.append(f"CUDA context broken, run stopped early: {e}")
-            self.say(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {e}")
-        finally:
-            writer.close()
-        return self._finish(csv_path, interrupted)
+        return self._finish(csv_path, self._measure_into(csv_path, measure))
 
     def _header(self, csv_path: Path, impls) -> None:
         torch = self.torch
@@ -394,63 +341,23 @@ class MlaRunner:
     # -- the end --------------------------------------------------------------------------
 
     def _finish(self, csv_path: Path, interrupted: bool) -> int:
-        opts = self.opts
-        self.say("")
-        png = None
-        if opts.plot and self.rows:
-            if not report.have_matplotlib():
-                self.say(f"note: {report.MATPLOTLIB_MISSING}")
-            else:
-                try:
-                    png = mla_report.plot_rows(self.rows, csv_path.with_suffix(".png"))
-                except Exception as e:
-                    self.say(f"note: plot failed: {_short(e)}")
-        notes_path = csv_path.with_suffix(".notes.txt")
-        notes_path.write_text(self._notes_text())
-        if self.not_measured:
-            self.say("not measured:")
-            for (impl, reason), labels in self.not_measured.items():
-                self.say(f"  {impl}: {len(labels)} config(s): {reason}")
-        digest = []
-        if self.warnings:
-            self.say(f"\n!!! {len(self.warnings)} CORRECTNESS WARNING(S); those rows are marked "
-                     "'!' and are suspect:")
-            for m in self.warnings[:_MAX_LISTED]:
-                self.say("  " + m)
-            if len(self.warnings) > _MAX_LISTED:
-                self.say(f"  ... and {len(self.warnings) - _MAX_LISTED} more in {notes_path}")
-            digest.append(f"{len(self.warnings)} correctness warning(s)")
-        for p in self.problems:
-            self.say(f"!!! {p}")
-            digest.append(p)
-        if not self.rows:
-            self.say("!!! nothing was measured")
-            digest.append("nothing was measured")
-        self.say(f"\nresults: {csv_path} ({len(self.rows)} rows)")
-        if png:
-            self.say(f"plot:    {png}")
-        self.say(f"notes:   {notes_path}")
-        self.say("")
-        self.say(mla_report.format_report(self.rows, self.marks, self.checks))
-        if digest:
-            print(f"flashkit.bench mla: {'; '.join(digest)} (see {notes_path})",
-                  file=sys.stderr, flush=True)
-        if interrupted:
-            return 130
-        return 1 if (self.warnings or self.problems or not self.rows) else 0
+        return self._finish_sweep(
+            csv_path, interrupted, plot_rows=mla_report.plot_rows, flagged=self.warnings,
+            heading=f"\n!!! {len(self.warnings)} CORRECTNESS WARNING(S); those rows are marked "
+                    "'!' and are suspect:",
+            digest_item=f"{len(self.warnings)} correctness warning(s)",
+            report_text=lambda: mla_report.format_report(self.rows, self.marks, self.checks),
+            prog="flashkit.bench mla")
 
     def _notes_text(self) -> str:
-        torch = self.torch
         t = self.timing
-        lines = [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
-                 f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
-                 f"torch: {torch.__version__} cuda {torch.version.cuda}",
-                 f"timer: {self.opts.timer} warmup_ms={t.warmup_ms} rep_ms={t.rep_ms}"
-                 + ("" if self.opts.timer == "do_bench" else
-                    f" sets>={self.opts.min_sets} covering >={self.opts.l2_rotate:g}x L2 "
-                    f"({self.l2_bytes} B)"),
-                 f"seed: {self.opts.seed}; max_seqlen_pad multiple: {self.pad_multiple}",
-                 f"rows: {len(self.rows)}"]
+        lines = self._notes_head(cudnn=False) + [
+            f"timer: {self.opts.timer} warmup_ms={t.warmup_ms} rep_ms={t.rep_ms}"
+            + ("" if self.opts.timer == "do_bench" else
+               f" sets>={self.opts.min_sets} covering >={self.opts.l2_rotate:g}x L2 "
+               f"({self.l2_bytes} B)"),
+            f"seed: {self.opts.seed}; max_seqlen_pad multiple: {self.pad_multiple}",
+            f"rows: {len(self.rows)}"]
         for key, text in self.checks.items():
             impl, mode, S, hq, sq, page = key
             lines.append(f"check: {impl} {mode} S_k={S} H_q={hq} s_q={sq} page={page}: {text}")

@@ -19,7 +19,7 @@ from . import impls as impls_mod
 from . import report, sweeps, timing
 
 DTYPES = ("bf16", "fp16")
-_MAX_LISTED = 20  # mismatches listed in the closing summary (all are in the notes file)
+_MAX_LISTED = 20  # mismatches / warnings listed in the closing summary (all are in the notes)
 
 # Warnings torch emits when an op has no autograd formula: a backward through it would
 # silently give wrong or no gradients, so it counts as "no backward".
@@ -55,19 +55,21 @@ def _short(exc_or_msg, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class Runner:
-    def __init__(self, opts: RunOptions, out=None) -> None:
+class BaseRunner:
+    """What the prefill, decode and MLA measuring loops share: the run's metadata, progress
+    output, the CUDA context check, the CSV loop that survives Ctrl-C and a broken context,
+    and the pieces of the closing summary (plot, notes header, warnings, stderr digest, exit
+    status). Subclasses set up their own timing and say what they measured."""
+
+    def __init__(self, opts, out=None) -> None:
         import torch
 
         self.torch = torch
         self.opts = opts
         self.out = out or sys.stdout
-        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[opts.dtype]
-        self.timing = timing.QUICK if opts.quick else timing.DEFAULT
         self.rows: list[dict] = []
-        self.marks: set = set()          # (mode, impl, D, causal, S, B, H) that mismatched
-        self.mismatches: list[str] = []
-        self.not_measured: dict = {}     # (impl, mode, reason) -> [config labels]
+        self.marks: set = set()          # the measurements whose output check failed
+        self.not_measured: dict = {}     # (impl, [mode,] reason) -> [config labels]
         self.problems: list[str] = []    # things that make the exit code 1
         self.gpu = torch.cuda.get_device_name()
         self.date = report.today()
@@ -78,17 +80,12 @@ class Runner:
     def say(self, msg: str = "") -> None:
         print(msg, file=self.out, flush=True)
 
-    def loud(self, msg: str) -> None:
-        """A warning that must not go unnoticed: '!!!' lines in the progress stream (the
-        run's closing summary repeats them, and a one-line digest goes to stderr)."""
-        self.say(msg)
-
-    def skip(self, impl: str, mode: str, reason: str, cfg: sweeps.Config) -> None:
-        key = (impl, mode, reason)
+    def _not_measured(self, key: tuple, what: str, reason: str, label: str) -> None:
+        """Records label under key; says so the first time key comes up."""
         if key not in self.not_measured:
-            self.say(f"  note: {impl} {mode} not measured ({cfg.label().strip()}): {reason}"
+            self.say(f"  note: {what} not measured ({label.strip()}): {reason}"
                      "  [reported once; see summary]")
-        self.not_measured.setdefault(key, []).append(cfg.label())
+        self.not_measured.setdefault(key, []).append(label)
 
     # -- GPU helpers ------------------------------------------------------------------------
 
@@ -100,6 +97,137 @@ class Runner:
             torch.ones(1, device="cuda").add_(1).item()
         except Exception as e:
             raise _Fatal(_short(e)) from e
+
+    def _l2_bytes(self) -> int:
+        props = self.torch.cuda.get_device_properties(0)
+        return int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+
+    @staticmethod
+    def _triton_version() -> str:
+        try:
+            import triton
+            return triton.__version__
+        except Exception:
+            return "none"
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _measure_into(self, csv_path: Path, measure) -> bool:
+        """Calls measure(writer) with the results CSV open; returns True when interrupted.
+        Ctrl-C and a broken CUDA context stop it early, keeping the rows written so far."""
+        interrupted = False
+        writer = report.CsvWriter(csv_path)
+        try:
+            measure(writer)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.say("\ninterrupted: keeping what was measured")
+        except _Fatal as e:
+            self.problems.append(f"CUDA context broken, run stopped early: {e}")
+            self.say(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {e}")
+        finally:
+            writer.close()
+        return interrupted
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _plot(self, plot_rows, csv_path: Path) -> Optional[Path]:
+        """plot_rows(rows, <csv>.png) when asked for and possible; the PNG's path or None."""
+        png = None
+        if self.opts.plot and self.rows:
+            if not report.have_matplotlib():
+                self.say(f"note: {report.MATPLOTLIB_MISSING}")
+            else:
+                try:
+                    png = plot_rows(self.rows, csv_path.with_suffix(".png"))
+                except Exception as e:  # a plot must never lose a run
+                    self.say(f"note: plot failed: {_short(e)}")
+        return png
+
+    def _summarize(self, flagged: Sequence[str], heading: str, digest_item: str,
+                   notes_path: Path) -> list[str]:
+        """Says the flagged outputs (the first _MAX_LISTED), the problems, and an empty run;
+        returns the digest of all that for stderr."""
+        digest = []
+        if flagged:
+            self.say(heading)
+            for m in flagged[:_MAX_LISTED]:
+                self.say("  " + m)
+            if len(flagged) > _MAX_LISTED:
+                self.say(f"  ... and {len(flagged) - _MAX_LISTED} more in {notes_path}")
+            digest.append(digest_item)
+        for p in self.problems:
+            self.say(f"!!! {p}")
+            digest.append(p)
+        if not self.rows:
+            self.say("!!! nothing was measured")
+            digest.append("nothing was measured")
+        return digest
+
+    def _exit_status(self, prog: str, digest: Sequence[str], notes_path: Path,
+                     interrupted: bool, flagged: Sequence[str]) -> int:
+        """The digest on stderr; 130 interrupted, 1 something is wrong, else 0."""
+        if digest:
+            print(f"{prog}: {'; '.join(digest)} (see {notes_path})", file=sys.stderr,
+                  flush=True)
+        if interrupted:
+            return 130
+        return 1 if (flagged or self.problems or not self.rows) else 0
+
+    def _notes_head(self, cudnn: bool = True) -> list[str]:
+        torch = self.torch
+        return [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
+                f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
+                f"torch: {torch.__version__} cuda {torch.version.cuda}"
+                + (f" cudnn {torch.backends.cudnn.version()}" if cudnn else "")]
+
+    def _finish_sweep(self, csv_path: Path, interrupted: bool, *, plot_rows, flagged,
+                      heading: str, digest_item: str, report_text, prog: str) -> int:
+        """The closing summary of the decode and MLA sweeps (not_measured keys (impl, reason)):
+        plot, notes file, what was not measured, the flagged outputs and problems, where the
+        files are, then report_text() (the op's table and bar checks) last."""
+        self.say("")
+        png = self._plot(plot_rows, csv_path)
+        notes_path = csv_path.with_suffix(".notes.txt")
+        notes_path.write_text(self._notes_text())
+        if self.not_measured:
+            self.say("not measured:")
+            for (impl, reason), labels in self.not_measured.items():
+                self.say(f"  {impl}: {len(labels)} config(s): {reason}")
+        digest = self._summarize(flagged, heading, digest_item, notes_path)
+        self.say(f"\nresults: {csv_path} ({len(self.rows)} rows)")
+        if png:
+            self.say(f"plot:    {png}")
+        self.say(f"notes:   {notes_path}")
+        self.say("")
+        self.say(report_text())
+        return self._exit_status(prog, digest, notes_path, interrupted, flagged)
+
+    def _notes_text(self) -> str:
+        raise NotImplementedError
+
+
+class Runner(BaseRunner):
+    def __init__(self, opts: RunOptions, out=None) -> None:
+        super().__init__(opts, out)
+        torch = self.torch
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[opts.dtype]
+        self.timing = timing.QUICK if opts.quick else timing.DEFAULT
+        self.mismatches: list[str] = []
+        # marks: (mode, impl, D, causal, S, B, H) that mismatched;
+        # not_measured: (impl, mode, reason) -> [config labels]
+
+    # -- output ---------------------------------------------------------------------------
+
+    def loud(self, msg: str) -> None:
+        """A warning that must not go unnoticed: '!!!' lines in the progress stream (the
+        run's closing summary repeats them, and a one-line digest goes to stderr)."""
+        self.say(msg)
+
+    def skip(self, impl: str, mode: str, reason: str, cfg: sweeps.Config) -> None:
+        self._not_measured((impl, mode, reason), f"{impl} {mode}", reason, cfg.label())
+
+    # -- GPU helpers ------------------------------------------------------------------------
 
     def _call(self, impl, fn):
         """Run fn once inside impl's context; returns (result, warning messages)."""
@@ -153,30 +281,15 @@ class Runner:
             self.loud("nothing to measure: no implementation available")
             return 1
 
-        interrupted = fatal = None
-        writer = report.CsvWriter(csv_path)
-        try:
+        def measure(writer) -> None:
             done = 0
             for cfg in opts.configs:
                 done = self._run_config(cfg, impls, refs, writer, done, n_meas)
-        except KeyboardInterrupt:
-            interrupted = True
-            self.loud("\ninterrupted: keeping what was measured")
-        except _Fatal as e:
-            fatal = str(e)
-            self.problems.append(f"CUDA context broken, run stopped early: {fatal}")
-            self.loud(f"\n!!! CUDA CONTEXT BROKEN, stopping early: {fatal}")
-        finally:
-            writer.close()
-        return self._finish(csv_path, interrupted=bool(interrupted))
+        return self._finish(csv_path, interrupted=self._measure_into(csv_path, measure))
 
     def _print_header(self, csv_path: Path, impls, n_meas: int) -> None:
         torch = self.torch
-        try:
-            import triton
-            triton_v = triton.__version__
-        except Exception:
-            triton_v = "none"
+        triton_v = self._triton_version()
         cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         t = self.timing
         self.say(f"flashkit.bench prefill | GPU {self.gpu} | {self.opts.dtype} | "
@@ -349,22 +462,13 @@ class Runner:
     # -- the end ----------------------------------------------------------------------------
 
     def _finish(self, csv_path: Path, interrupted: bool) -> int:
-        opts = self.opts
         self.say("")
         self.say(report.format_tables(self.rows, self.marks))
         self.say("")
         self.say(f"results: {csv_path} ({len(self.rows)} rows)")
-        png = None
-        if opts.plot and self.rows:
-            if not report.have_matplotlib():
-                self.say(f"note: {report.MATPLOTLIB_MISSING}")
-            else:
-                try:
-                    png = report.plot_rows(self.rows, csv_path.with_suffix(".png"))
-                except Exception as e:  # a plot must never lose a run
-                    self.say(f"note: plot failed: {_short(e)}")
-            if png:
-                self.say(f"plot:    {png}")
+        png = self._plot(report.plot_rows, csv_path)
+        if png:
+            self.say(f"plot:    {png}")
         notes = self._notes_text()
         notes_path = csv_path.with_suffix(".notes.txt")
         notes_path.write_text(notes)
@@ -373,38 +477,18 @@ class Runner:
             self.say("\nnot measured:")
             for (impl, mode, reason), labels in self.not_measured.items():
                 self.say(f"  {impl} {mode}: {len(labels)} config(s): {reason}")
-        digest = []
-        if self.mismatches:
-            self.loud(f"\n!!! {len(self.mismatches)} OUTPUT MISMATCH(ES) against the SDPA "
-                      "reference; those numbers are marked '!' above and are suspect:")
-            shown = self.mismatches[:_MAX_LISTED]
-            for m in shown:
-                self.loud("  " + m)
-            if len(self.mismatches) > len(shown):
-                self.loud(f"  ... and {len(self.mismatches) - len(shown)} more in {notes_path}")
-            digest.append(f"{len(self.mismatches)} output mismatch(es)")
-        for p in self.problems:
-            self.loud(f"!!! {p}")
-            digest.append(p)
-        if not self.rows:
-            self.loud("!!! nothing was measured")
-            digest.append("nothing was measured")
-        if digest:
-            print(f"flashkit.bench: {'; '.join(digest)} (see {notes_path})", file=sys.stderr,
-                  flush=True)
-        if interrupted:
-            return 130
-        return 1 if (self.mismatches or self.problems or not self.rows) else 0
+        digest = self._summarize(
+            self.mismatches, f"\n!!! {len(self.mismatches)} OUTPUT MISMATCH(ES) against the "
+            "SDPA reference; those numbers are marked '!' above and are suspect:",
+            f"{len(self.mismatches)} output mismatch(es)", notes_path)
+        return self._exit_status("flashkit.bench", digest, notes_path, interrupted,
+                                 self.mismatches)
 
     def _notes_text(self) -> str:
-        torch = self.torch
-        lines = [f"command: python -m flashkit.bench {' '.join(self.opts.argv)}",
-                 f"gpu: {self.gpu}", f"date: {self.date}", f"commit: {self.commit}",
-                 f"torch: {torch.__version__} cuda {torch.version.cuda} "
-                 f"cudnn {torch.backends.cudnn.version()}",
-                 f"timer: {timing.timer_name()} warmup_ms={self.timing.warmup_ms} "
-                 f"rep_ms={self.timing.rep_ms}",
-                 f"rows: {len(self.rows)}"]
+        lines = self._notes_head() + [
+            f"timer: {timing.timer_name()} warmup_ms={self.timing.warmup_ms} "
+            f"rep_ms={self.timing.rep_ms}",
+            f"rows: {len(self.rows)}"]
         for (impl, mode, reason), labels in self.not_measured.items():
             lines.append(f"not measured: {impl} {mode} ({len(labels)} configs): {reason}")
         for m in self.mismatches:

@@ -7,9 +7,10 @@ otherwise an equivalent loop of our own.  torch is imported lazily.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,13 @@ class RotatingOptions:
 
 DECODE_DEFAULT = RotatingOptions()
 DECODE_QUICK = RotatingOptions(warmup_ms=5.0, rep_ms=40.0, min_samples=8)
+
+
+def with_overrides(opts, warmup_ms: Optional[float] = None, rep_ms: Optional[float] = None):
+    """opts (TimingOptions or RotatingOptions) with warmup_ms / rep_ms replaced where given."""
+    return dataclasses.replace(
+        opts, warmup_ms=opts.warmup_ms if warmup_ms is None else warmup_ms,
+        rep_ms=opts.rep_ms if rep_ms is None else rep_ms)
 
 _GPU_HZ_FOR_SLEEP = 2.0e9   # cycles per second assumed by torch.cuda._sleep (a lower clock
                             # only makes the sleep longer, which is harmless)
