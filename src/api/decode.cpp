@@ -297,33 +297,16 @@ Status check_scales(const char* name, const TensorRef& t, int32_t device_id, int
 }
 
 Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
-  struct Named {
-    const char* name;
-    const TensorRef& t;
-    bool required;
-  };
-  const Named all[] = {{"q", a.q, true},
-                       {"k_cache", a.k_cache, true},
-                       {"v_cache", a.v_cache, true},
-                       {"block_table", a.block_table, true},
-                       {"seqlens_k", a.seqlens_k, true},
-                       {"out", a.out, true},
-                       {"lse", a.lse, false},
-                       {"workspace", a.workspace, need_workspace}};
-  for (const Named& n : all) {
-    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
-      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
-    }
-    if (n.required && !n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
-  }
-  if (a.q.device == Device::kCUDA && a.q.device_id < 0) {
-    return invalid("q", "expected a CUDA device id >= 0, got " + str(a.q.device_id));
-  }
-  for (const Named& n : all) {
-    if (n.t.defined() && n.name != std::string("workspace")) {
-      FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.q.device_id));
-    }
-  }
+  // (the workspace's device is checked with its size and layout, by check_workspace)
+  const NamedTensor all[] = {{"q", a.q},
+                            {"k_cache", a.k_cache},
+                            {"v_cache", a.v_cache},
+                            {"block_table", a.block_table},
+                            {"seqlens_k", a.seqlens_k},
+                            {"out", a.out},
+                            {"lse", a.lse, false},
+                            {"workspace", a.workspace, need_workspace}};
+  FK_RETURN_IF_ERROR(check_present_on_device(all, "workspace"));
   if (a.q.dtype != DType::kFloat16 && a.q.dtype != DType::kBFloat16) {
     return invalid("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.q.dtype));
   }
@@ -349,7 +332,7 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
   FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
   FK_RETURN_IF_ERROR(check_ndim("out", a.out, 4, "[B, s_q, H_q, D_v]"));
   if (a.lse.defined()) FK_RETURN_IF_ERROR(check_ndim("lse", a.lse, 3, "[B, H_q, s_q]"));
-  for (const Named& n : all) {
+  for (const NamedTensor& n : all) {
     if (n.t.defined()) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
   }
 
@@ -522,23 +505,13 @@ FLASHKIT_EXPORT Status decode_run(const DecodeArgs& a, cudaStream_t stream) { re
 FLASHKIT_EXPORT Status decode(const DecodeArgs& a, cudaStream_t stream) { return run_impl(a, stream, true); }
 
 FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
-  struct Named {
-    const char* name;
-    const TensorRef& t;
-  };
-  const Named all[] = {{"k_new", a.k_new},     {"v_new", a.v_new},
-                       {"k_cache", a.k_cache}, {"v_cache", a.v_cache},
-                       {"block_table", a.block_table}, {"seqlens_k", a.seqlens_k}};
-  for (const Named& n : all) {
-    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
-      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
-    }
-    if (!n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
-  }
-  if (a.k_new.device == Device::kCUDA && a.k_new.device_id < 0) {
-    return invalid("k_new", "expected a CUDA device id >= 0, got " + str(a.k_new.device_id));
-  }
-  for (const Named& n : all) FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.k_new.device_id));
+  const NamedTensor all[] = {{"k_new", a.k_new},
+                            {"v_new", a.v_new},
+                            {"k_cache", a.k_cache},
+                            {"v_cache", a.v_cache},
+                            {"block_table", a.block_table},
+                            {"seqlens_k", a.seqlens_k}};
+  FK_RETURN_IF_ERROR(check_present_on_device(all));
   const int quant = quant_of(a.k_cache.dtype, a.k_new.dtype);
   if (a.k_new.dtype != DType::kFloat16 && a.k_new.dtype != DType::kBFloat16) {
     return invalid("k_new", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.k_new.dtype));
@@ -561,7 +534,7 @@ FLASHKIT_EXPORT Status validate_append_kv(const AppendKVArgs& a) {
   FK_RETURN_IF_ERROR(check_ndim("v_cache", a.v_cache, 4, "[num_pages, page_size, H_kv, D_v]"));
   FK_RETURN_IF_ERROR(check_ndim("block_table", a.block_table, 2, "[B, max_pages]"));
   FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
-  for (const Named& n : all) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
+  for (const NamedTensor& n : all) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
   const int64_t B = a.k_new.shape[0], s_new = a.k_new.shape[1], H = a.k_cache.shape[2];
   const int64_t D = a.k_cache.shape[3], Dv = a.v_cache.shape[3];
   if (a.k_cache.shape[1] < 1) return invalid("k_cache", "expected page_size >= 1, got shape " + a.k_cache.shape_str());

@@ -44,12 +44,6 @@ WorkspaceLayout layout_of(int64_t B, int64_t s_q, int64_t h_q, int64_t num_parts
   return L;
 }
 
-Status check_index_tensor(const char* name, const TensorRef& t, int32_t device_id) {
-  FK_RETURN_IF_ERROR(check_device(name, t, device_id));
-  FK_RETURN_IF_ERROR(check_dtype(name, t, DType::kInt32, ""));
-  return Status::Ok();
-}
-
 Status check_metadata_shapes(const TensorRef& sched, const TensorRef& splits, int64_t B,
                              const char* b_from) {
   FK_RETURN_IF_ERROR(check_ndim("tile_scheduler_metadata", sched, 2, "[num_parts, 8]"));
@@ -99,23 +93,13 @@ FLASHKIT_EXPORT int64_t mla_workspace_size(int64_t batch, int64_t s_q, int64_t n
 }
 
 FLASHKIT_EXPORT Status validate_mla_metadata(const MlaMetadataArgs& a) {
-  struct Named {
-    const char* name;
-    const TensorRef& t;
-  };
-  const Named all[] = {{"seqlens_k", a.seqlens_k},
-                       {"tile_scheduler_metadata", a.tile_scheduler_metadata},
-                       {"num_splits", a.num_splits}};
-  for (const Named& n : all) {
-    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
-      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
-    }
-    if (!n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
-  }
-  if (a.seqlens_k.device == Device::kCUDA && a.seqlens_k.device_id < 0) {
-    return invalid("seqlens_k", "expected a CUDA device id >= 0, got " + str(a.seqlens_k.device_id));
-  }
-  for (const Named& n : all) FK_RETURN_IF_ERROR(check_index_tensor(n.name, n.t, a.seqlens_k.device_id));
+  const NamedTensor all[] = {{"seqlens_k", a.seqlens_k},
+                            {"tile_scheduler_metadata", a.tile_scheduler_metadata},
+                            {"num_splits", a.num_splits}};
+  FK_RETURN_IF_ERROR(check_present_on_device(all));
+  FK_RETURN_IF_ERROR(check_dtype("seqlens_k", a.seqlens_k, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_dtype("tile_scheduler_metadata", a.tile_scheduler_metadata, DType::kInt32, ""));
+  FK_RETURN_IF_ERROR(check_dtype("num_splits", a.num_splits, DType::kInt32, ""));
   FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
   FK_RETURN_IF_ERROR(check_sizes("seqlens_k", a.seqlens_k));
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
@@ -136,29 +120,16 @@ FLASHKIT_EXPORT Status mla_metadata(const MlaMetadataArgs& a, cudaStream_t strea
 }
 
 FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
-  struct Named {
-    const char* name;
-    const TensorRef& t;
-  };
-  const Named all[] = {{"q", a.q},
-                       {"kv_cache", a.kv_cache},
-                       {"block_table", a.block_table},
-                       {"seqlens_k", a.seqlens_k},
-                       {"tile_scheduler_metadata", a.tile_scheduler_metadata},
-                       {"num_splits", a.num_splits},
-                       {"out", a.out},
-                       {"lse", a.lse},
-                       {"workspace", a.workspace}};
-  for (const Named& n : all) {
-    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
-      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
-    }
-    if (!n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
-  }
-  if (a.q.device == Device::kCUDA && a.q.device_id < 0) {
-    return invalid("q", "expected a CUDA device id >= 0, got " + str(a.q.device_id));
-  }
-  for (const Named& n : all) FK_RETURN_IF_ERROR(check_device(n.name, n.t, a.q.device_id));
+  const NamedTensor all[] = {{"q", a.q},
+                            {"kv_cache", a.kv_cache},
+                            {"block_table", a.block_table},
+                            {"seqlens_k", a.seqlens_k},
+                            {"tile_scheduler_metadata", a.tile_scheduler_metadata},
+                            {"num_splits", a.num_splits},
+                            {"out", a.out},
+                            {"lse", a.lse},
+                            {"workspace", a.workspace}};
+  FK_RETURN_IF_ERROR(check_present_on_device(all));
   if (a.q.dtype != DType::kFloat16 && a.q.dtype != DType::kBFloat16) {
     return invalid("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.q.dtype));
   }
@@ -176,7 +147,7 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
   FK_RETURN_IF_ERROR(check_ndim("out", a.out, 4, "[B, s_q, h_q, 512]"));
   FK_RETURN_IF_ERROR(check_ndim("lse", a.lse, 3, "[B, h_q, s_q]"));
-  for (const Named& n : all) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
+  for (const NamedTensor& n : all) FK_RETURN_IF_ERROR(check_sizes(n.name, n.t));
 
   const int64_t B = a.q.shape[0], s_q = a.q.shape[1], h_q = a.q.shape[2];
   const int64_t P = a.kv_cache.shape[0], page = a.kv_cache.shape[1], h_kv = a.kv_cache.shape[2];

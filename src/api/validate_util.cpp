@@ -55,6 +55,26 @@ Status check_device(const char* name, const TensorRef& t, int32_t device_id) {
   return Status::Ok();
 }
 
+Status check_present_on_device(const NamedTensor* all, int count, const char* skip_device) {
+  for (int i = 0; i < count; ++i) {
+    const NamedTensor& n = all[i];
+    if (n.t.ndim < 0 || n.t.ndim > kMaxDims) {
+      return invalid(n.name, "expected 0.." + str(kMaxDims) + " dims, got ndim = " + str(n.t.ndim));
+    }
+    if (n.required && !n.t.defined()) return invalid(n.name, "required tensor is missing (ndim == 0)");
+  }
+  const NamedTensor& anchor = all[0];
+  if (anchor.t.device == Device::kCUDA && anchor.t.device_id < 0) {
+    return invalid(anchor.name, "expected a CUDA device id >= 0, got " + str(anchor.t.device_id));
+  }
+  for (int i = 0; i < count; ++i) {
+    const NamedTensor& n = all[i];
+    if (!n.t.defined() || (skip_device != nullptr && std::string(n.name) == skip_device)) continue;
+    FK_RETURN_IF_ERROR(check_device(n.name, n.t, anchor.t.device_id));
+  }
+  return Status::Ok();
+}
+
 Status check_dtype(const char* name, const TensorRef& t, DType expected, const char* why) {
   if (t.dtype != expected) {
     return invalid(name, std::string("expected dtype ") + dtype_name(expected) + why + ", got " +

@@ -27,6 +27,21 @@ bool has_zero_size(const TensorRef& t);
 
 Status check_device(const char* name, const TensorRef& t, int32_t device_id);
 
+// An op's tensor arguments, in the order their errors are reported.
+struct NamedTensor {
+  const char* name;
+  const TensorRef& t;
+  bool required = true;
+};
+// Every descriptor representable (0..kMaxDims dims) and every required one present, then
+// the first one (the anchor, e.g. q) on a valid device and every present one, except those
+// named in `skip_device` (nullptr: none), on the anchor's device.
+Status check_present_on_device(const NamedTensor* all, int count, const char* skip_device = nullptr);
+template <int N>
+Status check_present_on_device(const NamedTensor (&all)[N], const char* skip_device = nullptr) {
+  return check_present_on_device(all, N, skip_device);
+}
+
 Status check_dtype(const char* name, const TensorRef& t, DType expected, const char* why);
 
 Status check_ndim(const char* name, const TensorRef& t, int ndim, const char* layout);
