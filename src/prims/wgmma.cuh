@@ -131,22 +131,29 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
+// The asm bodies of the forms below, once per element-type name TY ("f16" or "bf16"). The
+// scale-d predicate is set from a constant 1: these forms always accumulate.
+#define FLASHKIT_WGMMA_N64_RS(TY, d, a, desc_b, TRANS_B)                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, " TRANS_B ";\n}\n"                      \
+               : FLASHKIT_WGMMA_D32(d)                                                      \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#define FLASHKIT_WGMMA_N64_SS_TNSPB(TY, d, desc_a, desc_b)                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
+               ", %32, %33, p, 1, 1, 0, 1;\n}\n"                                              \
+               : FLASHKIT_WGMMA_D32(d)                                                      \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+
 // d (64 x 64, fp32) += A (64 x 16, registers) * B (16 x 64, shared, K-major: stored
 // [n][k] with k contiguous, like K in Q K^T). Always accumulates.
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : FLASHKIT_WGMMA_D32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N64_RS("f16", d, a, desc_b, "0");
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : FLASHKIT_WGMMA_D32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N64_RS("bf16", d, a, desc_b, "0");
   }
 }
 
@@ -155,20 +162,11 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint3
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS
-                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D32(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N64_SS_TNSPB("f16", d, desc_a, desc_b);
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS
-                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D32(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N64_SS_TNSPB("bf16", d, desc_a, desc_b);
   }
 }
-
 
 // m64n256k16 (128 accumulators per thread, d[j][e] as for n64 over 32 column tiles): used
 // where one A tile multiplies a 256-column B (MLA's P V halves), so A is read once per
@@ -176,22 +174,27 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint6
 #define FLASHKIT_WGMMA_D128(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
 #define FLASHKIT_WGMMA_DREGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 
+#define FLASHKIT_WGMMA_N256_RS_TNSPB(TY, d, a, desc_b)                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS128 \
+               ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                               \
+               : FLASHKIT_WGMMA_D128(d)                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#define FLASHKIT_WGMMA_N256_SS_TNSPB(TY, d, desc_a, desc_b)                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS128 \
+               ", %128, %129, p, 1, 1, 0, 1;\n}\n"                                                \
+               : FLASHKIT_WGMMA_D128(d)                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+
 // d (64 x 256) += A (64 x 16, registers) * B (16 x 256, shared, MN-major: 4 atom columns
 // `lbo` bytes apart in the descriptor).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_tnspb(float (&d)[32][4], const uint32_t (&a)[4], uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS128
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D128(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N256_RS_TNSPB("f16", d, a, desc_b);
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS128
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D128(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N256_RS_TNSPB("bf16", d, a, desc_b);
   }
 }
 
@@ -199,17 +202,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_tnspb(float (&d)[32][4], con
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_ss_tnspb(float (&d)[32][4], uint64_t desc_a, uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FLASHKIT_WGMMA_DREGS128
-                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D128(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N256_SS_TNSPB("f16", d, desc_a, desc_b);
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FLASHKIT_WGMMA_DREGS128
-                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FLASHKIT_WGMMA_D128(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
+    FLASHKIT_WGMMA_N256_SS_TNSPB("bf16", d, desc_a, desc_b);
   }
 }
 
