@@ -1,4 +1,4 @@
-// FlashKit public API: dense attention forward.
+// FlashKit public API: dense attention forward and backward.
 //
 //   out = softmax(q k^T * softmax_scale [+ causal mask]) v,   lse = logsumexp of each row
 //
@@ -66,6 +66,63 @@ std::string fwd_kernel_family(DType dtype, int head_dim);
 // {"sm80/float16/64", ..., "sm90/bfloat16/256"}: the sm80 family covers every compiled
 // variant, the sm90 family the head dims that have a Hopper kernel.
 std::vector<std::string> compiled_fwd_kernels();
+
+// ---------------------------------------------------------------------------------------
+// Dense attention backward (training). From the forward's inputs, its output `out` and its
+// `lse`, and the gradient of the output `dout`, computes
+//   dq = dS k * softmax_scale,   dk = dS^T q * softmax_scale,   dv = P^T dout
+// where P = exp(q k^T * softmax_scale - lse) (recomputed on chip, masked like the forward)
+// and dS = P * (dout v^T - rowsum(dout * out)). GQA/MQA: dk, dv of a KV head are summed
+// over the query heads that read it. Rows that see no key (lse = -inf) contribute nothing.
+//
+// Layouts as the forward: dout/out/dq like q (dense [B, S_q, H_q, D], varlen
+// [total_q, H_q, D]), dk like k, dv like v, lse fp32 [B, H_q, S_q] (varlen [H_q, total_q])
+// contiguous, exactly as attention_fwd wrote it. Any strides, last dimension contiguous.
+// dq, dk, dv are written completely (zeros where nothing flows back), never accumulated
+// into.
+struct AttentionBwdArgs {
+  TensorRef dout;
+  TensorRef q;
+  TensorRef k;
+  TensorRef v;
+  TensorRef out;
+  TensorRef lse;  // required
+  TensorRef dq;
+  TensorRef dk;
+  TensorRef dv;
+  TensorRef cu_seqlens_q;  // optional int32 [B+1]; set together with cu_seqlens_k for varlen
+  TensorRef cu_seqlens_k;
+  int64_t max_seqlen_q = 0;  // varlen only: upper bounds of the per-sequence lengths
+  int64_t max_seqlen_k = 0;
+  float softmax_scale = 0.f;  // <= 0 or NaN: 1/sqrt(D); must be the forward's scale
+  bool causal = false;
+  // false: dq is accumulated across key tiles with fp32 atomics (fastest; the last bits of
+  // dq may differ run to run). true: the key tiles add into dq in a fixed order, so
+  // dq, dk and dv are bitwise identical run to run (dk and dv are always deterministic).
+  bool deterministic = false;
+  // uint8 (or int32), 1-D, contiguous, on q's device, at least attention_bwd_workspace_size
+  // bytes: the fp32 dq accumulator, rowsum(dout * out) and the deterministic-mode
+  // counters. Its contents on entry do not matter; it is scratch after the call.
+  TensorRef workspace;
+  bool check_inputs = false;  // as AttentionFwdArgs::check_inputs (varlen cu_seqlens)
+};
+
+// Bytes of workspace attention_bwd needs for these sizes. rows_q: B * S_q (dense) or
+// total_q (varlen); batch: B; max_seqlen_q: S_q (dense) or the varlen bound.
+int64_t attention_bwd_workspace_size(int64_t batch, int64_t rows_q, int64_t max_seqlen_q,
+                                     int64_t num_heads_q, int64_t head_dim, bool deterministic);
+
+// Checks every argument without touching device memory or the GPU (Status::Invalid naming
+// the argument, or Status::NotCompiled for a (dtype, head_dim) outside this build).
+Status validate_attention_bwd(const AttentionBwdArgs& args);
+
+// Validates, then launches on `stream` (three kernels: rowsum + dq-accumulator clear, the
+// main kernel, the dq conversion). Nothing is written unless validation passes.
+Status attention_bwd(const AttentionBwdArgs& args, cudaStream_t stream);
+
+// The backward kernel family for (dtype, head_dim) on the current device ("sm80": the
+// portable kernels; "" when not compiled or no usable device).
+std::string bwd_kernel_family(DType dtype, int head_dim);
 
 // Library version string, e.g. "0.1.0".
 const char* version();

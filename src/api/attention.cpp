@@ -108,7 +108,7 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
 
 }  // namespace detail
 
-namespace {
+namespace detail {
 
 // Check mode: cu_seqlens_q/k validated on the GPU (the current device is q's). Only the
 // explicit request is refused under graph capture; the environment switch skips the
@@ -132,7 +132,7 @@ Status check_varlen_indices(const AttentionFwdArgs& args, cudaStream_t stream) {
   return s;
 }
 
-}  // namespace
+}  // namespace detail
 
 FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t stream) {
   Status status = validate_attention_fwd(args);
@@ -155,7 +155,7 @@ FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t 
                                  " (the device of q) current: " + cudaGetErrorString(err));
     }
   }
-  if (check) status = check_varlen_indices(args, stream);
+  if (check) status = detail::check_varlen_indices(args, stream);
   if (status.ok() && !empty) {
     FwdParams params = detail::make_fwd_params(args);
     int word_err = 0;

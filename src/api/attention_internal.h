@@ -29,5 +29,10 @@ FLASHKIT_EXPORT bool fwd_is_empty(const AttentionFwdArgs& args);
 // Precondition: validate_attention_fwd(args) did not return InvalidArgument.
 FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args);
 
+// Check mode of a varlen call: cu_seqlens_q/k validated on the GPU (current device = q's),
+// with a sync of `stream`. Refused (Invalid) under graph capture when args.check_inputs
+// asks for it explicitly; skipped under capture when only FLASHKIT_CHECK_INPUTS does.
+Status check_varlen_indices(const AttentionFwdArgs& args, cudaStream_t stream);
+
 }  // namespace detail
 }  // namespace flashkit

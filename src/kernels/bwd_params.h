@@ -1,0 +1,36 @@
+// Plain-data parameters of the dense attention backward kernels. Extends FwdParams (the
+// forward's q/k/v/out pointers, strides, sizes, varlen arrays, scale, mask, error word:
+// `o` is the forward output, `lse` its log-sum-exp, read here) with the gradients and the
+// workspace. Filled by src/api/attention_bwd.cpp from validated TensorRefs.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention_params.h"
+
+namespace flashkit {
+
+struct BwdParams : FwdParams {
+  const void* __restrict__ dout;  // like o
+  void* __restrict__ dq;          // like q
+  void* __restrict__ dk;          // like k
+  void* __restrict__ dv;          // like v
+  int64_t do_batch_stride, do_row_stride, do_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+
+  // Workspace (see bwd_workspace_layout in src/api/attention_bwd.cpp):
+  //  dq_accum fp32 [rows_q, h_q, head_dim] contiguous; row r of sequence b is
+  //    b * seqlen_q + i (dense) or cu_seqlens_q[b] + i (varlen);
+  //  delta fp32 = rowsum(dout * out), laid out like lse (lse_batch/head_stride);
+  //  dq_semaphore int32 [batch, h_q, sem_m_blocks] (deterministic mode only).
+  float* dq_accum;
+  float* delta;
+  int32_t* dq_semaphore;
+  int rows_q;        // rows of q (B * S_q dense, total_q varlen)
+  int sem_m_blocks;  // row blocks per (batch, head) counted by dq_semaphore
+  bool deterministic;
+};
+
+}  // namespace flashkit

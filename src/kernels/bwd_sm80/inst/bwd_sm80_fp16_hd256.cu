@@ -1,0 +1,4 @@
+// Portable backward, fp16, head dim 256.
+#include "launch/bwd_sm80_launch.cuh"
+
+FLASHKIT_INSTANTIATE_BWD_SM80(fp16_t, 256)

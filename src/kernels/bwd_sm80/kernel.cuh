@@ -1,0 +1,346 @@
+// Portable dense attention backward (FlashAttention-2 algorithm), sm_80 and newer.
+//
+// One CTA = kBlockN keys of one (batch, KV head); dK and dV of those keys stay in registers
+// while the CTA walks every (query head of the group, query row block) that sees them:
+//
+//   wait Q(i), dO(i) ─ sync ─ S^T = K Q^T ─ P^T = exp2(S^T * scale_log2 - lse) (masked)
+//     ─ dP^T = V dO^T ─ dS^T = P^T (dP^T - delta) ─ dV += P^T dO ─ dK += dS^T Q
+//     ─ dS^T to shared ─ sync ─ issue Q(i+1), dO(i+1) ─ dQ(i) = dS K ─ fp32 adds into dq_accum
+//
+// P^T and dS^T never leave registers for the dV/dK products: their C fragments are the A
+// fragments of the next MMA (prims/mma.cuh). delta = rowsum(dO * O) comes precomputed
+// (prepost.cuh). dQ of a row block gets one contribution per key block; they are added
+// with fp32 atomics, or, in deterministic mode, in key-block order: a counter per
+// (batch, head, row block) admits key block j only after blocks 0..j-1 added theirs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_common/block_info.cuh"
+#include "kernels/bwd_params.h"
+#include "kernels/bwd_sm80/traits.cuh"
+#include "prims/atomic.cuh"
+#include "prims/cp_async.cuh"
+#include "prims/ldmatrix.cuh"
+#include "prims/mma.cuh"
+#include "prims/numeric.cuh"
+#include "prims/opaque.cuh"
+#include "tiles/tile_copy.cuh"
+
+namespace flashkit::bwd_sm80 {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// acc[nt] (16 x 8 tiles) += A[a_row0 .. +16][0 .. 16 kKSteps) * B[b_row0 + 8 nt][same k]^T,
+// A and B both row-major in shared memory with k contiguous ("n x k" storage of B).
+template <int kKSteps, int kNTiles, class ATile, class BTile, typename T>
+__device__ __forceinline__ void gemm_ss_nk(float (&acc)[kNTiles][4], const T* sA, int a_row0,
+                                           const T* sB, int b_row0, int lane) {
+  static_assert(kNTiles % 2 == 0, "pairs of n8 tiles");
+  constexpr int kElt = sizeof(T);
+  const uint32_t a_addr =
+      prims::opaque(prims::smem_addr(sA + ATile::offset(a_row0 + (lane % 16), (lane / 16) * 8)));
+  const uint32_t b_addr = prims::opaque(
+      prims::smem_addr(sB + BTile::offset(b_row0 + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8)));
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    uint32_t a[4];
+    prims::ldmatrix_x4(a, a_addr + ATile::offset(0, ks * 16) * kElt);
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      uint32_t b[4];
+      prims::ldmatrix_x4(b, b_addr + BTile::offset(np * 16, ks * 16) * kElt);
+      prims::mma_m16n8k16<T>(acc[2 * np], a, b[0], b[1]);
+      prims::mma_m16n8k16<T>(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[nt] += A (registers, kKSteps k16 fragments) * B[k][b_col0 + 8 nt], B stored k-major
+// ("k x n": rows are k) in shared memory, read with transposing ldmatrix.
+template <int kKSteps, int kNTiles, class BTile, typename T>
+__device__ __forceinline__ void gemm_rs_kn(float (&acc)[kNTiles][4], const uint32_t (&a)[kKSteps][4],
+                                           const T* sB, int b_col0, int lane) {
+  static_assert(kNTiles % 2 == 0, "pairs of n8 tiles");
+  constexpr int kElt = sizeof(T);
+  const uint32_t b_addr = prims::opaque(prims::smem_addr(
+      sB + BTile::offset((lane % 8) + ((lane / 8) % 2) * 8, b_col0 + (lane / 16) * 8)));
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      uint32_t b[4];
+      prims::ldmatrix_x4_trans(b, b_addr + BTile::offset(ks * 16, np * 16) * kElt);
+      prims::mma_m16n8k16<T>(acc[2 * np], a[ks], b[0], b[1]);
+      prims::mma_m16n8k16<T>(acc[2 * np + 1], a[ks], b[2], b[3]);
+    }
+  }
+}
+
+// Packs fp32 C fragments of 2 kSteps n8 tiles (16 rows) into the 16-bit A fragments of
+// kSteps k16 steps (tiles 2s and 2s+1 form step s).
+template <typename T, int kSteps>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[kSteps][4], const float (&c)[2 * kSteps][4]) {
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    a[s][0] = prims::pack2<T>(c[2 * s][0], c[2 * s][1]);
+    a[s][1] = prims::pack2<T>(c[2 * s][2], c[2 * s][3]);
+    a[s][2] = prims::pack2<T>(c[2 * s + 1][0], c[2 * s + 1][1]);
+    a[s][3] = prims::pack2<T>(c[2 * s + 1][2], c[2 * s + 1][3]);
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const BwdParams p) {
+  using T = typename Tr::T;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kD = Tr::kHeadDim;
+  constexpr int kThreads = Tr::kThreads;
+  using QTile = typename Tr::QTile;
+  using KTile = typename Tr::KTile;
+  using DsTile = typename Tr::DsTile;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sdO = reinterpret_cast<T*>(smem + Tr::kSmemDo);
+  T* sdS = reinterpret_cast<T*>(smem + Tr::kSmemDs);
+  float* sLse = reinterpret_cast<float*>(smem + Tr::kSmemLse);
+  float* sDelta = reinterpret_cast<float*>(smem + Tr::kSmemDelta);
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int warp_n = warp % Tr::kWarpsN;
+  const int warp_d = warp / Tr::kWarpsN;
+  const int g = lane / 4, t = lane % 4;
+
+  const int n_block = blockIdx.x;
+  const int head_kv = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  if (varlen) {
+    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
+    if (n_block == 0 && head_kv == 0) attn::report_varlen_errors(p, batch);
+    // Rows past max_seqlen are outside the grid and the dq counters (the forward does not
+    // compute them either); their gradients stay zero (cleared by the preprocessing).
+    seqlen_q = min(seqlen_q, p.seqlen_q);
+    seqlen_k = min(seqlen_k, p.seqlen_k);
+  }
+  const int n0 = n_block * kBlockN;
+  if (n0 >= seqlen_k) return;
+  const int keys_here = min(kBlockN, seqlen_k - n0);
+
+  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
+  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
+  const T* gK = static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride + int64_t(n0) * p.k_row_stride;
+  const T* gV = static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride + int64_t(n0) * p.v_row_stride;
+  tiles::load_tile_async<KTile, kThreads>(sK, gK, p.k_row_stride, keys_here, tid);
+  tiles::load_tile_async<KTile, kThreads>(sV, gV, p.v_row_stride, keys_here, tid);
+
+  // Row blocks that see these keys: with the bottom-right causal mask, row i sees key j
+  // iff j <= i + seqlen_k - seqlen_q, so rows before n0 - (seqlen_k - seqlen_q) see none.
+  const int diag = seqlen_k - seqlen_q;
+  const int m_begin = p.causal ? max(0, n0 - diag) / kBlockM : 0;
+  const int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
+  const int per_head = max(0, m_end - m_begin);
+  const int iters = per_head * p.h_ratio;
+
+  const int64_t q_row0 = varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q;  // dq_accum row
+  auto load_rows = [&](int it) {
+    const int head = head_kv * p.h_ratio + it / per_head;
+    const int m0 = (m_begin + it % per_head) * kBlockM;
+    const int rows = min(kBlockM, seqlen_q - m0);
+    const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
+    const int64_t do_off = varlen ? int64_t(q_start) * p.do_row_stride : int64_t(batch) * p.do_batch_stride;
+    tiles::load_tile_async<QTile, kThreads>(
+        sQ, static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
+        p.q_row_stride, rows, tid);
+    tiles::load_tile_async<QTile, kThreads>(
+        sdO, static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
+        p.do_row_stride, rows, tid);
+    const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
+                         head * p.lse_head_stride + m0;
+    for (int r = tid; r < kBlockM; r += kThreads) {
+      float lse = INFINITY, delta = 0.f;  // rows past the end: P = 0
+      if (r < rows) {
+        lse = p.lse[stat + r];
+        delta = p.delta[stat + r];
+        // A row that saw no key has lse = -inf and gets no gradient: P = 0 there.
+        lse = lse == -INFINITY ? INFINITY : lse * kLog2e;
+      }
+      sLse[r] = lse;
+      sDelta[r] = delta;
+    }
+  };
+  if (iters > 0) load_rows(0);
+  prims::cp_async_commit();
+
+  float dk[Tr::kSliceTiles][4], dv[Tr::kSliceTiles][4];
+#pragma unroll
+  for (int j = 0; j < Tr::kSliceTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.f;
+
+  const float scale_log2 = p.softmax_scale_log2;
+  const int key_row0 = warp_n * 16;  // this warp's first key in the block
+  const int dq_warp_m = warp % Tr::kDqWarpsM;
+  const int dq_warp_d = warp / Tr::kDqWarpsM;
+
+  for (int it = 0; it < iters; ++it) {
+    const int head = head_kv * p.h_ratio + it / per_head;
+    const int m_block = m_begin + it % per_head;
+    const int m0 = m_block * kBlockM;
+    prims::cp_async_wait<0>();
+    __syncthreads();  // Q, dO, lse, delta of this block visible; dS of the last one consumed
+
+    // S^T = K Q^T and P^T (16 keys x kBlockM rows per warp).
+    float s[Tr::kMTiles][4];
+#pragma unroll
+    for (int j = 0; j < Tr::kMTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+    gemm_ss_nk<Tr::kDSteps, Tr::kMTiles, KTile, QTile>(s, sK, key_row0, sQ, 0, lane);
+    const bool masked = n0 + kBlockN > seqlen_k || (p.causal && n0 + kBlockN - 1 > m0 + diag);
+#pragma unroll
+    for (int j = 0; j < Tr::kMTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = j * 8 + 2 * t + (e % 2);
+        float v = prims::exp2_approx(s[j][e] * scale_log2 - sLse[col]);
+        if (masked) {
+          const int key = n0 + key_row0 + g + (e / 2) * 8;
+          if (key >= seqlen_k || (p.causal && key > m0 + col + diag)) v = 0.f;
+        }
+        s[j][e] = v;
+      }
+    }
+    // dP^T = V dO^T, then dS^T = P^T (dP^T - delta) in place.
+    float dp[Tr::kMTiles][4];
+#pragma unroll
+    for (int j = 0; j < Tr::kMTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = 0.f;
+    gemm_ss_nk<Tr::kDSteps, Tr::kMTiles, KTile, QTile>(dp, sV, key_row0, sdO, 0, lane);
+    uint32_t pa[Tr::kMSteps][4];
+    pack_a<T>(pa, s);
+#pragma unroll
+    for (int j = 0; j < Tr::kMTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - sDelta[j * 8 + 2 * t + (e % 2)]);
+    uint32_t dsa[Tr::kMSteps][4];
+    pack_a<T>(dsa, dp);
+
+    gemm_rs_kn<Tr::kMSteps, Tr::kSliceTiles, QTile>(dv, pa, sdO, warp_d * Tr::kSliceD, lane);
+    gemm_rs_kn<Tr::kMSteps, Tr::kSliceTiles, QTile>(dk, dsa, sQ, warp_d * Tr::kSliceD, lane);
+    if (warp_d == 0) {  // dS^T (16-bit, as the MMAs use it) for dQ
+#pragma unroll
+      for (int st = 0; st < Tr::kMSteps; ++st) {
+        const int c = st * 16 + 2 * t;
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+      }
+    }
+    __syncthreads();  // dS^T complete; every warp is done with sQ, sdO, sLse, sDelta
+    if (it + 1 < iters) load_rows(it + 1);
+    prims::cp_async_commit();
+
+    // dQ(rows of this block) = dS K: A = dS from the transposed dS^T tile, B = K (k x n).
+    float dq[Tr::kDqRowTiles][Tr::kDqTiles][4];
+#pragma unroll
+    for (int rt = 0; rt < Tr::kDqRowTiles; ++rt)
+#pragma unroll
+      for (int j = 0; j < Tr::kDqTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[rt][j][e] = 0.f;
+    {
+      constexpr int kElt = sizeof(T);
+      const uint32_t a_addr = prims::opaque(prims::smem_addr(
+          sdS + DsTile::offset((lane % 8) + (lane / 16) * 8, dq_warp_m * 16 + ((lane / 8) % 2) * 8)));
+#pragma unroll
+      for (int ks = 0; ks < Tr::kNSteps; ++ks) {
+        uint32_t a[Tr::kDqRowTiles][1][4];
+#pragma unroll
+        for (int rt = 0; rt < Tr::kDqRowTiles; ++rt) {
+          prims::ldmatrix_x4_trans(a[rt][0], a_addr + DsTile::offset(ks * 16, rt * Tr::kDqWarpsM * 16) * kElt);
+        }
+        const uint32_t b_addr = prims::opaque(prims::smem_addr(
+            sK + KTile::offset(ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
+                               dq_warp_d * Tr::kDqCols + (lane / 16) * 8)));
+#pragma unroll
+        for (int np = 0; np < Tr::kDqTiles / 2; ++np) {
+          uint32_t b[4];
+          prims::ldmatrix_x4_trans(b, b_addr + KTile::offset(0, np * 16) * kElt);
+#pragma unroll
+          for (int rt = 0; rt < Tr::kDqRowTiles; ++rt) {
+            prims::mma_m16n8k16<T>(dq[rt][2 * np], a[rt][0], b[0], b[1]);
+            prims::mma_m16n8k16<T>(dq[rt][2 * np + 1], a[rt][0], b[2], b[3]);
+          }
+        }
+      }
+    }
+    int32_t* sem = nullptr;
+    if (p.deterministic) {  // wait until key blocks 0 .. n_block-1 have added theirs
+      sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+      if (tid == 0) {
+        while (prims::ld_acquire_gpu(sem) != n_block) {
+        }
+      }
+      __syncthreads();
+    }
+    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+#pragma unroll
+    for (int rt = 0; rt < Tr::kDqRowTiles; ++rt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = (rt * Tr::kDqWarpsM + dq_warp_m) * 16 + g + half * 8;
+        if (m0 + r < seqlen_q) {
+          float* row = acc_base + int64_t(r) * p.h_q * kD + dq_warp_d * Tr::kDqCols + 2 * t;
+#pragma unroll
+          for (int j = 0; j < Tr::kDqTiles; ++j) {
+            prims::red_add_f32(row + j * 8, dq[rt][j][half * 2]);
+            prims::red_add_f32(row + j * 8 + 1, dq[rt][j][half * 2 + 1]);
+          }
+        }
+      }
+    }
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) prims::st_release_gpu(sem, n_block + 1);
+    }
+  }
+
+  // Epilogue: dK *= softmax_scale; stage dK and dV through shared memory (the K and V
+  // tiles, free once every warp is past its last dQ product) for 16-byte stores.
+  prims::cp_async_wait<0>();
+  __syncthreads();
+  const float scale = p.softmax_scale;
+#pragma unroll
+  for (int j = 0; j < Tr::kSliceTiles; ++j) {
+    const int c = warp_d * Tr::kSliceD + j * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g, c)) = prims::pack2<T>(dk[j][0] * scale, dk[j][1] * scale);
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g + 8, c)) = prims::pack2<T>(dk[j][2] * scale, dk[j][3] * scale);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(key_row0 + g, c)) = prims::pack2<T>(dv[j][0], dv[j][1]);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(key_row0 + g + 8, c)) = prims::pack2<T>(dv[j][2], dv[j][3]);
+  }
+  __syncthreads();
+  const int64_t dk_off = varlen ? int64_t(k_start) * p.dk_row_stride : int64_t(batch) * p.dk_batch_stride;
+  const int64_t dv_off = varlen ? int64_t(k_start) * p.dv_row_stride : int64_t(batch) * p.dv_batch_stride;
+  T* gdK = static_cast<T*>(p.dk) + dk_off + head_kv * p.dk_head_stride + int64_t(n0) * p.dk_row_stride;
+  T* gdV = static_cast<T*>(p.dv) + dv_off + head_kv * p.dv_head_stride + int64_t(n0) * p.dv_row_stride;
+  tiles::store_tile<KTile, kThreads>(gdK, p.dk_row_stride, sK, keys_here, tid);
+  tiles::store_tile<KTile, kThreads>(gdV, p.dv_row_stride, sV, keys_here, tid);
+}
+
+}  // namespace flashkit::bwd_sm80

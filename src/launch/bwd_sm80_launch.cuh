@@ -1,0 +1,68 @@
+// Launcher of the portable backward: the tile configuration per head dim and the four
+// launches. Included only by the instantiation files in src/kernels/bwd_sm80/inst/.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/bwd_sm80/kernel.cuh"
+#include "kernels/bwd_sm80/prepost.cuh"
+#include "launch/bwd_launch.h"
+#include "launch/element_type.cuh"
+#include "launch/launch_common.cuh"
+
+namespace flashkit {
+
+namespace bwd_sm80 {
+
+// BwdTraits<T, D, kBlockM, kBlockN, kWarpsD>: kBlockN / 16 key slabs x kWarpsD column
+// slices of warps. Every configuration fits the 99 KB of shared memory of sm_86/89, so one
+// kernel per variant runs on every sm_80+ GPU. Register budget per thread: dK + dV take
+// 2 * D / (2 kWarpsD) and S^T, dP^T kBlockM / 2 each; D >= 192 splits dK/dV columns over
+// two warps (kWarpsD = 2) to stay within 255 registers. See docs/kernels/bwd.md.
+template <typename T, int D> struct Config;
+template <typename T> struct Config<T, 64>  { using Tr = BwdTraits<T, 64, 64, 128, 1>; };
+template <typename T> struct Config<T, 96>  { using Tr = BwdTraits<T, 96, 64, 128, 1>; };
+template <typename T> struct Config<T, 128> { using Tr = BwdTraits<T, 128, 64, 64, 1>; };
+template <typename T> struct Config<T, 192> { using Tr = BwdTraits<T, 192, 32, 64, 2>; };
+template <typename T> struct Config<T, 256> { using Tr = BwdTraits<T, 256, 32, 32, 2>; };
+
+}  // namespace bwd_sm80
+
+template <typename Tag, int kD>
+int launch_bwd_sm80(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  using Tr = typename bwd_sm80::Config<T, kD>::Tr;
+  static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
+  constexpr int kThreads = bwd_sm80::kPrePostThreads;
+  constexpr int kGroup = bwd_sm80::RowGroup<kD>::kGroup;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t q_items = int64_t(p.rows_q) * p.h_q;
+  if (q_items > 0) {
+    const int64_t blocks = (q_items * kGroup + kThreads - 1) / kThreads;
+    bwd_sm80::bwd_pre_kernel<T, kD><<<unsigned(blocks), kThreads, 0, stream>>>(p);
+  }
+  if (varlen && p.total_k > 0) {
+    const int64_t chunks = int64_t(p.total_k) * p.h_kv * (kD / 8);
+    bwd_sm80::bwd_zero_rows_kernel<T, kD><<<unsigned((chunks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p);
+  }
+  if (p.batch > 0 && p.seqlen_k > 0) {
+    cudaError_t err = launch_util::raise_smem_limit<&bwd_sm80::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
+    if (err != cudaSuccess) return int(err);
+    const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+    bwd_sm80::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  }
+  if (q_items > 0) {
+    const int64_t blocks = (q_items * kGroup + kThreads - 1) / kThreads;
+    bwd_sm80::bwd_post_kernel<T, kD><<<unsigned(blocks), kThreads, 0, stream>>>(p);
+  }
+  return int(cudaGetLastError());
+}
+
+}  // namespace flashkit
+
+// Defines launch_bwd_sm80<TAG, D> in an instantiation file.
+#define FLASHKIT_INSTANTIATE_BWD_SM80(TAG, D)                                                  \
+  template int flashkit::launch_bwd_sm80<flashkit::TAG, D>(const flashkit::BwdParams&,          \
+                                                           const flashkit::DeviceInfo&, cudaStream_t);

@@ -1,0 +1,27 @@
+// Global-memory atomics and ordered flag accesses. PTX ISA: "Parallel synchronization and
+// communication instructions: ld (.acquire), st (.release), red".
+#pragma once
+
+#include <cstdint>
+
+namespace flashkit::prims {
+
+// Load with acquire semantics at GPU scope: later reads of this thread see every write
+// that happened before the matching release store (another CTA's).
+__device__ __forceinline__ int ld_acquire_gpu(const int32_t* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Store with release semantics at GPU scope (pairs with ld_acquire_gpu).
+__device__ __forceinline__ void st_release_gpu(int32_t* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" : : "l"(p), "r"(v) : "memory");
+}
+
+// *p += v without returning the old value (a RED instruction, performed in L2).
+__device__ __forceinline__ void red_add_f32(float* p, float v) {
+  asm volatile("red.global.add.f32 [%0], %1;\n" : : "l"(p), "f"(v) : "memory");
+}
+
+}  // namespace flashkit::prims
