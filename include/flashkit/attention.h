@@ -31,6 +31,16 @@ struct AttentionFwdArgs {
   int64_t max_seqlen_k = 0;
   float softmax_scale = 0.f;  // <= 0 or NaN: 1/sqrt(D)
   bool causal = false;        // bottom-right aligned: row i sees keys j <= i + S_k - S_q
+  // Sliding window (Mistral / Gemma style), bottom-right aligned like causal: row i sees
+  // keys j with i + S_k - S_q - window_left <= j <= i + S_k - S_q + window_right; -1: no
+  // bound on that side. causal = true is window_right = 0 (a larger window_right is
+  // clipped to 0). Key tiles outside every row's window are skipped, not computed.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // Logit soft-capping (Gemma-2): scores s = q k^T * softmax_scale become
+  // softcap * tanh(s / softcap) before the softmax (and lse is of the capped scores).
+  // 0: off; otherwise a finite value > 0.
+  float softcap = 0.f;
   // Varlen only: validate cu_seqlens_q/k on the GPU before the launch (start at 0, never
   // decrease, end at total_q/total_k, every length <= max_seqlen_q/k) and return
   // Status::Invalid naming the argument and the first bad index instead of launching.
@@ -96,6 +106,9 @@ struct AttentionBwdArgs {
   int64_t max_seqlen_k = 0;
   float softmax_scale = 0.f;  // <= 0 or NaN: 1/sqrt(D); must be the forward's scale
   bool causal = false;
+  int64_t window_left = -1;  // window and softcap: the forward's (AttentionFwdArgs)
+  int64_t window_right = -1;
+  float softcap = 0.f;
   // false: dq is accumulated across key tiles with fp32 atomics (fastest; the last bits of
   // dq may differ run to run). true: the key tiles add into dq in a fixed order, so
   // dq, dk and dv are bitwise identical run to run (dk and dv are always deterministic).

@@ -102,7 +102,17 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   p.softmax_scale = scale;
   p.softmax_scale_log2 = static_cast<float>(static_cast<double>(scale) * kLog2e);
-  p.causal = args.causal;
+  // window_right = 0 is the causal mask; a causal call clips a larger window_right to 0.
+  // Windows wider than any sequence are the same as none (and keep int ranges small).
+  const int64_t big = std::max<int64_t>(s_q, s_k);
+  int64_t right = args.window_right < 0 || args.window_right >= big ? -1 : args.window_right;
+  if (args.causal || right == 0) right = 0;
+  p.causal = right == 0;
+  p.window_right = p.causal ? 0 : static_cast<int>(right);
+  p.window_left = args.window_left < 0 || args.window_left >= big ? -1 : static_cast<int>(args.window_left);
+  p.softcap = args.softcap > 0.f ? args.softcap : 0.f;
+  p.softcap_scale = p.softcap > 0.f ? scale / p.softcap : 0.f;
+  if (p.softcap > 0.f) p.softmax_scale_log2 = static_cast<float>(kLog2e);
   return p;
 }
 

@@ -52,6 +52,9 @@ AttentionFwdArgs forward_view(const AttentionBwdArgs& a) {
   f.max_seqlen_k = a.max_seqlen_k;
   f.softmax_scale = a.softmax_scale;
   f.causal = a.causal;
+  f.window_left = a.window_left;
+  f.window_right = a.window_right;
+  f.softcap = a.softcap;
   return f;
 }
 

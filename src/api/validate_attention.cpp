@@ -236,6 +236,16 @@ FLASHKIT_EXPORT Status validate_attention_fwd(const AttentionFwdArgs& a) {
                                     "1/sqrt(D)), got inf");
   }
 
+  if (a.window_left < -1) {
+    return invalid("window_left", "expected -1 (no bound) or a number of keys >= 0, got " + str(a.window_left));
+  }
+  if (a.window_right < -1) {
+    return invalid("window_right", "expected -1 (no bound) or a number of keys >= 0, got " + str(a.window_right));
+  }
+  if (!(a.softcap >= 0.f) || !std::isfinite(a.softcap)) {  // NaN fails the first test
+    return invalid("softcap", "expected 0 (off) or a finite value > 0, got " + std::to_string(a.softcap));
+  }
+
   // 8. Is this variant in the build?
   if (!fwd_variant_compiled(a.q.dtype, static_cast<int>(D))) {
     std::string compiled;

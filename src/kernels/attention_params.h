@@ -37,8 +37,15 @@ struct FwdParams {
   int head_dim;
 
   float softmax_scale;       // applied to q k^T
-  float softmax_scale_log2;  // softmax_scale * log2(e): the kernel works in base 2
+  // The scale of the (capped) scores in base 2: softmax_scale * log2(e), or log2(e) with a
+  // softcap (the cap's input already carries softmax_scale). The kernels work in base 2.
+  float softmax_scale_log2;
   bool causal;
+  // Sliding window: -1 = unbounded; window_right is 0 when causal (the kernels test causal).
+  int window_left, window_right;
+  // Softcap: softcap > 0 turns a raw score s into softcap * tanh(s * softcap_scale) with
+  // softcap_scale = softmax_scale / softcap; 0: off.
+  float softcap, softcap_scale;
 
   // Tile order, set by the launcher (not by callers): (batch, head) pairs are taken in
   // groups of `sched_group`, sized so that a group's K/V fit in part of the L2; within a

@@ -47,10 +47,13 @@ int launch_fwd_sm80(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     const char* e = std::getenv("FLASHKIT_FWD_SMALL_TILES");
     return e != nullptr && e[0] == '1';
   }();
+  const bool mods = launch_util::fwd_needs_mods(p);
   if (force_small || dev.smem_optin < Main::kSmemBytes) {
-    return launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Small>, Small>(p, stream, dev.device, dev.l2_bytes);
+    return mods ? launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Small, true>, Small>(p, stream, dev.device, dev.l2_bytes)
+                : launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Small>, Small>(p, stream, dev.device, dev.l2_bytes);
   }
-  return launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Main>, Main>(p, stream, dev.device, dev.l2_bytes);
+  return mods ? launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Main, true>, Main>(p, stream, dev.device, dev.l2_bytes)
+              : launch_util::launch_fwd<&fwd_sm80::fwd_kernel<Main>, Main>(p, stream, dev.device, dev.l2_bytes);
 }
 
 }  // namespace flashkit

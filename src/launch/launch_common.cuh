@@ -53,6 +53,12 @@ inline bool make_grid(FwdParams& p, int block_m, int64_t l2_bytes, int elem_byte
   return true;
 }
 
+// Whether a call needs the kMods instantiation of a forward kernel (sliding window, a
+// right bound other than the causal diagonal, softcap).
+inline bool fwd_needs_mods(const FwdParams& p) {
+  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.f;
+}
+
 // Launches a forward kernel with traits Tr (kBlockM, kThreads, kSmemBytes, T) on the grid
 // above: raises its shared-memory limit once per device, fills the tile-order params.
 template <auto Kernel, class Tr>

@@ -18,6 +18,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// tanh with the SFU (tanh.approx.f32, sm_75+: max relative error ~2^-11).
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 

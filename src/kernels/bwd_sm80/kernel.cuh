@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm80/traits.cuh"
 #include "prims/atomic.cuh"
@@ -125,7 +126,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   // rows: heaviest first), except in deterministic causal mode, whose dq order is
   // descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever
   // the number of resident CTAs).
-  const int n_block = p.deterministic && p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const bool descending = p.causal || p.window_right >= 0;
+  const int n_block = p.deterministic && descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   const int head_kv = blockIdx.y;
   const int batch = blockIdx.z;
 
@@ -150,11 +152,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   tiles::load_tile_async<KTile, kThreads>(sK, gK, p.k_row_stride, keys_here, tid);
   tiles::load_tile_async<KTile, kThreads>(sV, gV, p.v_row_stride, keys_here, tid);
 
-  // Row blocks that see these keys: with the bottom-right causal mask, row i sees key j
-  // iff j <= i + seqlen_k - seqlen_q, so rows before n0 - (seqlen_k - seqlen_q) see none.
+  // Row blocks that see these keys (attn::Mask): with a right bound (causal or window),
+  // rows before n0 - d - right see none; with a left window, rows after
+  // n0 + kBlockN - 1 - d + left see none (d = seqlen_k - seqlen_q).
+  const attn::Mask mask{seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right};
   const int diag = seqlen_k - seqlen_q;
-  const int m_begin = p.causal ? max(0, n0 - diag) / kBlockM : 0;
-  const int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
+  const int m_begin = mask.has_right() ? max(0, n0 - mask.right_of(0)) / kBlockM : 0;
+  int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
+  if (p.window_left >= 0) {
+    const int last_row = n0 + kBlockN - 1 - diag + p.window_left;
+    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
+  }
   const int per_head = max(0, m_end - m_begin);
   const int iters = per_head * p.h_ratio;
 
@@ -213,17 +221,28 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
     gemm_ss_nk<Tr::kDSteps, Tr::kMTiles, KTile, QTile>(s, sK, key_row0, sQ, 0, lane);
-    const bool masked = n0 + kBlockN > seqlen_k || (p.causal && n0 + kBlockN - 1 > m0 + diag);
+    const bool masked = mask.tile_needs_mask(n0, kBlockN, m0) || mask.tile_needs_left_mask(n0, m0 + kBlockM - 1);
+    // Softcap: scores y = c tanh(x), x = s * scale; tanh kept (fp16 pairs) for dS's factor
+    // 1 - tanh^2.
+    const bool capped = p.softcap > 0.f;
+    uint32_t tanh_h[Tr::kMTiles][2];
 #pragma unroll
     for (int j = 0; j < Tr::kMTiles; ++j) {
+      if (capped) {
+        float th[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+          s[j][e] = p.softcap * th[e];
+        }
+        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * t + (e % 2);
         float v = prims::exp2_approx(s[j][e] * scale_log2 - sLse[col]);
-        if (masked) {
-          const int key = n0 + key_row0 + g + (e / 2) * 8;
-          if (key >= seqlen_k || (p.causal && key > m0 + col + diag)) v = 0.f;
-        }
+        if (masked && !mask.visible(m0 + col, n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
         s[j][e] = v;
       }
     }
@@ -240,6 +259,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     for (int j = 0; j < Tr::kMTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - sDelta[j * 8 + 2 * t + (e % 2)]);
+    if (capped) {
+#pragma unroll
+      for (int j = 0; j < Tr::kMTiles; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+          dp[j][2 * h] *= 1.f - th.x * th.x;
+          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+        }
+      }
+    }
     uint32_t dsa[Tr::kMSteps][4];
     pack_a<T>(dsa, dp);
 
@@ -304,9 +334,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       // ascending order made each wait for key block 0 to get there (measured 0.45x the
       // fast mode instead of ~0.9x).
       // (Rows above the diagonal see no key; key block 0 still visits them: n_last >= 0.)
+      // With a left window the ascending order starts at the row block's first key block.
       const int n_last =
-          p.causal ? max(0, min((seqlen_k - 1) / kBlockN, (min(m0 + kBlockM, seqlen_q) - 1 + diag) / kBlockN)) : 0;
-      turn = p.causal ? n_last - n_block : n_block;
+          descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
+                     : 0;
+      turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
       sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
       if (tid == 0) {
         while (prims::ld_acquire_gpu(sem) != turn) {

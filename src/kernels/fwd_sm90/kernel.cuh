@@ -31,6 +31,7 @@
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/attention_common/online_softmax.cuh"
+#include "kernels/attention_common/softcap.cuh"
 #include "kernels/attention_params.h"
 #include "kernels/fwd_sm90/traits.cuh"
 #include "prims/cp_async.cuh"
@@ -100,13 +101,13 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kPSteps][4], const flo
 }
 
 // Per-CTA state of the main loop.
-template <class Tr>
+template <class Tr, bool kMods>
 struct Cta {
   using T = typename Tr::T;
   const FwdParams& p;
   const attn::BlockInfo<T, Tr::kBlockM>& blk;
   const attn::Mask& mask;
-  int n_tiles, tid, lane, wg, warp_row0;
+  int n_tiles, n_first, tid, lane, wg, warp_row0;  // the walk: key tiles n_tiles-1 .. n_first
   T *sQ, *sK, *sV;
   uint64_t desc_q, desc_k0, desc_v0;
 
@@ -131,7 +132,11 @@ struct Cta {
   __device__ __forceinline__ void softmax_tile(int j, float (&s)[1][Tr::kNTiles][4], float (&o)[1][Tr::kDTiles][4],
                                                Softmax& softmax, uint32_t (&pa)[Tr::kPSteps][4]) const {
     const int n0 = key_block(j) * Tr::kBlockN;
-    if (mask.tile_needs_mask(n0, Tr::kBlockN, blk.m0)) mask.apply(s, blk.m0 + warp_row0, n0, lane);
+    if (kMods && p.softcap > 0.f) attn::apply_softcap(s, p.softcap, p.softcap_scale);
+    if (mask.tile_needs_mask(n0, Tr::kBlockN, blk.m0) ||
+        (kMods && mask.tile_needs_left_mask(n0, blk.m0 + blk.rows_here - 1))) {
+      mask.apply(s, blk.m0 + warp_row0, n0, lane);
+    }
     softmax.update(s, o, p.softmax_scale_log2);
     pack_p<Tr>(pa, s);
   }
@@ -148,8 +153,8 @@ struct Cta {
 // are done. K(j+2) is loaded right after gate j (K has kKStages = 3 stages, so that stage
 // was last read at gate j-1 by both warpgroups: nobody waits), V(j+1) after the softmax
 // of tile j (its stage was read by P V(j-1) at gate j).
-template <class Tr, class Softmax>
-__device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bars, float (&o)[1][Tr::kDTiles][4],
+template <class Tr, bool kMods, class Softmax>
+__device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint32_t bars, float (&o)[1][Tr::kDTiles][4],
                                                   Softmax& softmax) {
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages, kThreads = Tr::kThreads;
   static_assert(KS >= 3 && VS == 2, "K(j+2) must not overwrite a stage the other warpgroup may read");
@@ -172,7 +177,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bar
   };
   issue_k(0);  // (its arrival also covers the Q copies issued before)
   issue_v(0);
-  if (c.n_tiles > 1) {
+  if (c.n_tiles - c.n_first > 1) {
     issue_k(1);
     issue_v(1);
   }
@@ -185,7 +190,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bar
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
   uint32_t pa[Tr::kPSteps][4];
-  const int last = c.n_tiles - 1;
+  const int last = c.n_tiles - 1 - c.n_first;
 
   // The wgmma issues must not sit under data-dependent branches: ptxas then serializes
   // every wgmma of the kernel (C7520, measured 1.5x slower). So the first gate (Q K(0)^T
@@ -245,7 +250,10 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr>& c, uint32_t bar
   prims::fence_operands(o[0]);
 }
 
-template <class Tr>
+// kMods: the instantiation for a sliding window, a non-causal right bound or a softcap
+// (kept apart so the plain kernel's registers stay as they were: d64 spilled 28/36
+// bytes instead of 16/16 with the window and cap code in it).
+template <class Tr, bool kMods = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -260,11 +268,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
 
   attn::BlockInfo<T, kBlockM> blk;
   if (!blk.init(p)) return;
-  const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
+  const attn::Mask mask = kMods ? attn::Mask{blk.seqlen_q, blk.seqlen_k, p.causal, p.window_left, p.window_right}
+                                : attn::Mask{blk.seqlen_q, blk.seqlen_k, p.causal};
   const int tid = threadIdx.x;
-  Cta<Tr> c{p, blk, mask};
+  Cta<Tr, kMods> c{p, blk, mask};
   c.n_tiles = mask.num_key_tiles(blk.m0, kBlockM, kBlockN);
-  if (c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf
+  c.n_first = kMods ? mask.first_key_tile(blk.m0, kBlockN) : 0;  // > 0 only with a window
+  if (c.n_tiles <= c.n_first) {  // no row of this block sees a key: O = 0, LSE = -inf
     tiles::zero_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
@@ -294,7 +304,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
   attn::OnlineSoftmax<1, false> softmax;
   softmax.init();
-  mainloop_pingpong<Tr>(c, prims::smem_addr(smem + Tr::kSmemBar), o, softmax);
+  mainloop_pingpong<Tr, kMods>(c, prims::smem_addr(smem + Tr::kSmemBar), o, softmax);
 
   // Epilogue: normalize, stage O through this warpgroup's rows of the Q tile (once all of
   // its MMAs are done: named barrier 3 + wg), then coalesced 16-byte stores of the block.
