@@ -353,6 +353,82 @@ void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle
 }
 
 
+// --- attention backward --------------------------------------------------------------------
+// Like make_args: dout, q, k, v, out, dq, dk, dv must be arrays (None is a TypeError); lse,
+// workspace and cu_seqlens may be None (absent), and the C++ validation names what is missing.
+flashkit::AttentionBwdArgs make_bwd_args(Holder& h, nb::handle dout, nb::handle q, nb::handle k,
+                                         nb::handle v, nb::handle out, nb::handle lse,
+                                         nb::handle dq, nb::handle dk, nb::handle dv,
+                                         nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                                         int64_t max_seqlen_q, int64_t max_seqlen_k,
+                                         double softmax_scale, bool causal, bool deterministic,
+                                         nb::handle workspace) {
+  const std::pair<const char*, nb::handle> required[] = {
+      {"dout", dout}, {"q", q}, {"k", k}, {"v", v}, {"out", out},
+      {"dq", dq},     {"dk", dk}, {"dv", dv}};
+  for (const auto& [name, obj] : required) {
+    if (obj.is_none()) {
+      throw nb::type_error((std::string(name) + ": expected an array, got None").c_str());
+    }
+  }
+  flashkit::AttentionBwdArgs args;
+  args.dout = to_ref(dout, "dout", false, h);
+  args.q = to_ref(q, "q", false, h);
+  args.k = to_ref(k, "k", false, h);
+  args.v = to_ref(v, "v", false, h);
+  args.out = to_ref(out, "out", false, h);
+  args.lse = to_ref(lse, "lse", false, h);
+  args.cu_seqlens_q = to_ref(cu_seqlens_q, "cu_seqlens_q", false, h);
+  args.cu_seqlens_k = to_ref(cu_seqlens_k, "cu_seqlens_k", false, h);
+  args.dq = to_ref(dq, "dq", true, h);
+  args.dk = to_ref(dk, "dk", true, h);
+  args.dv = to_ref(dv, "dv", true, h);
+  args.workspace = to_ref(workspace, "workspace", true, h);
+  args.max_seqlen_q = max_seqlen_q;
+  args.max_seqlen_k = max_seqlen_k;
+  args.softmax_scale = static_cast<float>(softmax_scale);
+  args.causal = causal;
+  args.deterministic = deterministic;
+  return args;
+}
+
+void attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
+                   nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv,
+                   nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int64_t max_seqlen_q,
+                   int64_t max_seqlen_k, double softmax_scale, bool causal, bool deterministic,
+                   nb::handle workspace, uintptr_t stream, bool check_inputs) {
+  Holder h;
+  flashkit::AttentionBwdArgs args =
+      make_bwd_args(h, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, workspace);
+  args.check_inputs = check_inputs;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = flashkit::attention_bwd(args, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!status.ok()) raise_status(status);
+}
+
+void validate_attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::handle v,
+                            nb::handle out, nb::handle lse, nb::handle dq, nb::handle dk,
+                            nb::handle dv, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                            int64_t max_seqlen_q, int64_t max_seqlen_k, double softmax_scale,
+                            bool causal, bool deterministic, nb::handle workspace) {
+  Holder h;
+  const Status status = flashkit::validate_attention_bwd(
+      make_bwd_args(h, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
+                    workspace));
+  if (!status.ok()) raise_status(status);
+}
+
+DType attention_dtype_from(const std::string& dtype) {
+  if (dtype == "float16") return DType::kFloat16;
+  if (dtype == "bfloat16") return DType::kBFloat16;
+  throw nb::value_error("dtype must be 'float16' or 'bfloat16'");
+}
+
 // --- paged decode ------------------------------------------------------------------------
 DType kv_dtype_from(const std::string& name) {
   if (name.empty() || name == "none") return DType::kInvalid;
@@ -539,6 +615,55 @@ NB_MODULE(_C, m) {
                 "-> None"),
         "Checks the arguments of attention_fwd without touching the GPU; returns None or "
         "raises the same exception attention_fwd would.");
+  m.def("attention_bwd", &attention_bwd, "dout"_a.none(), "q"_a.none(), "k"_a.none(),
+        "v"_a.none(), "out"_a.none(), "lse"_a.none(), "dq"_a.none(), "dk"_a.none(),
+        "dv"_a.none(), "cu_seqlens_q"_a.none() = nb::none(),
+        "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+        "softmax_scale"_a = 0.0, "causal"_a = false, "deterministic"_a = false,
+        "workspace"_a.none() = nb::none(), "stream"_a = 0, "check_inputs"_a = false,
+        nb::sig("def attention_bwd(dout: object, q: object, k: object, v: object, "
+                "out: object, lse: object | None, dq: object, dk: object, dv: object, "
+                "cu_seqlens_q: object | None = None, cu_seqlens_k: object | None = None, "
+                "max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: float = 0.0, "
+                "causal: bool = False, deterministic: bool = False, "
+                "workspace: object | None = None, stream: int = 0, "
+                "check_inputs: bool = False) -> None"),
+        "Attention backward into preallocated dq, dk, dv (written completely) on the CUDA "
+        "stream `stream` (a cudaStream_t as int; 0 = legacy default stream). dout/out/dq like "
+        "q, dk like k, dv like v; lse float32 [B, H_q, S_q] (varlen [H_q, total_q]) as the "
+        "forward wrote it (required). workspace: a uint8 (or int32) 1-D contiguous array on "
+        "q's device of at least attention_bwd_workspace_size(...) bytes (contents on entry do "
+        "not matter). deterministic: dq, dk, dv bitwise reproducible (otherwise dq is "
+        "accumulated with atomics). softmax_scale <= 0 means 1/sqrt(D) and must be the "
+        "forward's. Raises ValueError (bad argument, nothing written), NotImplementedError "
+        "(variant not compiled), RuntimeError (device or CUDA error). The GIL is released "
+        "during the launch.");
+  m.def("validate_attention_bwd", &validate_attention_bwd, "dout"_a.none(), "q"_a.none(),
+        "k"_a.none(), "v"_a.none(), "out"_a.none(), "lse"_a.none(), "dq"_a.none(),
+        "dk"_a.none(), "dv"_a.none(), "cu_seqlens_q"_a.none() = nb::none(),
+        "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+        "softmax_scale"_a = 0.0, "causal"_a = false, "deterministic"_a = false,
+        "workspace"_a.none() = nb::none(),
+        nb::sig("def validate_attention_bwd(dout: object, q: object, k: object, v: object, "
+                "out: object, lse: object | None, dq: object, dk: object, dv: object, "
+                "cu_seqlens_q: object | None = None, cu_seqlens_k: object | None = None, "
+                "max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: float = 0.0, "
+                "causal: bool = False, deterministic: bool = False, "
+                "workspace: object | None = None) -> None"),
+        "Checks the arguments of attention_bwd without touching the GPU; returns None or "
+        "raises the same exception attention_bwd would.");
+  m.def("attention_bwd_workspace_size", &flashkit::attention_bwd_workspace_size, "batch"_a,
+        "rows_q"_a, "max_seqlen_q"_a, "num_heads_q"_a, "head_dim"_a, "deterministic"_a = false,
+        "Bytes of workspace attention_bwd needs. rows_q: B * S_q (dense) or total_q (varlen); "
+        "batch: B; max_seqlen_q: S_q (dense) or the varlen bound.");
+  m.def(
+      "bwd_kernel_family",
+      [](const std::string& dtype, int head_dim) {
+        return flashkit::bwd_kernel_family(attention_dtype_from(dtype), head_dim);
+      },
+      "dtype"_a, "head_dim"_a,
+      "Kernel family attention_bwd runs for (dtype, head_dim) on the current device: 'sm80' "
+      "(portable), or '' (not compiled / no usable device).");
   m.def(
       "_dtype_of",
       [](nb::handle x) {
@@ -575,11 +700,7 @@ NB_MODULE(_C, m) {
   m.def(
       "fwd_kernel_family",
       [](const std::string& dtype, int head_dim) {
-        DType dt = DType::kInvalid;
-        if (dtype == "float16") dt = DType::kFloat16;
-        else if (dtype == "bfloat16") dt = DType::kBFloat16;
-        else throw nb::value_error("dtype must be 'float16' or 'bfloat16'");
-        return flashkit::fwd_kernel_family(dt, head_dim);
+        return flashkit::fwd_kernel_family(attention_dtype_from(dtype), head_dim);
       },
       "dtype"_a, "head_dim"_a,
       "Kernel family attention runs for (dtype, head_dim) on the current device: 'sm90' "
