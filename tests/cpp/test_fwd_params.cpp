@@ -191,5 +191,48 @@ TEST(FwdParams, EmptyProblems) {
   EXPECT_TRUE(fwd_is_empty(a));
 }
 
+TEST(FwdParams, WindowAndSoftcapNormalized) {
+  AttentionFwdArgs a = dense_args();  // S_q 128, S_k 256
+  FwdParams p = make_fwd_params(a);
+  EXPECT_EQ(p.window_left, -1);
+  EXPECT_EQ(p.window_right, -1);
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(p.softcap, 0.f);
+
+  a.causal = true;
+  a.window_left = 64;
+  a.window_right = 9;  // clipped to the diagonal by causal
+  p = make_fwd_params(a);
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.window_left, 64);
+  EXPECT_EQ(p.window_right, 0);
+
+  a.causal = false;
+  a.window_right = 0;  // a right bound of 0 is the causal mask
+  p = make_fwd_params(a);
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.window_right, 0);
+
+  a.window_right = 9;
+  a.window_left = 256;  // as wide as the longest sequence: no bound
+  p = make_fwd_params(a);
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(p.window_right, 9);
+  EXPECT_EQ(p.window_left, -1);
+
+  a.window_right = int64_t{1} << 40;  // wider than any sequence: no bound (and no overflow)
+  p = make_fwd_params(a);
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(p.window_right, -1);
+
+  a.softcap = 30.f;
+  a.softmax_scale = 0.125f;
+  p = make_fwd_params(a);
+  EXPECT_FLOAT_EQ(p.softcap, 30.f);
+  EXPECT_FLOAT_EQ(p.softcap_scale, 0.125f / 30.f);
+  EXPECT_FLOAT_EQ(p.softmax_scale, 0.125f);
+  EXPECT_FLOAT_EQ(p.softmax_scale_log2, static_cast<float>(kLog2e));  // the cap carries the scale
+}
+
 }  // namespace
 }  // namespace flashkit_test

@@ -305,6 +305,15 @@ std::vector<InvalidCase> invalid_cases() {
   // --- scalars ---
   add("SoftmaxScaleInf", false, [](auto& a) { a.softmax_scale = std::numeric_limits<float>::infinity(); },
       "softmax_scale: ", {"finite", "got inf"});
+  add("WindowLeftBelowMinusOne", false, [](auto& a) { a.window_left = -2; }, "window_left: ",
+      {"-1 (no bound)", "got -2"});
+  add("WindowRightBelowMinusOne", true, [](auto& a) { a.window_right = -5; }, "window_right: ",
+      {"-1 (no bound)", "got -5"});
+  add("SoftcapNegative", false, [](auto& a) { a.softcap = -1.f; }, "softcap: ", {"0 (off)", "got -1"});
+  add("SoftcapNaN", false, [](auto& a) { a.softcap = std::numeric_limits<float>::quiet_NaN(); }, "softcap: ",
+      {"0 (off)", "got nan"});
+  add("SoftcapInf", true, [](auto& a) { a.softcap = std::numeric_limits<float>::infinity(); }, "softcap: ",
+      {"finite", "got inf"});
   return c;
 }
 
@@ -419,6 +428,26 @@ TEST(ValidateValid, SoftmaxScaleDefaultsAndExplicit) {
     AttentionFwdArgs a = dense_args();
     a.softmax_scale = s;
     expect_valid(a);
+  }
+}
+
+TEST(ValidateValid, WindowAndSoftcap) {
+  for (const int64_t left : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{4096}, int64_t{1} << 40}) {
+    for (const int64_t right : {int64_t{-1}, int64_t{0}, int64_t{7}}) {
+      for (const bool causal : {false, true}) {
+        AttentionFwdArgs a = dense_args();
+        a.window_left = left;
+        a.window_right = right;
+        a.causal = causal;
+        a.softcap = left == 0 ? 0.f : 30.f;
+        expect_valid(a);
+        AttentionFwdArgs v = varlen_args();
+        v.window_left = left;
+        v.window_right = right;
+        v.causal = causal;
+        expect_valid(v);
+      }
+    }
   }
 }
 
