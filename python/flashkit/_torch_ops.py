@@ -2,17 +2,31 @@
 
 Importing this module imports torch (when installed) and registers
 
-    torch.ops.flashkit.attention_fwd(q, k, v, causal, softmax_scale, return_lse)
-        -> (out, lse)
+    torch.ops.flashkit.attention_fwd(q, k, v, causal, softmax_scale, return_lse,
+        deterministic=False) -> (out, lse)
     torch.ops.flashkit.attention_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k,
         max_seqlen_q, max_seqlen_k, causal, softmax_scale, return_lse,
-        check_inputs=False) -> (out, lse)
+        check_inputs=False, deterministic=False) -> (out, lse)
+    torch.ops.flashkit.attention_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
+        deterministic) -> (dq, dk, dv)
+    torch.ops.flashkit.attention_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q,
+        cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+        deterministic) -> (dq, dk, dv)
 
 with fake (meta) implementations, so ``torch.compile(fullgraph=True)`` traces a model that
-calls ``flashkit.attention`` without a graph break, and the real implementation allocates
-with ``torch.empty`` on q's device and launches on the current stream (CUDA-graph capture
-works). ``softmax_scale`` 0.0 means 1/sqrt(D). When ``return_lse`` is False the kernel
-writes no LSE and the returned ``lse`` is an empty float32 tensor of shape (0,).
+calls ``flashkit.attention`` without a graph break (AOTAutograd puts the backward op in the
+backward graph), and the real implementations allocate with ``torch.empty`` on q's device
+and launch on the current stream (CUDA-graph capture works). ``softmax_scale`` 0.0 means
+1/sqrt(D). When ``return_lse`` is False the kernel writes no LSE and the returned ``lse`` is
+an empty float32 tensor of shape (0,).
+
+Autograd: the forward ops save q, k, v, out and lse, and their backward calls the backward
+op (``deterministic`` is the forward op's argument, so the choice travels with the graph).
+A forward that may be differentiated must compute the LSE: ``flashkit.attention`` asks for
+it whenever grad mode is on and q, k or v requires grad, and returns only ``out`` when the
+caller did not ask for it. The gradient through ``lse`` itself is not supported: a backward
+that receives one raises NotImplementedError (grad outputs are not materialized, so an
+unused lse costs nothing).
 
 Plain eager calls that need no autograd (no_grad / inference, or no input requiring grad),
 outside torch.compile and any dispatch or function mode, skip the custom-op dispatcher
@@ -81,24 +95,25 @@ if torch is not None:
                 return False
         return True
 
+    def _on_device(index, fn, *args):
+        """fn(*args, stream) on the current stream of CUDA device ``index``, made the current
+        device for the call (the launch goes to the current device); index < 0 (a CPU
+        tensor, rejected by the C++ validation) calls fn(*args, 0)."""
+        if index < 0:
+            return fn(*args, 0)
+        if index != torch.cuda.current_device():
+            with torch.cuda.device(index):
+                return fn(*args, _raw_stream(index))
+        return fn(*args, _raw_stream(index))
+
     def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, check_inputs=False):
         # _C reads torch tensors directly (no DLPack), requires_grad or not.
         C = _native()
-        index = q.get_device()  # -1 on the CPU
-        if index < 0:  # rejected by the C++ validation (not a CUDA tensor)
-            C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                            max_seqlen_k, softmax_scale, causal, 0, check_inputs)
-            return
-        if index != torch.cuda.current_device():
-            with torch.cuda.device(index):  # the launch goes to the current device
-                C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                max_seqlen_k, softmax_scale, causal, _raw_stream(index),
-                                check_inputs)
-        else:
-            C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                            max_seqlen_k, softmax_scale, causal, _raw_stream(index),
-                            check_inputs)
+        _on_device(q.get_device(),
+                   lambda stream: C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                                  max_seqlen_q, max_seqlen_k, softmax_scale,
+                                                  causal, stream, check_inputs))
 
     def _dense(q, k, v, causal, softmax_scale, return_lse):
         """Allocates and launches; returns (out, lse or None)."""
@@ -122,13 +137,74 @@ if torch is not None:
     def _no_lse(q):
         return torch.empty((0,), dtype=torch.float32, device=q.device)
 
+    # --- backward: allocation and launch ------------------------------------------------
+    def _kernel_ready(g):
+        """``g`` as the kernels read it: last dimension contiguous, other strides (of dims
+        with more than one element) non-negative multiples of 16 bytes, 16-byte aligned
+        data. The dout autograd hands over can be anything (an expanded scalar, a transposed
+        or sliced view): such a tensor is copied into a contiguous one."""
+        if g.dim() == 0 or g.numel() == 0:
+            return g
+        if g.data_ptr() % 16 == 0:
+            align = 16 // g.element_size()
+            last = g.dim() - 1
+            for i, (n, st) in enumerate(zip(g.shape, g.stride())):
+                if n > 1 and (st != 1 if i == last else (st < 0 or st % align)):
+                    break
+            else:
+                return g
+        return g.clone(memory_format=torch.contiguous_format)
+
+    def _workspace(q, batch, rows_q, max_seqlen_q, deterministic):
+        """The scratch buffer attention_bwd needs (uint8, contents do not matter)."""
+        size = _native().attention_bwd_workspace_size(
+            max(int(batch), 0), max(int(rows_q), 0), max(int(max_seqlen_q), 0),
+            int(q.shape[-2]), int(q.shape[-1]), bool(deterministic))
+        return torch.empty((max(int(size), 0),), dtype=torch.uint8, device=q.device)
+
+    def _launch_bwd(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
+                    workspace):
+        C = _native()
+        _on_device(q.get_device(),
+                   lambda stream: C.attention_bwd(
+                       dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                       max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
+                       workspace, stream, False))
+
+    def _grads_like(q, k, v):
+        # Contiguous, like the fake implementations say.
+        return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+                torch.empty(k.shape, dtype=k.dtype, device=k.device),
+                torch.empty(v.shape, dtype=v.dtype, device=v.device))
+
+    def _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic):
+        """Allocates dq, dk, dv (like q, k, v, contiguous) and the workspace; launches."""
+        dq, dk, dv = _grads_like(q, k, v)
+        B, S_q = q.shape[0], q.shape[1]
+        ws = _workspace(q, B, B * S_q, S_q, deterministic)
+        _launch_bwd(_kernel_ready(dout), q, k, v, out, lse, dq, dk, dv, None, None, 0, 0,
+                    softmax_scale, causal, deterministic, ws)
+        return dq, dk, dv
+
+    def _varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                    max_seqlen_k, causal, softmax_scale, deterministic):
+        dq, dk, dv = _grads_like(q, k, v)
+        batch = cu_seqlens_q.shape[0] - 1 if cu_seqlens_q.dim() == 1 else 0
+        ws = _workspace(q, batch, q.shape[0], max_seqlen_q, deterministic)
+        _launch_bwd(_kernel_ready(dout), q, k, v, out, lse, dq, dk, dv, cu_seqlens_q,
+                    cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                    deterministic, ws)
+        return dq, dk, dv
+
     # --- custom ops -------------------------------------------------------------------
     def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: float,
-                       return_lse: bool) -> Tuple[Tensor, Tensor]:
+                       return_lse: bool, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+        # deterministic: only recorded for the backward (the forward always is).
         out, lse = _dense(q, k, v, causal, softmax_scale, return_lse)
         return out, (lse if lse is not None else _no_lse(q))
 
-    def _attention_fwd_fake(q, k, v, causal, softmax_scale, return_lse):
+    def _attention_fwd_fake(q, k, v, causal, softmax_scale, return_lse, deterministic=False):
         B, S_q, H_q = q.shape[0], q.shape[1], q.shape[2]
         lse_shape = (B, H_q, S_q) if return_lse else (0,)
         return (q.new_empty((B, S_q, H_q, v.shape[3])),
@@ -137,71 +213,137 @@ if torch is not None:
     def _attention_varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
                               cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
                               causal: bool, softmax_scale: float, return_lse: bool,
-                              check_inputs: bool = False) -> Tuple[Tensor, Tensor]:
+                              check_inputs: bool = False,
+                              deterministic: bool = False) -> Tuple[Tensor, Tensor]:
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            causal, softmax_scale, return_lse, check_inputs)
         return out, (lse if lse is not None else _no_lse(q))
 
     def _attention_varlen_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                    max_seqlen_k, causal, softmax_scale, return_lse,
-                                   check_inputs=False):
+                                   check_inputs=False, deterministic=False):
         total_q, H_q = q.shape[0], q.shape[1]
         lse_shape = (H_q, total_q) if return_lse else (0,)
         return (q.new_empty((total_q, H_q, v.shape[2])),
                 q.new_empty(lse_shape, dtype=torch.float32))
 
-    # No backward kernel yet. The autograd formula calls an op that raises when it runs
-    # but has a fake implementation, so torch.compile can still trace (and AOTAutograd
-    # partition) a model in training mode: its forward works, its backward raises.
-    _NO_BACKWARD = ("flashkit: the attention backward is not implemented yet; call "
-                    "flashkit.attention under torch.no_grad() / torch.inference_mode() or on "
-                    "tensors that do not require grad")
+    def _attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                       causal: bool, softmax_scale: float,
+                       deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        return _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
 
-    def _attention_bwd_unavailable(grad_out: Tensor, q: Tensor, k: Tensor,
-                                   v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        raise NotImplementedError(_NO_BACKWARD)
+    def _attention_varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+                              lse: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                              max_seqlen_q: int, max_seqlen_k: int, causal: bool,
+                              softmax_scale: float,
+                              deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        return _varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                           max_seqlen_k, causal, softmax_scale, deterministic)
 
-    def _attention_bwd_unavailable_fake(grad_out, q, k, v):
-        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    def _grads_fake_like(q, k, v):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
-    def _save_qkv(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0], inputs[1], inputs[2])
+    def _attention_bwd_fake(dout, q, k, v, out, lse, causal, softmax_scale, deterministic):
+        return _grads_fake_like(q, k, v)
+
+    def _attention_varlen_bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+                                   deterministic):
+        return _grads_fake_like(q, k, v)
+
+    # --- autograd of the forward ops ----------------------------------------------------
+    _NO_LSE_GRAD = ("flashkit: gradient through lse is not supported (use out, not the lse "
+                    "that flashkit.attention(..., return_lse=True) returns, in the loss)")
+    _LSE_MISSING = ("flashkit: the forward ran with return_lse=False, so there is no lse to "
+                    "differentiate with; call the forward op with return_lse=True (flashkit."
+                    "attention does so by itself whenever q, k or v requires grad)")
+
+    # setup_context gets the forward op's arguments (defaults filled in by torch >= 2.5;
+    # torch 2.4 may leave out trailing arguments equal to their default) and (out, lse).
+    def _setup_dense(ctx, inputs, output):
+        q, k, v, causal, softmax_scale = inputs[:5]
+        ctx.save_for_backward(q, k, v, *output)
+        ctx.causal, ctx.softmax_scale = causal, softmax_scale
+        ctx.deterministic = bool(inputs[6]) if len(inputs) > 6 else False
+        # Gradients of unused outputs (lse, nearly always) stay None instead of zeros.
+        ctx.set_materialize_grads(False)
+
+    def _setup_varlen(ctx, inputs, output):
+        q, k, v, cu_seqlens_q, cu_seqlens_k = inputs[:5]
+        ctx.save_for_backward(q, k, v, *output, cu_seqlens_q, cu_seqlens_k)
+        ctx.max_seqlens = inputs[5], inputs[6]
+        ctx.causal, ctx.softmax_scale = inputs[7], inputs[8]
+        ctx.deterministic = bool(inputs[11]) if len(inputs) > 11 else False
+        ctx.set_materialize_grads(False)
+
+    def _reject_lse_grad(grad_lse):
+        # (A gradient of the (0,) placeholder lse carries nothing: AOTAutograd may pass one.)
+        if grad_lse is not None and grad_lse.numel() != 0:
+            raise NotImplementedError(_NO_LSE_GRAD)
 
     def _dense_backward(ctx, grad_out, grad_lse):
-        q, k, v = ctx.saved_tensors
-        dq, dk, dv = _bwd_op(grad_out, q, k, v)
-        return dq, dk, dv, None, None, None
+        n_args = 7  # the forward op's positional arguments
+        _reject_lse_grad(grad_lse)
+        if grad_out is None:
+            return (None,) * n_args
+        q, k, v, out, lse = ctx.saved_tensors
+        if lse.dim() != 3:  # the (0,) placeholder of return_lse=False
+            raise RuntimeError(_LSE_MISSING)
+        dq, dk, dv = _bwd_dense_op(grad_out, q, k, v, out, lse, ctx.causal,
+                                   ctx.softmax_scale, ctx.deterministic)
+        return (dq, dk, dv) + (None,) * (n_args - 3)
 
     def _varlen_backward(ctx, grad_out, grad_lse):
-        q, k, v = ctx.saved_tensors
-        dq, dk, dv = _bwd_op(grad_out, q, k, v)
-        return dq, dk, dv, None, None, None, None, None, None, None, None
+        n_args = 12
+        _reject_lse_grad(grad_lse)
+        if grad_out is None:
+            return (None,) * n_args
+        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        if lse.dim() != 2:
+            raise RuntimeError(_LSE_MISSING)
+        dq, dk, dv = _bwd_varlen_op(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                    *ctx.max_seqlens, ctx.causal, ctx.softmax_scale,
+                                    ctx.deterministic)
+        return (dq, dk, dv) + (None,) * (n_args - 3)
 
     if hasattr(torch.library, "custom_op"):  # torch >= 2.4
         attention_fwd_op = torch.library.custom_op(
             "flashkit::attention_fwd", _attention_fwd, mutates_args=())
         attention_fwd_op.register_fake(_attention_fwd_fake)
-        attention_fwd_op.register_autograd(_dense_backward, setup_context=_save_qkv)
+        attention_fwd_op.register_autograd(_dense_backward, setup_context=_setup_dense)
 
         attention_varlen_fwd_op = torch.library.custom_op(
             "flashkit::attention_varlen_fwd", _attention_varlen_fwd, mutates_args=())
         attention_varlen_fwd_op.register_fake(_attention_varlen_fwd_fake)
-        attention_varlen_fwd_op.register_autograd(_varlen_backward, setup_context=_save_qkv)
+        attention_varlen_fwd_op.register_autograd(_varlen_backward, setup_context=_setup_varlen)
 
-        _bwd_unavailable_op = torch.library.custom_op(
-            "flashkit::_attention_bwd_unavailable", _attention_bwd_unavailable,
-            mutates_args=())
-        _bwd_unavailable_op.register_fake(_attention_bwd_unavailable_fake)
+        attention_bwd_op = torch.library.custom_op(
+            "flashkit::attention_bwd", _attention_bwd, mutates_args=())
+        attention_bwd_op.register_fake(_attention_bwd_fake)
+
+        attention_varlen_bwd_op = torch.library.custom_op(
+            "flashkit::attention_varlen_bwd", _attention_varlen_bwd, mutates_args=())
+        attention_varlen_bwd_op.register_fake(_attention_varlen_bwd_fake)
 
         _dense_op = torch.ops.flashkit.attention_fwd
         _varlen_op = torch.ops.flashkit.attention_varlen_fwd
-        _bwd_op = torch.ops.flashkit._attention_bwd_unavailable
+        _bwd_dense_op = torch.ops.flashkit.attention_bwd
+        _bwd_varlen_op = torch.ops.flashkit.attention_varlen_bwd
     else:  # older torch: eager only, no autograd (no torch.compile / fake-tensor support)
         _dense_op = _attention_fwd
         _varlen_op = _attention_varlen_fwd
+        _bwd_dense_op = _attention_bwd
+        _bwd_varlen_op = _attention_varlen_bwd
+
+    def _needs_grad(q, k, v):
+        return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                            v.requires_grad)
+
+    def _deterministic(deterministic):
+        return bool(deterministic) or torch.are_deterministic_algorithms_enabled()
 
 
-def attention(q, k, v, causal, softmax_scale, return_lse):
+def attention(q, k, v, causal, softmax_scale, return_lse, deterministic=False):
     """torch path of flashkit.attention (arguments already normalized by flashkit.ops)."""
     _check_tensors("attention", (("k", k), ("v", v)))
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
@@ -209,12 +351,15 @@ def attention(q, k, v, causal, softmax_scale, return_lse):
     if _eager_direct((q, k, v)):
         out, lse = _dense(q, k, v, causal, softmax_scale, return_lse)
     else:
-        out, lse = _dense_op(q, k, v, causal, softmax_scale, return_lse)
+        # A forward that autograd may differentiate keeps its lse for the backward.
+        grad = _needs_grad(q, k, v)
+        out, lse = _dense_op(q, k, v, causal, softmax_scale, return_lse or grad,
+                             _deterministic(deterministic) if grad else bool(deterministic))
     return (out, lse) if return_lse else out
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                     softmax_scale, return_lse, check_inputs=False):
+                     softmax_scale, return_lse, check_inputs=False, deterministic=False):
     """torch path of flashkit.attention_varlen."""
     _check_tensors("attention_varlen", (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                                         ("cu_seqlens_k", cu_seqlens_k)))
@@ -224,6 +369,34 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            causal, softmax_scale, return_lse, check_inputs)
     else:
+        grad = _needs_grad(q, k, v)
         out, lse = _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              causal, softmax_scale, return_lse, check_inputs)
+                              causal, softmax_scale, return_lse or grad, check_inputs,
+                              _deterministic(deterministic) if grad else bool(deterministic))
     return (out, lse) if return_lse else out
+
+
+def attention_backward(dout, q, k, v, out, lse, causal, softmax_scale, deterministic=False):
+    """torch path of flashkit.attention_backward: (dq, dk, dv)."""
+    _check_tensors("attention_backward", (("dout", dout), ("k", k), ("v", v), ("out", out),
+                                          ("lse", lse)))
+    _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
+    deterministic = _deterministic(deterministic)
+    if _eager_direct((dout, q, k, v, out, lse)):
+        return _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
+    return _bwd_dense_op(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
+
+
+def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                              max_seqlen_k, causal, softmax_scale, deterministic=False):
+    """torch path of flashkit.attention_varlen_backward: (dq, dk, dv)."""
+    _check_tensors("attention_varlen_backward",
+                   (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse),
+                    ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
+    _check_ndim(q, "q", 3, "[total_q, H_q, D]")
+    deterministic = _deterministic(deterministic)
+    args = (dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            causal, softmax_scale, deterministic)
+    if _eager_direct((dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)):
+        return _varlen_bwd(*args)
+    return _bwd_varlen_op(*args)

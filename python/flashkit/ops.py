@@ -6,8 +6,9 @@ message comes back verbatim as ``ValueError`` (bad argument), ``NotImplementedEr
 module only checks what it needs to allocate the outputs (array types, ranks) and raises
 ``TypeError`` / ``ValueError`` for those.
 
-torch tensors go through the custom ops ``torch.ops.flashkit.attention_fwd`` and
-``torch.ops.flashkit.attention_varlen_fwd`` (defined in ``flashkit._torch_ops``, which
+torch tensors go through the custom ops ``torch.ops.flashkit.attention_fwd`` /
+``attention_varlen_fwd`` and, for autograd or :func:`attention_backward`,
+``attention_bwd`` / ``attention_varlen_bwd`` (defined in ``flashkit._torch_ops``, which
 imports torch): ``torch.compile(fullgraph=True)`` traces them without a graph break and
 they can be captured in CUDA graphs. numpy and cupy arrays call the extension directly
 with outputs allocated by their own module (numpy arrays live on the CPU, so they are
@@ -19,8 +20,9 @@ import sys
 
 import numpy as np
 
-__all__ = ["attention", "attention_varlen", "compiled_fwd_variants", "compiled_fwd_kernels",
-           "fwd_kernel_family"]
+__all__ = ["attention", "attention_varlen", "attention_backward", "attention_varlen_backward",
+           "compiled_fwd_variants", "compiled_fwd_kernels", "fwd_kernel_family",
+           "bwd_kernel_family"]
 
 _ARRAY_KINDS = "a torch.Tensor, a cupy array or a numpy array"
 
@@ -70,6 +72,14 @@ def fwd_kernel_family(dtype, head_dim):
     The environment variable ``FLASHKIT_FWD_PORTABLE=1`` (read once) forces ``'sm80'``."""
     name = str(dtype).replace("torch.", "")
     return str(_native().fwd_kernel_family(name, int(head_dim)))
+
+
+def bwd_kernel_family(dtype, head_dim):
+    """Kernel family :func:`attention_backward` (and autograd through :func:`attention`)
+    runs for ``dtype`` and ``head_dim`` on the current device: ``'sm80'`` (portable
+    kernels) or ``''`` (not compiled, or no usable GPU)."""
+    name = str(dtype).replace("torch.", "")
+    return str(_native().bwd_kernel_family(name, int(head_dim)))
 
 
 def _scale_arg(softmax_scale):
@@ -129,6 +139,12 @@ def _same_kind(xp, arrays, fn):
             )
 
 
+def _check_int_args(**named):
+    for name, val in named.items():
+        if isinstance(val, bool) or not hasattr(val, "__index__"):
+            raise TypeError(f"{name}: expected an int, got {_type_name(val)}")
+
+
 def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
                max_seqlen_q, max_seqlen_k, scale, causal, return_lse, check_inputs=False):
     """numpy / cupy path: allocate with the array's module, launch on its current stream."""
@@ -150,7 +166,8 @@ def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
     return (out, lse) if return_lse else out
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
+def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False,
+              deterministic=False):
     """Dense attention forward: ``softmax(q k^T * softmax_scale [+ causal mask]) v``.
 
     Args:
@@ -161,10 +178,19 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
         causal: bottom-right aligned mask: query row i sees keys j <= i + S_k - S_q.
         softmax_scale: defaults to ``1/sqrt(D)``.
         return_lse: also return the log-sum-exp of each row (natural log).
+        deterministic: for the backward (torch autograd): dq, dk and dv bitwise
+            reproducible run to run (dq is then summed over key tiles in a fixed order
+            instead of with atomics; somewhat slower). Also on whenever
+            ``torch.are_deterministic_algorithms_enabled()``. The forward is always
+            deterministic.
 
     Returns:
         ``out [B, S_q, H_q, D_v]`` in q's dtype, or ``(out, lse)`` with ``lse`` float32
         ``[B, H_q, S_q]``. Rows that see no key give out = 0, lse = -inf.
+
+    Autograd (torch tensors): differentiable with respect to q, k and v (FlashKit's fused
+    backward, see :func:`attention_backward`); ``lse`` is not differentiable (a loss that
+    uses it raises NotImplementedError in the backward).
 
     Raises:
         TypeError: q/k/v are not arrays of a supported kind.
@@ -177,7 +203,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
     if not isinstance(q, np.ndarray):
         tops = _tops if _tops is not None else _torch_ops_module()
         if tops.is_tensor(q):
-            return tops.attention(q, k, v, causal, scale, bool(return_lse))
+            return tops.attention(q, k, v, causal, scale, bool(return_lse),
+                                  bool(deterministic))
     xp = _array_module(q, "q", "attention")
     _same_kind(xp, (("k", k), ("v", v)), "attention")
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
@@ -188,7 +215,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False):
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                     causal=False, softmax_scale=None, return_lse=False, check_inputs=False):
+                     causal=False, softmax_scale=None, return_lse=False, check_inputs=False,
+                     deterministic=False):
     """Variable-length (packed) attention forward.
 
     Args:
@@ -197,7 +225,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         cu_seqlens_q, cu_seqlens_k: int32 ``[B+1]`` on q's device: 0, then non-decreasing,
             ending at ``total_q`` / ``total_k``.
         max_seqlen_q, max_seqlen_k: upper bounds of the per-sequence lengths (ints).
-        causal, softmax_scale, return_lse: as in :func:`attention`.
+        causal, softmax_scale, return_lse, deterministic: as in :func:`attention`.
         check_inputs: validate ``cu_seqlens_q/k`` on the GPU before the launch and raise
             ValueError naming the argument and the first bad index. Synchronizes the stream,
             so it is off by default and cannot be used during CUDA-graph capture (ValueError).
@@ -221,10 +249,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if tops.is_tensor(q):
             return tops.attention_varlen(
                 q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                scale, bool(return_lse), check_inputs)
-    for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if isinstance(val, bool) or not hasattr(val, "__index__"):
-            raise TypeError(f"{name}: expected an int, got {_type_name(val)}")
+                scale, bool(return_lse), check_inputs, bool(deterministic))
+    _check_int_args(max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     xp = _array_module(q, "q", "attention_varlen")
     _same_kind(xp, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                     ("cu_seqlens_k", cu_seqlens_k)), "attention_varlen")
@@ -234,3 +260,115 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return _run_array(xp, q, k, v, (total_q, H_q, v.shape[2]), (H_q, total_q), cu_seqlens_q,
                       cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale, causal,
                       bool(return_lse), check_inputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Backward
+# ---------------------------------------------------------------------------------------
+
+
+def _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sizes,
+                   max_seqlen_k, scale, causal, deterministic):
+    """numpy / cupy path of the backward: dq, dk, dv and the workspace allocated with the
+    array's module, launched on its current stream. sizes: (batch, rows_q, max_seqlen_q)."""
+    C = _native()
+    batch, rows_q, max_seqlen_q = sizes
+    size = C.attention_bwd_workspace_size(max(batch, 0), rows_q, max(max_seqlen_q, 0),
+                                          q.shape[-2], q.shape[-1], deterministic)
+
+    def launch(stream):
+        dq, dk, dv = (xp.empty(x.shape, dtype=x.dtype) for x in (q, k, v))
+        ws = xp.empty((max(int(size), 0),), dtype=xp.uint8)
+        C.attention_bwd(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                        max_seqlen_q, max_seqlen_k, scale, causal, deterministic, ws, stream,
+                        False)
+        return dq, dk, dv
+
+    if xp is np:
+        return launch(0)
+    with q.device:  # cupy: allocate on q's device, launch on its current stream
+        return launch(xp.cuda.get_current_stream().ptr)
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None,
+                       deterministic=False):
+    """Dense attention backward: the gradients of :func:`attention`'s output.
+
+    For users who manage their own autograd (or none): ``out, lse = attention(q, k, v,
+    causal, softmax_scale, return_lse=True)`` in the forward, then with ``dout``, the
+    gradient of the loss with respect to ``out``::
+
+        dq, dk, dv = flashkit.attention_backward(dout, q, k, v, out, lse, causal, softmax_scale)
+
+    The probabilities are recomputed from ``lse`` on chip (never stored); torch autograd
+    through :func:`attention` calls the same kernels.
+
+    Args:
+        dout: like ``out``, ``[B, S_q, H_q, D_v]`` (any strides, last dim contiguous).
+        q, k, v: the forward's inputs.
+        out, lse: the forward's output and log-sum-exp (float32 ``[B, H_q, S_q]``).
+        causal, softmax_scale: the forward's (``softmax_scale`` None: 1/sqrt(D)).
+        deterministic: dq, dk, dv bitwise reproducible run to run (dk and dv always are;
+            without it dq is accumulated with atomics). Also on whenever
+            ``torch.are_deterministic_algorithms_enabled()`` (torch tensors).
+
+    Returns:
+        ``(dq, dk, dv)`` shaped like q, k, v (contiguous), in their dtype. GQA/MQA: dk and
+        dv of a KV head sum over the query heads that read it. Rows that see no key give
+        no gradient.
+
+    Raises:
+        TypeError, ValueError, NotImplementedError, RuntimeError: as :func:`attention`.
+    """
+    scale = _scale_arg(softmax_scale)
+    causal, deterministic = bool(causal), bool(deterministic)
+    if not isinstance(q, np.ndarray):
+        tops = _tops if _tops is not None else _torch_ops_module()
+        if tops.is_tensor(q):
+            return tops.attention_backward(dout, q, k, v, out, lse, causal, scale,
+                                           deterministic)
+    xp = _array_module(q, "q", "attention_backward")
+    _same_kind(xp, (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)),
+               "attention_backward")
+    _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
+    B, S_q = q.shape[0], q.shape[1]
+    return _run_array_bwd(xp, dout, q, k, v, out, lse, None, None, (B, B * S_q, S_q), 0, scale,
+                          causal, deterministic)
+
+
+def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                              max_seqlen_k, causal=False, softmax_scale=None,
+                              deterministic=False):
+    """Variable-length (packed) attention backward: the gradients of
+    :func:`attention_varlen`'s output.
+
+    Args:
+        dout: like ``out``, ``[total_q, H_q, D_v]``.
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+            softmax_scale: the forward's.
+        out, lse: the forward's output and log-sum-exp (float32 ``[H_q, total_q]``).
+        deterministic: as in :func:`attention_backward`.
+
+    Returns:
+        ``(dq, dk, dv)`` shaped like q, k, v. Rows of k and v that no query sees (e.g. the
+        keys of a sequence whose q is empty) get zero gradients.
+    """
+    scale = _scale_arg(softmax_scale)
+    causal, deterministic = bool(causal), bool(deterministic)
+    _check_int_args(max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    if not isinstance(q, np.ndarray):
+        tops = _tops if _tops is not None else _torch_ops_module()
+        if tops.is_tensor(q):
+            return tops.attention_varlen_backward(
+                dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                max_seqlen_k, causal, scale, deterministic)
+    xp = _array_module(q, "q", "attention_varlen_backward")
+    _same_kind(xp, (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse),
+                    ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)),
+               "attention_varlen_backward")
+    _check_ndim(q, "q", 3, "[total_q, H_q, D]")
+    batch = cu_seqlens_q.shape[0] - 1 if cu_seqlens_q.ndim == 1 else 0
+    return _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                          (batch, q.shape[0], max_seqlen_q), max_seqlen_k, scale, causal,
+                          deterministic)

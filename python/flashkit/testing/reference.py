@@ -10,6 +10,11 @@ load this file without torch and without flashkit's native extension).
 - ``attention_varlen_reference(...)``: the same per sequence of a packed batch.
 - ``attention_pytorch(...)`` / ``attention_varlen_pytorch(...)``: PyTorch's own attention
   (SDPA, math backend, reductions in the input dtype), the baseline error of SPEC §3.
+- ``attention_backward_reference(q, k, v, dout, ...)`` -> ``(dq, dk, dv)`` in high
+  precision (the analytic gradient: P from the exact softmax, dS = P (dP - rowsum(dO O)));
+  ``attention_backward_pytorch(...)``: PyTorch's autograd through the same low-precision
+  math SDPA (the gradients' baseline); ``attention_varlen_backward_reference`` /
+  ``attention_varlen_backward_pytorch``: the same per sequence of a packed batch.
 - ``check_close(out, ref, out_pt)``: pass iff max-abs and relative-L2 errors are at most
   2x those of the PyTorch baseline plus a small slack; NaN never passes.
 - ``check_lse``, ``check_written``, ``poison_``: the other checks a test needs.
@@ -25,8 +30,12 @@ import numpy as np
 
 __all__ = [
     "CheckResult",
+    "attention_backward_pytorch",
+    "attention_backward_reference",
     "attention_pytorch",
     "attention_reference",
+    "attention_varlen_backward_pytorch",
+    "attention_varlen_backward_reference",
     "attention_varlen_pytorch",
     "attention_varlen_reference",
     "check_close",
@@ -68,6 +77,10 @@ class _NumpyOps:
     @staticmethod
     def rowsum(x):
         return np.sum(x, axis=-1, keepdims=True)
+
+    @staticmethod
+    def group_sum(x, r):  # [B, H*r, ...] -> [B, H, ...]: the inverse of repeat_heads' fan-out
+        return x.reshape(x.shape[0], x.shape[1] // r, r, *x.shape[2:]).sum(axis=2)
 
     @staticmethod
     def zeros(shape, like):
@@ -112,6 +125,9 @@ class _TorchOps:
 
     def rowsum(self, x):
         return x.sum(dim=-1, keepdim=True)
+
+    def group_sum(self, x, r):
+        return x.reshape(x.shape[0], x.shape[1] // r, r, *x.shape[2:]).sum(dim=2)
 
     def zeros(self, shape, like):
         return self.torch.zeros(shape, dtype=like.dtype, device=like.device)
@@ -255,6 +271,89 @@ def attention_varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False
                          softmax_scale, compute_dtype=compute_dtype)
 
 
+def attention_backward_reference(q, k, v, dout, causal=False, softmax_scale=None,
+                                 compute_dtype=None):
+    """High-precision gradients of :func:`attention_reference`'s ``out`` for the incoming
+    gradient ``dout [B, S_q, H_q, D_v]``: ``(dq, dk, dv)`` shaped like q, k, v.
+
+    The analytic backward, in float64 for numpy and ``compute_dtype`` (default float32;
+    pass ``torch.float64`` for gradient tests) for torch::
+
+        P = softmax(q k^T * scale) (masked; 0 for rows that see no key)
+        dv = P^T dout,  dS = P * (dout v^T - rowsum(dout * out)),
+        dq = dS k * scale,  dk = dS^T q * scale
+
+    GQA: dk and dv of a KV head are summed over the query heads that read it. Rows that
+    see no key contribute nothing.
+    """
+    _check_shapes(q, k, v)
+    ops = _ops_for(q)
+    if _is_torch(q):
+        dtype = compute_dtype if compute_dtype is not None else ops.torch.float32
+    else:
+        dtype = np.float64
+    B, S_q, H_q, D = q.shape
+    S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
+    if tuple(dout.shape) != (B, S_q, H_q, D_v):
+        raise ValueError(f"dout: expected shape {(B, S_q, H_q, D_v)}, got {tuple(dout.shape)}")
+    r = H_q // H_kv
+    scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
+    qf = _swap12(ops.to(q, dtype))                                   # [B, H_q, S_q, D]
+    if S_k == 0 or S_q == 0:
+        return (_swap12(ops.zeros((B, H_q, S_q, D), like=qf)),
+                _swap12(ops.zeros((B, H_kv, S_k, D), like=qf)),
+                _swap12(ops.zeros((B, H_kv, S_k, D_v), like=qf)))
+    kf = _swap12(ops.repeat_heads(ops.to(k, dtype), r))              # [B, H_q, S_k, D]
+    vf = _swap12(ops.repeat_heads(ops.to(v, dtype), r))              # [B, H_q, S_k, D_v]
+    dof = _swap12(ops.to(dout, dtype))                               # [B, H_q, S_q, D_v]
+    with _ieee_fp32_matmul(q) as ieee:
+        if not ieee:
+            qf, kf, vf, dof = (ops.to(t, ops.torch.float64) for t in (qf, kf, vf, dof))
+        s = (qf @ kf.swapaxes(-1, -2)) * scale                       # [B, H_q, S_q, S_k]
+        s = ops.where(ops.allowed_mask(S_q, S_k, causal, like=qf), s, -math.inf)
+        m = ops.rowmax(s)
+        has_key = ops.isfinite(m)
+        p = ops.exp(s - ops.where(has_key, m, 0.0))
+        p = p / ops.where(has_key, ops.rowsum(p), 1.0)               # empty rows: all 0
+        out = p @ vf                                                 # [B, H_q, S_q, D_v]
+        dv = p.swapaxes(-1, -2) @ dof                                # [B, H_q, S_k, D_v]
+        ds = p * (dof @ vf.swapaxes(-1, -2) - ops.rowsum(dof * out))
+        dq = (ds @ kf) * scale                                       # [B, H_q, S_q, D]
+        dk = (ds.swapaxes(-1, -2) @ qf) * scale                      # [B, H_q, S_k, D]
+    return (ops.to(_swap12(dq), dtype), ops.to(_swap12(ops.group_sum(dk, r)), dtype),
+            ops.to(_swap12(ops.group_sum(dv, r)), dtype))
+
+
+def _varlen_grads(fn, q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale, **kw):
+    """Run a dense backward ``fn`` per sequence of a packed batch: (dq, dk, dv) shaped like
+    q [total_q, H_q, D], k, v [total_k, H_kv, *]; rows outside every sequence get 0."""
+    cq, ck = _offsets(cu_seqlens_q), _offsets(cu_seqlens_k)
+    if len(cq) != len(ck):
+        raise ValueError(f"cu_seqlens_q has {len(cq)} entries, cu_seqlens_k {len(ck)}")
+    if len(cq) < 2:
+        raise ValueError("empty batch: cu_seqlens has a single entry")
+    grads = None
+    for b in range(len(cq) - 1):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        g = fn(q[None, qs], k[None, ks], v[None, ks], dout[None, qs], causal=causal,
+               softmax_scale=softmax_scale, **kw)
+        if grads is None:
+            ops = _ops_for(g[0])
+            grads = tuple(ops.zeros(tuple(x.shape), like=gi) for x, gi in zip((q, k, v), g))
+        grads[0][qs] = g[0][0]
+        grads[1][ks] = g[1][0]
+        grads[2][ks] = g[2][0]
+    return grads
+
+
+def attention_varlen_backward_reference(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal=False,
+                                        softmax_scale=None, compute_dtype=None):
+    """:func:`attention_backward_reference` per sequence of a packed batch:
+    (dq [total_q, H_q, D], dk [total_k, H_kv, D], dv [total_k, H_kv, D_v])."""
+    return _varlen_grads(attention_backward_reference, q, k, v, dout, cu_seqlens_q,
+                         cu_seqlens_k, causal, softmax_scale, compute_dtype=compute_dtype)
+
+
 # ----------------------------------------------------------------------------------------
 # PyTorch's own attention in the low dtype: the baseline error of SPEC §3
 # ----------------------------------------------------------------------------------------
@@ -321,6 +420,48 @@ def attention_varlen_pytorch(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False,
         return out, out.new_zeros((1, qb.shape[2], qb.shape[1]), dtype=out.dtype)
 
     return _varlen_apply(dense, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale)[0]
+
+
+def attention_backward_pytorch(q, k, v, dout, causal=False, softmax_scale=None):
+    """PyTorch's gradients in the inputs' dtype: autograd through the math SDPA of
+    :func:`attention_pytorch` (reductions in fp16/bf16), kv heads repeated (their gradients
+    summed back by autograd). Returns (dq, dk, dv) like q, k, v. Rows that see no key get no
+    gradient (their dout is zeroed and their mask opened, so SDPA's NaN for an all-masked
+    row cannot reach the others).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    _check_shapes(q, k, v)
+    B, S_q, H_q, D = q.shape
+    S_k, H_kv = k.shape[1], k.shape[2]
+    if S_k == 0 or S_q == 0:
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    ops = _TorchOps()
+    r = H_q // H_kv
+    scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
+    ql, kl, vl = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    dout = dout.detach()
+    mask = None
+    if causal:
+        allowed = ops.allowed_mask(S_q, S_k, True, like=q)
+        row_has_key = allowed.any(dim=-1)                            # [S_q]
+        mask = allowed | ~row_has_key[:, None]
+        dout = torch.where(row_has_key[None, :, None, None], dout,
+                           torch.zeros((), dtype=dout.dtype, device=dout.device))
+    with torch.enable_grad(), _low_precision_math_sdpa():
+        out = F.scaled_dot_product_attention(
+            _swap12(ql), _swap12(ops.repeat_heads(kl, r)), _swap12(ops.repeat_heads(vl, r)),
+            attn_mask=mask, scale=scale)
+        dq, dk, dv = torch.autograd.grad(_swap12(out), (ql, kl, vl), dout)
+    return dq, dk, dv
+
+
+def attention_varlen_backward_pytorch(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal=False,
+                                      softmax_scale=None):
+    """:func:`attention_backward_pytorch` per sequence of a packed batch."""
+    return _varlen_grads(attention_backward_pytorch, q, k, v, dout, cu_seqlens_q, cu_seqlens_k,
+                         causal, softmax_scale)
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,0 +1,352 @@
+"""The torch integration of the attention forward and backward, without a GPU.
+
+``flashkit._C`` is replaced by a stand-in that computes on CPU tensors with the float64
+reference (``flashkit.testing``) and records every call, so the Python layer around the
+kernels is tested on its own: the custom ops and their fake implementations, what autograd
+saves and hands to the backward op (lse computed when a gradient is needed, the
+deterministic flag, ``torch.use_deterministic_algorithms``), the dout layouts passed on or
+copied, the errors for a gradient through lse, varlen plumbing, the public
+``attention_backward`` functions, ``torch.library.opcheck`` and
+``torch.compile(fullgraph=True)`` of a training step (aot_eager: no compiler needed).
+
+Needs torch (skipped without it), not a GPU and not the native extension. The kernels
+themselves are tested in test_backward_gpu.py.
+"""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+try:
+    import flashkit
+    from flashkit import _torch_ops as tops
+    from flashkit.testing import (attention_backward_reference, attention_reference,
+                                  attention_varlen_backward_reference,
+                                  attention_varlen_reference)
+except ImportError as e:
+    pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
+
+if not hasattr(torch.library, "custom_op"):
+    pytest.skip("the custom ops need torch >= 2.4", allow_module_level=True)
+
+
+class FakeNative:
+    """What _torch_ops calls of flashkit._C, on CPU tensors, with the reference."""
+
+    def __init__(self):
+        self.fwd_calls, self.bwd_calls = [], []
+
+    @staticmethod
+    def _scale(softmax_scale):
+        return None if softmax_scale <= 0 else softmax_scale
+
+    def attention_fwd(self, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                      max_seqlen_k, softmax_scale, causal, stream, check_inputs):
+        self.fwd_calls.append(dict(lse=lse is not None, causal=causal, scale=softmax_scale,
+                                   varlen=cu_seqlens_q is not None, stream=stream))
+        kw = dict(causal=causal, softmax_scale=self._scale(softmax_scale),
+                  compute_dtype=torch.float64)
+        if cu_seqlens_q is None:
+            o, l = attention_reference(q, k, v, **kw)
+        else:
+            o, l = attention_varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, **kw)
+        out.copy_(o)
+        if lse is not None:
+            lse.copy_(l)
+
+    def attention_bwd(self, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                      max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
+                      workspace, stream, check_inputs):
+        self.bwd_calls.append(dict(dout=dout, deterministic=deterministic, causal=causal,
+                                   scale=softmax_scale, lse_shape=tuple(lse.shape),
+                                   out=out, workspace=workspace.numel(),
+                                   max_seqlens=(max_seqlen_q, max_seqlen_k),
+                                   varlen=cu_seqlens_q is not None))
+        assert workspace.dtype == torch.uint8 and workspace.dim() == 1
+        assert dq.is_contiguous() and dk.is_contiguous() and dv.is_contiguous()
+        kw = dict(causal=causal, softmax_scale=self._scale(softmax_scale),
+                  compute_dtype=torch.float64)
+        if cu_seqlens_q is None:
+            g = attention_backward_reference(q, k, v, dout, **kw)
+        else:
+            g = attention_varlen_backward_reference(q, k, v, dout, cu_seqlens_q, cu_seqlens_k,
+                                                    **kw)
+        for dst, src in zip((dq, dk, dv), g):
+            dst.copy_(src)
+
+    @staticmethod
+    def attention_bwd_workspace_size(batch, rows_q, max_seqlen_q, num_heads_q, head_dim,
+                                     deterministic):
+        return rows_q * num_heads_q * (head_dim + 1) * 4 + (batch * 64 if deterministic else 0)
+
+
+@pytest.fixture
+def native(monkeypatch):
+    fake = FakeNative()
+    monkeypatch.setattr(flashkit, "_C", fake)
+    return fake
+
+
+def make(B=2, S_q=9, S_k=13, H_q=4, H_kv=2, D=16, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = ((B, S_q, H_q, D), (B, S_k, H_kv, D), (B, S_k, H_kv, D), (B, S_q, H_q, D))
+    return [torch.randn(s, generator=g, dtype=torch.float32).to(dtype) for s in shapes]
+
+
+def leaves(*ts):
+    return [t.detach().clone().requires_grad_(True) for t in ts]
+
+
+def close(a, b, what):
+    torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-6, msg=what)
+
+
+# ---------------------------------------------------------------------------------------
+# Autograd
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_autograd_calls_the_backward_op(native, causal):
+    q, k, v, dout = make()
+    ql, kl, vl = leaves(q, k, v)
+    out = flashkit.attention(ql, kl, vl, causal=causal, softmax_scale=0.3)
+    assert not isinstance(out, tuple) and out.requires_grad
+    assert native.fwd_calls[-1]["lse"], "a forward that may be differentiated keeps its lse"
+    out.backward(dout)
+    (call,) = native.bwd_calls
+    assert call["causal"] is causal and call["scale"] == pytest.approx(0.3)
+    assert call["deterministic"] is False and call["lse_shape"] == (2, 4, 9)
+    assert call["workspace"] == FakeNative.attention_bwd_workspace_size(2, 18, 9, 4, 16, False)
+    expected = attention_backward_reference(q, k, v, dout, causal=causal, softmax_scale=0.3,
+                                            compute_dtype=torch.float64)
+    for name, t, e in zip(("dq", "dk", "dv"), (ql, kl, vl), expected):
+        close(t.grad, e, name)
+
+
+def test_no_grad_forward_skips_lse_and_the_dispatcher(native):
+    q, k, v, _ = make()
+    with torch.no_grad():
+        flashkit.attention(*leaves(q, k, v))
+    flashkit.attention(q, k, v)  # nothing requires grad
+    assert [c["lse"] for c in native.fwd_calls] == [False, False]
+
+
+def test_deterministic_flag_reaches_the_backward(native):
+    q, k, v, dout = make()
+    flashkit.attention(*leaves(q, k, v), deterministic=True).backward(dout)
+    flashkit.attention(*leaves(q, k, v)).backward(dout)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        flashkit.attention(*leaves(q, k, v)).backward(dout)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert [c["deterministic"] for c in native.bwd_calls] == [True, False, True]
+    big = FakeNative.attention_bwd_workspace_size(2, 18, 9, 4, 16, True)
+    assert native.bwd_calls[0]["workspace"] == big
+
+
+def test_return_lse_with_grad(native):
+    q, k, v, dout = make()
+    ql, kl, vl = leaves(q, k, v)
+    out, lse = flashkit.attention(ql, kl, vl, causal=True, return_lse=True)
+    assert lse.shape == (2, 4, 9) and lse.dtype == torch.float32
+    out.backward(dout)  # lse unused: fine
+    assert ql.grad is not None
+    out, lse = flashkit.attention(*leaves(q, k, v), return_lse=True)
+    with pytest.raises(NotImplementedError, match="lse"):
+        (out.sum() + lse.sum()).backward()
+    with pytest.raises(NotImplementedError, match="lse"):  # lse alone
+        flashkit.attention(*leaves(q, k, v), return_lse=True)[1].sum().backward()
+
+
+def test_forward_op_without_lse_cannot_be_differentiated(native):
+    q, k, v, _ = make()
+    out, lse = torch.ops.flashkit.attention_fwd(*leaves(q, k, v), False, 0.0, False)
+    assert lse.shape == (0,)
+    with pytest.raises(RuntimeError, match="return_lse"):
+        out.sum().backward()
+
+
+def test_only_some_inputs_require_grad(native):
+    q, k, v, dout = make()
+    kl = k.clone().requires_grad_(True)
+    out = flashkit.attention(q, kl, v, causal=True)
+    (dk,) = torch.autograd.grad(out, (kl,), dout)
+    close(dk, attention_backward_reference(q, k, v, dout, causal=True,
+                                           compute_dtype=torch.float64)[1], "dk")
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "bhsd", "expanded", "last_dim_strided",
+                                  "misaligned", "row_stride_odd"])
+def test_dout_layouts(native, kind):
+    """dout reaches the kernel as it is when its layout is one the kernels read (last dim
+    contiguous, 16-byte strides and pointer), else as a contiguous copy; same gradients."""
+    q, k, v, dout = make(dtype=torch.bfloat16, D=16)
+    B, S, H, D = dout.shape
+    if kind == "contiguous":
+        g = dout
+    elif kind == "bhsd":
+        g = dout.transpose(1, 2).contiguous().transpose(1, 2)
+    elif kind == "expanded":
+        g = torch.full((), 0.5, dtype=dout.dtype).expand(dout.shape)
+    elif kind == "last_dim_strided":
+        g = torch.stack([dout, dout], dim=-1).flatten(-2)[..., ::2]
+    elif kind == "misaligned":
+        flat = torch.empty(dout.numel() + 8, dtype=dout.dtype)
+        start = next(i for i in range(1, 8) if (flat.data_ptr() + 2 * i) % 16)
+        g = flat[start:start + dout.numel()].view(dout.shape)
+        g.copy_(dout)
+    else:
+        g = torch.cat([dout, dout[..., :1]], dim=-1)[..., :D]
+    passed_as_is = kind in ("contiguous", "bhsd")
+    flashkit.attention(*leaves(q, k, v), causal=True).backward(g)
+    seen = native.bwd_calls[-1]["dout"]
+    assert torch.equal(seen, g)
+    assert (seen.data_ptr() == g.data_ptr()) is passed_as_is, kind
+    if not passed_as_is:
+        assert seen.is_contiguous() and seen.data_ptr() % 16 == 0
+
+
+# ---------------------------------------------------------------------------------------
+# Varlen
+# ---------------------------------------------------------------------------------------
+
+
+def varlen_inputs(lens_q=(3, 0, 5), lens_k=(4, 2, 0), H_q=4, H_kv=2, D=16, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    tq, tk = sum(lens_q), sum(lens_k)
+    q, dout = (torch.randn((tq, H_q, D), generator=g) for _ in range(2))
+    k, v = (torch.randn((tk, H_kv, D), generator=g) for _ in range(2))
+
+    def cu(lens):
+        return torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))],
+                            dtype=torch.int32)
+
+    return q, k, v, dout, cu(lens_q), cu(lens_k), max(lens_q), max(lens_k)
+
+
+def test_varlen_autograd(native):
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
+    ql, kl, vl = leaves(q, k, v)
+    out = flashkit.attention_varlen(ql, kl, vl, cu_q, cu_k, mq, mk, causal=True,
+                                    deterministic=True)
+    out.backward(dout)
+    (call,) = native.bwd_calls
+    assert call["varlen"] and call["max_seqlens"] == (5, 4) and call["deterministic"]
+    assert call["lse_shape"] == (4, 8)
+    expected = attention_varlen_backward_reference(q, k, v, dout, cu_q, cu_k, causal=True,
+                                                   compute_dtype=torch.float64)
+    for name, t, e in zip(("dq", "dk", "dv"), (ql, kl, vl), expected):
+        close(t.grad, e, name)
+
+
+def test_varlen_backward_public(native):
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
+    out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, return_lse=True)
+    dq, dk, dv = flashkit.attention_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, mq,
+                                                    mk, softmax_scale=0.5)
+    expected = attention_varlen_backward_reference(q, k, v, dout, cu_q, cu_k, softmax_scale=0.5,
+                                                   compute_dtype=torch.float64)
+    for name, a, e in zip(("dq", "dk", "dv"), (dq, dk, dv), expected):
+        close(a, e, name)
+    with pytest.raises(TypeError, match="max_seqlen_q"):
+        flashkit.attention_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, 5.0, mk)
+
+
+# ---------------------------------------------------------------------------------------
+# The public dense backward
+# ---------------------------------------------------------------------------------------
+
+
+def test_attention_backward_public(native):
+    q, k, v, dout = make()
+    out, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
+    dq, dk, dv = flashkit.attention_backward(dout, q, k, v, out, lse, causal=True,
+                                             deterministic=True)
+    assert native.bwd_calls[-1]["deterministic"] is True
+    assert native.bwd_calls[-1]["out"] is out
+    expected = attention_backward_reference(q, k, v, dout, causal=True,
+                                            compute_dtype=torch.float64)
+    for name, a, e in zip(("dq", "dk", "dv"), (dq, dk, dv), expected):
+        close(a, e, name)
+    with pytest.raises(TypeError, match="lse"):
+        flashkit.attention_backward(dout, q, k, v, out, None)
+    with pytest.raises(ValueError, match="q"):
+        flashkit.attention_backward(dout, q[0], k, v, out, lse)
+
+
+# ---------------------------------------------------------------------------------------
+# Fake implementations, opcheck, torch.compile
+# ---------------------------------------------------------------------------------------
+
+
+def test_fake_implementations_match_the_real_ones(native):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    q, k, v, dout = make(dtype=torch.bfloat16)
+    out, lse = flashkit.attention(q, k, v, return_lse=True)
+    real = torch.ops.flashkit.attention_bwd(dout, q, k, v, out, lse, False, 0.0, False)
+    with FakeTensorMode() as mode:
+        fake_args = [mode.from_tensor(t) for t in (dout, q, k, v, out, lse)]
+        fake = torch.ops.flashkit.attention_bwd(*fake_args, False, 0.0, False)
+    for a, b in zip(real, fake):
+        assert a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+
+
+def test_opcheck(native):
+    if not hasattr(torch.library, "opcheck"):
+        pytest.skip("torch.library.opcheck needs torch >= 2.4")
+    q, k, v, dout = make()
+    out, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
+    torch.library.opcheck(torch.ops.flashkit.attention_bwd.default,
+                          (dout, q, k, v, out, lse, True, 0.0, True))
+    torch.library.opcheck(torch.ops.flashkit.attention_fwd.default,
+                          (q, k, v, True, 0.0, True, True))
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
+    out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, return_lse=True)
+    torch.library.opcheck(torch.ops.flashkit.attention_varlen_bwd.default,
+                          (dout, q, k, v, out, lse, cu_q, cu_k, mq, mk, False, 0.0, False))
+
+
+def _step(q, k, v, w, varlen=None):
+    if varlen is None:
+        out = flashkit.attention(q * 0.5, k, v, causal=True, deterministic=True)
+    else:
+        out = flashkit.attention_varlen(q * 0.5, k, v, *varlen, causal=True, deterministic=True)
+    return (out * w).sum()
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_torch_compile_training_step(native, varlen):
+    torch._dynamo.reset()
+    if varlen:
+        q, k, v, w, cu_q, cu_k, mq, mk = varlen_inputs()
+        extra = (cu_q, cu_k, mq, mk)
+    else:
+        q, k, v, w = make()
+        extra = None
+    compiled = torch.compile(_step, fullgraph=True, backend="aot_eager")
+    lc, le = leaves(q, k, v), leaves(q, k, v)
+    compiled(*lc, w, extra).backward()
+    _step(*le, w, extra).backward()
+    for name, a, b in zip(("dq", "dk", "dv"), lc, le):
+        assert torch.equal(a.grad, b.grad), name
+    assert all(c["deterministic"] for c in native.bwd_calls)
+    assert len(native.bwd_calls) == 2  # compiled and eager
+
+
+def test_eager_direct_still_used_for_plain_calls(native, monkeypatch):
+    """A no-grad eager call does not go through the dispatcher (the ~20 us fast path)."""
+    calls = []
+    real = tops._dense_op
+    monkeypatch.setattr(tops, "_dense_op", lambda *a: (calls.append(a), real(*a))[1])
+    q, k, v, _ = make()
+    flashkit.attention(q, k, v)
+    assert calls == []
+    flashkit.attention(*leaves(q, k, v))
+    assert len(calls) == 1 and calls[0][5] is True  # return_lse for the backward
+    assert math.isfinite(float(q.sum()))
