@@ -91,7 +91,7 @@ def test_flops_model():
 
 def test_cli_defaults():
     sel = _resolve([])
-    assert sel["modes"] == ["fwd"]
+    assert sel["modes"] == ["fwd"] and sel["deterministic"] is False
     assert sel["impls"] == ["flashkit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
     assert len(sel["configs"]) == 36 + 28
     args = cli.build_parser().parse_args([])
@@ -135,6 +135,21 @@ def test_dry_run_needs_no_gpu(capsys):
     assert cli.main(["--dry-run", "--sweep", "small", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "12 configs" in out and "48 measurements" in out
+
+
+def test_cli_backward_modes_and_deterministic(capsys):
+    sel = _resolve(["--mode", "bwd", "fwd_bwd", "--deterministic"])
+    assert sel["modes"] == ["bwd", "fwd_bwd"] and sel["deterministic"] is True
+    assert cli.main(["--dry-run", "--sweep", "fa3", "--heads-dims", "128", "--seqlens", "16k",
+                     "--causal", "no", "--mode", "fwd", "bwd", "fwd_bwd",
+                     "--deterministic"]) == 0
+    out = capsys.readouterr().out
+    assert "1 configs x modes fwd,bwd,fwd_bwd" in out and "deterministic backward" in out
+    # SPEC §4: bwd = 2.5x and fwd_bwd = 3.5x the forward's 4 B H S^2 D (2.2 TFLOP here)
+    f = 4 * 1 * 16 * 16384 * 16384 * 128 / 1e9
+    line = [ln for ln in out.splitlines() if "S=16384" in ln][0]
+    assert f"fwd GFLOP {f:10.1f}" in line and f"bwd GFLOP {2.5 * f:10.1f}" in line
+    assert f"fwd_bwd GFLOP {3.5 * f:10.1f}" in line
 
 
 # --------------------------------------------------------------------------- CSV
@@ -391,11 +406,30 @@ def _fake_torch():
 
 
 class _FakeImpl(impls.Impl):
-    """out = (q + k + v) / 3 (+ error); backward optional; may refuse small D."""
+    """out = (q + k + v) / 3 (+ error); backward optional; may refuse small D; ``direct``:
+    a backward entry point of its own (Impl.backward_fn, like flashkit's), giving
+    gradients off by ``direct_error``."""
 
-    def __init__(self, name, error=0.0, backward=True, refuse_d=None):
+    def __init__(self, name, error=0.0, backward=True, refuse_d=None, direct=False,
+                 direct_error=0.0):
         self.name, self.error, self.backward, self.refuse_d = name, error, backward, refuse_d
+        self.direct, self.direct_error = direct, direct_error
         self.calls = 0
+        self.direct_calls = 0
+        self.deterministic = None
+
+    def configure(self, deterministic=False):
+        self.deterministic = deterministic
+
+    def backward_fn(self, q, k, v, dout, causal):
+        if not self.direct:
+            return None
+        self.forward(q, k, v, causal)  # the forward's saved results, outside the timing
+
+        def fn():
+            self.direct_calls += 1
+            return tuple(_T(dout.a / 3 + self.direct_error) for _ in range(3))
+        return fn
 
     def forward(self, q, k, v, causal):
         self.calls += 1
@@ -413,10 +447,10 @@ class _FakeImpl(impls.Impl):
 
 def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", _fake_torch())
-    fakes = {"flashkit": _FakeImpl("flashkit", backward=False),
+    fakes = {"flashkit": _FakeImpl("flashkit", direct=True),
              "sdpa_flash": _FakeImpl("sdpa_flash"),
              "sdpa_cudnn": _FakeImpl("sdpa_cudnn", refuse_d=64),
-             "sdpa_efficient": _FakeImpl("sdpa_efficient", error=0.5)}
+             "sdpa_efficient": _FakeImpl("sdpa_efficient", error=0.5, backward=False)}
     monkeypatch.setattr(impls, "make_impl", lambda name: fakes[name])
     timed = []
 
@@ -432,7 +466,7 @@ def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
                for D in (64, 128) for causal in (False, True)]
     opts = runner.RunOptions(configs=configs, modes=["fwd", "bwd", "fwd_bwd"], dtype="bf16",
                              impls=list(fakes), out_dir=str(tmp_path), tag="t", plot=True,
-                             argv=["--tag", "t"])
+                             argv=["--tag", "t"], deterministic=True)
     rc = runner.run(opts)
     captured = capsys.readouterr()
     out = captured.out
@@ -446,9 +480,13 @@ def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
     by = {}
     for r in rows:
         by.setdefault((r["impl"], r["mode"]), []).append(r)
-    # flashkit: forward only (its backward raises NotImplementedError)
-    assert len(by[("flashkit", "fwd")]) == 4
-    assert ("flashkit", "bwd") not in by and ("flashkit", "fwd_bwd") not in by
+    # flashkit: every mode; bwd through its own entry point (4 checks + 4 timings), the
+    # deterministic choice handed over
+    assert [len(by[("flashkit", m)]) for m in ("fwd", "bwd", "fwd_bwd")] == [4, 4, 4]
+    assert fakes["flashkit"].direct_calls == 8 and fakes["flashkit"].deterministic is True
+    assert "backward: flashkit: attention_backward from the saved out/lse, deterministic" in out
+    # sdpa_efficient: forward only (its backward raises NotImplementedError)
+    assert ("sdpa_efficient", "bwd") not in by and ("sdpa_efficient", "fwd_bwd") not in by
     assert len(by[("sdpa_flash", "bwd")]) == 4 and len(by[("sdpa_flash", "fwd_bwd")]) == 4
     # cudnn refused D=64: only the D=128 configs
     assert {r["D"] for r in by[("sdpa_cudnn", "fwd")]} == {128}
@@ -460,15 +498,76 @@ def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
                r["unit"] == "TFLOPS" for r in rows)
 
     assert "MISMATCH sdpa_efficient fwd" in out
-    assert "flashkit bwd not measured" in out and "not implemented yet" in out
+    assert "sdpa_efficient bwd not measured" in out and "not implemented yet" in out
     assert "sdpa_cudnn fwd not measured" in out
     assert "flashkit/sdpa_cudnn" in out and "!" in out
+    assert "| bwd |" in out and "| fwd_bwd |" in out  # a table per mode
     notes = csvs[0].with_suffix(".notes.txt").read_text()
-    assert "not measured: flashkit bwd (4 configs)" in notes
-    assert "mismatch:" in notes
+    assert "not measured: sdpa_efficient bwd (4 configs)" in notes
+    assert "mismatch:" in notes and "backward: flashkit:" in notes
     if report.have_matplotlib():
         assert csvs[0].with_suffix(".png").exists()
     assert len(timed) == len(rows)
+
+
+def test_runner_checks_the_direct_backward(tmp_path, monkeypatch, capsys):
+    """A backward entry point whose gradients are wrong is flagged on its bwd rows only (the
+    autograd path behind fwd_bwd is checked separately); without --deterministic the fast
+    mode is configured."""
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+    fakes = {"flashkit": _FakeImpl("flashkit", direct=True, direct_error=1.0),
+             "sdpa_flash": _FakeImpl("sdpa_flash")}
+    monkeypatch.setattr(impls, "make_impl",
+                        lambda name: fakes.get(name) or _FakeImpl(name, refuse_d=64))
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
+    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, True)],
+                             modes=["bwd", "fwd_bwd"], dtype="bf16", impls=list(fakes),
+                             out_dir=str(tmp_path), plot=False)
+    assert runner.run(opts) == 1
+    out = capsys.readouterr().out
+    assert fakes["flashkit"].deterministic is False
+    assert "MISMATCH flashkit bwd (direct)" in out and "dq: max|g-ref|" in out
+    assert "fast (dq by atomics)" in out
+    rows = report.read_csv(next(tmp_path.glob("*.csv")))
+    assert sorted((r["impl"], r["mode"]) for r in rows) == [
+        ("flashkit", "bwd"), ("flashkit", "fwd_bwd"), ("sdpa_flash", "bwd"),
+        ("sdpa_flash", "fwd_bwd")]
+    flagged = [ln for ln in out.splitlines() if "!MISMATCH" in ln]
+    assert len(flagged) == 1 and " bwd " in flagged[0] and "flashkit" in flagged[0]
+
+
+def test_flashkit_impl_backward_entry_point(monkeypatch):
+    """FlashKitImpl: forward with the deterministic choice, backward_fn through
+    flashkit.attention_backward from the saved out and lse (a stand-in flashkit module)."""
+    calls = []
+    fake = types.ModuleType("flashkit")
+
+    def attention(q, k, v, causal=False, return_lse=False, deterministic=False):
+        calls.append(("fwd", causal, return_lse, deterministic))
+        return ("out", "lse") if return_lse else "out"
+
+    def attention_backward(dout, q, k, v, out, lse, causal=False, deterministic=False):
+        calls.append(("bwd", dout, out, lse, causal, deterministic))
+        return "dq", "dk", "dv"
+
+    fake.attention, fake.attention_backward = attention, attention_backward
+    monkeypatch.setitem(sys.modules, "flashkit", fake)
+
+    class Leaf:
+        def detach(self):
+            return self
+
+    impl = impls.make_impl("flashkit")
+    assert impl.setup() is None
+    impl.configure(deterministic=True)
+    assert impl.forward(Leaf(), Leaf(), Leaf(), True) == "out"
+    fn = impl.backward_fn(Leaf(), Leaf(), Leaf(), "dout", False)
+    assert fn() == ("dq", "dk", "dv")
+    assert calls == [("fwd", True, False, True), ("fwd", False, True, False),
+                     ("bwd", "dout", "out", "lse", False, True)]
+    # A peer times autograd: no entry point of its own.
+    assert impls.Impl().backward_fn(None, None, None, None, True) is None
 
 
 def test_runner_flashkit_missing_is_loud(tmp_path, monkeypatch, capsys):

@@ -111,7 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fa3: 16k tokens, hidden 2048, D 64/128/256, S 512..16k; "
                         "small: B=4 H=8 D 64/128, S 256..16k (default: all)")
     p.add_argument("--mode", nargs="+", action="extend", metavar="MODE",
-                   help="fwd, bwd, fwd_bwd (several allowed; default fwd)")
+                   help="fwd, bwd, fwd_bwd (several allowed; default fwd). bwd times the "
+                        "backward alone (flashkit: attention_backward from the saved out/lse; "
+                        "peers: autograd on a graph built once), fwd_bwd both")
+    p.add_argument("--deterministic", action="store_true",
+                   help="flashkit's backward in deterministic mode (bitwise reproducible dq; "
+                        "default: the fast mode, dq accumulated with atomics)")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--impls", nargs="+", action="extend", metavar="IMPL",
                    help=f"any of {', '.join(impls.ALL_IMPLS)} (default: "
@@ -161,7 +166,8 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("no configuration is left after the filters")
     if args.atol <= 0:
         parser.error("--atol must be positive")
-    return {"modes": modes, "impls": names, "configs": configs}
+    return {"modes": modes, "impls": names, "configs": configs,
+            "deterministic": bool(args.deterministic)}
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -170,10 +176,12 @@ def run_main(argv: Sequence[str]) -> int:
     sel = resolve(args, parser)
     if args.dry_run:
         n = len(sel["configs"]) * len(sel["modes"]) * len(sel["impls"])
+        det = ", deterministic backward" if sel["deterministic"] else ""
         print(f"{len(sel['configs'])} configs x modes {','.join(sel['modes'])} x impls "
-              f"{','.join(sel['impls'])} = {n} measurements ({args.dtype})")
+              f"{','.join(sel['impls'])} = {n} measurements ({args.dtype}{det})")
         for c in sel["configs"]:
-            print(f"  {c.label()}  fwd GFLOP {sweeps.flops(c, 'fwd') / 1e9:10.1f}")
+            gflop = "  ".join(f"{m} GFLOP {sweeps.flops(c, m) / 1e9:10.1f}" for m in sel["modes"])
+            print(f"  {c.label()}  {gflop}")
         return 0
     no_gpu = no_gpu_exit()
     if no_gpu is not None:
@@ -182,7 +190,7 @@ def run_main(argv: Sequence[str]) -> int:
     opts = runner.RunOptions(configs=sel["configs"], modes=sel["modes"], dtype=args.dtype,
                              impls=sel["impls"], out_dir=args.out_dir, tag=args.tag,
                              plot=not args.no_plot, quick=args.quick, atol=args.atol,
-                             argv=list(argv))
+                             argv=list(argv), deterministic=sel["deterministic"])
     return runner.run(opts)
 
 

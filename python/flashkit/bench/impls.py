@@ -4,6 +4,11 @@ Every implementation takes BSHD tensors ``q [B,S,H_q,D]``, ``k/v [B,S,H_kv,D]`` 
 returns a BSHD output.  Peers that want BHSD get ``transpose(1, 2)`` views of the same
 data (no copy) and their output is transposed back (a view, no copy either).
 
+Backward: through torch autograd by default (the runner builds the graph once and times
+``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)``); an implementation with
+a backward entry point of its own says so in ``backward_fn`` (FlashKit:
+``flashkit.attention_backward`` from the saved out and lse).
+
 torch, torch.nn.attention and flashkit are imported lazily (``setup()``), so this module
 can be imported on a machine without them.
 """
@@ -35,6 +40,10 @@ class Impl:
     def setup(self) -> Optional[str]:
         return None
 
+    def configure(self, deterministic: bool = False) -> None:
+        """Run options (--deterministic: FlashKit's deterministic backward); ignored by
+        implementations without such a choice."""
+
     def context(self):
         """Context manager every call (probe and timed) runs in."""
         return contextlib.nullcontext()
@@ -42,12 +51,19 @@ class Impl:
     def forward(self, q, k, v, causal: bool):
         raise NotImplementedError
 
+    def backward_fn(self, q, k, v, dout, causal: bool) -> Optional[Callable]:
+        """A closure computing (dq, dk, dv) for ``dout`` with the forward's results saved
+        (runs the forward once, outside the timing), or None: time autograd instead."""
+        return None
+
 
 class FlashKitImpl(Impl):
     name = FLASHKIT
 
     def __init__(self) -> None:
         self._attention: Optional[Callable] = None
+        self._backward: Optional[Callable] = None
+        self.deterministic = False
 
     def setup(self) -> Optional[str]:
         try:
@@ -61,13 +77,31 @@ class FlashKitImpl(Impl):
             except Exception as e:
                 return f"flashkit.attention not found ({type(e).__name__}: {e})"
         self._attention = fn
+        self._backward = getattr(flashkit, "attention_backward", None)
         return None
 
+    def configure(self, deterministic: bool = False) -> None:
+        self.deterministic = bool(deterministic)
+
     def forward(self, q, k, v, causal: bool):
-        out = self._attention(q, k, v, causal=causal)
+        if self._backward is not None:
+            out = self._attention(q, k, v, causal=causal, deterministic=self.deterministic)
+        else:  # a build without the backward
+            out = self._attention(q, k, v, causal=causal)
         if isinstance(out, (tuple, list)):  # (out, lse) if a build returns both
             out = out[0]
         return out
+
+    def backward_fn(self, q, k, v, dout, causal: bool) -> Optional[Callable]:
+        if self._backward is None:
+            return None
+        q, k, v = (t.detach() for t in (q, k, v))
+        out, lse = self._attention(q, k, v, causal=causal, return_lse=True)
+        backward, det = self._backward, self.deterministic
+
+        def fn():
+            return backward(dout, q, k, v, out, lse, causal=causal, deterministic=det)
+        return fn
 
 
 class SdpaImpl(Impl):

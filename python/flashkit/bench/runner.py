@@ -4,6 +4,13 @@ Per configuration: fresh ``torch.randn`` inputs; an SDPA reference output (and g
 when a backward mode is asked); for each implementation a first call that must succeed
 and match the reference, then the timed modes.  Rows go to the CSV as soon as they are
 measured.
+
+Modes: ``fwd`` times the forward; ``bwd`` times the backward alone: an implementation's own
+backward entry point given the forward's saved results when it has one
+(``Impl.backward_fn``: FlashKit's ``attention_backward`` from out and lse), otherwise
+``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)`` on a graph built once
+(the FlashAttention benchmarks' way); ``fwd_bwd`` times a forward and its autograd
+backward together.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class RunOptions:
     quick: bool = False
     atol: float = 2e-2
     argv: Sequence[str] = field(default_factory=list)
+    deterministic: bool = False  # FlashKit's backward in its deterministic mode
 
 
 class _Fatal(Exception):
@@ -260,6 +268,7 @@ class Runner(BaseRunner):
             impl = impls_mod.make_impl(name)
             reason = impl.setup()
             if reason is None:
+                impl.configure(deterministic=opts.deterministic)
                 impls.append(impl)
             elif name == impls_mod.FLASHKIT:
                 self.problems.append(f"flashkit not measured: {reason}")
@@ -301,6 +310,8 @@ class Runner(BaseRunner):
         self.say(f"impls {', '.join(i.name for i in impls) or '-'} | modes "
                  f"{', '.join(self.opts.modes)} | {len(self.opts.configs)} configs, "
                  f"{n_meas} measurements")
+        if any(m != "fwd" for m in self.opts.modes):
+            self.say(f"backward: {self._bwd_note()}")
         self.say(f"writing {csv_path}")
         if any(i.name == impls_mod.FLEX for i in impls):
             self.say("note: flex compiles once per shape (and mode); the first call of each "
@@ -359,8 +370,14 @@ class Runner(BaseRunner):
                         continue
                     leaves, o = grads_state
                     if mode == "bwd":
-                        fn = (lambda o=o, leaves=leaves: torch.autograd.grad(
-                            o, leaves, dout, retain_graph=True))
+                        fn = self._direct_bwd(impl, q, k, v, dout, cfg, key, ref_grads,
+                                              ref_grad_name)
+                        if isinstance(fn, str):
+                            self.skip(impl.name, mode, fn, cfg)
+                            continue
+                        if fn is None:
+                            fn = (lambda o=o, leaves=leaves: torch.autograd.grad(
+                                o, leaves, dout, retain_graph=True))
                     else:
                         def fn(impl=impl, leaves=leaves):
                             o2 = impl.forward(*leaves, cfg.causal)
@@ -442,22 +459,50 @@ class Runner(BaseRunner):
                 return f"no backward: {_short(msg)}"
         if any(g is None for g in grads):
             return "no backward (gradients are None)"
-        if ref_grads is not None:
-            worst = None
-            for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
-                d, mag, finite = self._diff(g, r)
-                tol = self.opts.atol * max(1.0, mag)  # gradients scale with S: relative
-                if not finite or d > tol:
-                    worst = (f"{name}: non-finite" if not finite else
-                             f"{name}: max|g-ref| = {d:.3g} > {tol:.3g} (max|ref| = {mag:.3g})")
-                    break
-            if worst:
-                msg = f"!!! MISMATCH {impl.name} bwd {cfg.label()}: {worst} vs {ref_name}"
-                self.loud(msg)
-                self.mismatches.append(msg)
-                self.marks.update((m, impl.name) + key for m in ("bwd", "fwd_bwd"))
+        self._check_grads(impl, grads, ref_grads, ref_name, cfg, key, ("bwd", "fwd_bwd"))
         del grads
         return leaves, o
+
+    def _check_grads(self, impl, grads, ref_grads, ref_name, cfg, key, modes,
+                     how: str = "") -> None:
+        """dq/dk/dv within atol * max(1, max|ref|) of the reference gradients, or a loud
+        mismatch that marks `modes` of this impl and config."""
+        if ref_grads is None:
+            return
+        worst = None
+        for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
+            d, mag, finite = self._diff(g, r)
+            tol = self.opts.atol * max(1.0, mag)  # gradients scale with S: relative
+            if not finite or d > tol:
+                worst = (f"{name}: non-finite" if not finite else
+                         f"{name}: max|g-ref| = {d:.3g} > {tol:.3g} (max|ref| = {mag:.3g})")
+                break
+        if worst:
+            msg = f"!!! MISMATCH {impl.name} bwd{how} {cfg.label()}: {worst} vs {ref_name}"
+            self.loud(msg)
+            self.mismatches.append(msg)
+            self.marks.update((m, impl.name) + key for m in modes)
+
+    def _direct_bwd(self, impl, q, k, v, dout, cfg, key, ref_grads, ref_name):
+        """The impl's own backward given the saved forward results (Impl.backward_fn),
+        called once and checked like the autograd gradients: the closure to time, None
+        (time autograd instead) or a string saying why it failed."""
+        try:
+            fn, _ = self._call(impl, lambda: impl.backward_fn(q, k, v, dout, cfg.causal))
+            if fn is None:
+                return None
+            grads, _ = self._call(impl, fn)
+        except Exception as e:
+            self._check_context()
+            return f"backward failed: {_short(e)}"
+        self._check_grads(impl, grads, ref_grads, ref_name, cfg, key, ("bwd",),
+                          " (direct)")
+        return fn
+
+    def _bwd_note(self) -> str:
+        det = "deterministic" if self.opts.deterministic else "fast (dq by atomics)"
+        return (f"flashkit: attention_backward from the saved out/lse, {det}; peers: "
+                "autograd on a graph built once (retain_graph)")
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -489,6 +534,8 @@ class Runner(BaseRunner):
             f"timer: {timing.timer_name()} warmup_ms={self.timing.warmup_ms} "
             f"rep_ms={self.timing.rep_ms}",
             f"rows: {len(self.rows)}"]
+        if any(m != "fwd" for m in self.opts.modes):
+            lines.append(f"backward: {self._bwd_note()}")
         for (impl, mode, reason), labels in self.not_measured.items():
             lines.append(f"not measured: {impl} {mode} ({len(labels)} configs): {reason}")
         for m in self.mismatches:
