@@ -749,7 +749,8 @@ def test_cli_window(capsys):
 def test_window_table_ratio():
     rows = [_row("flashkit", 128, 16384, True, 500), _row("sdpa_cudnn", 128, 16384, True, 550),
             _row("flashkit_window4096", 128, 16384, True, 460),
-            _row("flashkit", 128, 8192, True, 400), _row("flashkit_window4096", 128, 8192, True, 380),
+            _row("flashkit", 128, 8192, True, 400),
+            _row("flashkit_window4096", 128, 8192, True, 380),
             _row("flashkit", 128, 8192, False, 600)]
     text = report.format_tables(rows)
     header = text.splitlines()[1].split()
