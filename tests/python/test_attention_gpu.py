@@ -21,7 +21,6 @@ Run: ``pytest -m gpu tests/python`` (about a minute on an H100).
 
 import functools
 import math
-import zlib
 
 import pytest
 
@@ -30,6 +29,9 @@ torch = pytest.importorskip("torch")
 try:
     import flashkit
     from flashkit.testing import (
+        case_generator as generator,
+        cuda_randn as randn,
+        current_stream_handle as stream_handle,
         attention_pytorch,
         attention_reference,
         attention_varlen_pytorch,
@@ -66,24 +68,9 @@ def require_variant(dtype, D):
                     f"(test_all_spec_variants_are_compiled reports it)")
 
 
-def generator(*case):
-    """A CUDA generator seeded by the case, so every case has its own fresh inputs."""
-    g = torch.Generator(device="cuda")
-    g.manual_seed(zlib.crc32(repr(case).encode()))
-    return g
-
-
-def randn(shape, dtype, gen):
-    return torch.randn(shape, dtype=dtype, device="cuda", generator=gen)
-
-
 def make_qkv(B, S_q, S_k, H_q, H_kv, D, dtype, gen):
     return (randn((B, S_q, H_q, D), dtype, gen), randn((B, S_k, H_kv, D), dtype, gen),
             randn((B, S_k, H_kv, D), dtype, gen))
-
-
-def stream_handle():
-    return torch.cuda.current_stream().cuda_stream
 
 
 def run_into(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None,

@@ -25,7 +25,6 @@ Run: ``pytest -m gpu tests/python/test_backward_gpu.py`` (well under a minute on
 
 import functools
 import math
-import zlib
 
 import pytest
 
@@ -34,6 +33,9 @@ torch = pytest.importorskip("torch")
 try:
     import flashkit
     from flashkit.testing import (
+        case_generator as generator,
+        cuda_randn as randn,
+        current_stream_handle as stream_handle,
         attention_backward_pytorch,
         attention_backward_reference,
         attention_varlen_backward_pytorch,
@@ -76,25 +78,10 @@ def any_variant(preferred=("bfloat16/128", "float16/128", "bfloat16/64", "float1
     return getattr(torch, dt), int(d)
 
 
-def generator(*case):
-    """A CUDA generator seeded by the case, so every case has its own fresh inputs."""
-    g = torch.Generator(device="cuda")
-    g.manual_seed(zlib.crc32(repr(case).encode()))
-    return g
-
-
-def randn(shape, dtype, gen):
-    return torch.randn(shape, dtype=dtype, device="cuda", generator=gen)
-
-
 def make_inputs(B, S_q, S_k, H_q, H_kv, D, dtype, gen):
     """q, k, v and the incoming gradient dout."""
     return (randn((B, S_q, H_q, D), dtype, gen), randn((B, S_k, H_kv, D), dtype, gen),
             randn((B, S_k, H_kv, D), dtype, gen), randn((B, S_q, H_q, D), dtype, gen))
-
-
-def stream_handle():
-    return torch.cuda.current_stream().cuda_stream
 
 
 def autograd_grads(q, k, v, dout, causal=False, softmax_scale=None, deterministic=False,

@@ -13,12 +13,14 @@ without any memory, so argument validation can be tested on a machine without a 
 cu_seqlens and checks that FlashKit handles them as documented.
 """
 
+from . import cuda_inputs as _cuda_inputs
 from . import decode_reference as _decode_reference
 from . import mla_reference as _mla_reference
 from . import reference
+from .cuda_inputs import *  # noqa: F401,F403
 from .decode_reference import *  # noqa: F401,F403
 from .mla_reference import *  # noqa: F401,F403
 from .reference import *  # noqa: F401,F403 - the public testing API
 
 __all__ = (list(reference.__all__) + list(_decode_reference.__all__) +
-           list(_mla_reference.__all__))
+           list(_mla_reference.__all__) + list(_cuda_inputs.__all__))
