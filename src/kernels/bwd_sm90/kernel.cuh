@@ -327,6 +327,28 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       prims::fence_operands(dk[c]);
     }
 
+    if constexpr (Tr::kDqSplitKeys) {
+      // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial dQ
+      // to warpgroup 0 through shared memory (the dS^T tile is free once both products are
+      // done), so each dq element gets one add per CTA (fewer reds, and a fixed order).
+      float4* xfer = reinterpret_cast<float4*>(sdS);  // [8][128] float4 = the 16 KB tile
+      __syncthreads();  // both warpgroups' dQ products have read dS^T
+      if (wg == 1) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[0][j][0], dq[0][j][1], dq[0][j][2], dq[0][j][3]);
+      }
+      __syncthreads();
+      if (wg == 0) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float4 o = xfer[j * 128 + tid];
+          dq[0][j][0] += o.x;
+          dq[0][j][1] += o.y;
+          dq[0][j][2] += o.z;
+          dq[0][j][3] += o.w;
+        }
+      }
+    }
     int32_t* sem = nullptr;
     int turn = 0;
     if (p.deterministic) {
@@ -342,10 +364,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       __syncthreads();
     }
     float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+    const bool adds = !Tr::kDqSplitKeys || wg == 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = warp * 16 + g + half * 8;
-      if (m0 + r < seqlen_q) {
+      if (adds && m0 + r < seqlen_q) {
         float* row = acc_base + int64_t(r) * p.h_q * kD + 2 * t;
 #pragma unroll
         for (int c = 0; c < Tr::kDqChunks; ++c) {
