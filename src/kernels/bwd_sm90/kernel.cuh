@@ -1,8 +1,9 @@
 // Hopper (sm_90a) dense attention backward: the portable kernel's algorithm
 // (src/kernels/bwd_sm80/kernel.cuh) on warpgroup MMAs.
 //
-// One CTA = 128 keys of one (batch, KV head), two warpgroups of 64 keys each. Per query
-// row block (64 rows of one query head of the GQA group):
+// One CTA = 128 keys of one (batch, KV head), two warpgroups of 64 keys each (D = 256: 64
+// keys, both warpgroups on them, dK/dV split by columns). Per query row block (64 rows of
+// one query head of the GQA group):
 //
 //   wait Q, dO (stage i % 2) ─ fence.proxy.async ─ sync ─ issue Q, dO of block i+1
 //   S^T  = K_w Q^T      wgmma SS (both K-major)          ┐ one batch, two commit groups
@@ -157,10 +158,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   if (iters > 0) load_rows(0, 0);
   prims::cp_async_commit();
 
-  // dK, dV of this warpgroup's 64 keys: kDChunks n64 blocks each.
-  float dk[Tr::kDChunks][8][4], dv[Tr::kDChunks][8][4];
+  // dK, dV of this warpgroup's 64 keys: kWgChunks n64 column blocks each (all of D, or
+  // with kSplitD this warpgroup's half, starting at column block chunk0).
+  constexpr int kWgChunks = Tr::kWgChunks;
+  const int chunk0 = Tr::kSplitD ? wg * kWgChunks : 0;
+  float dk[kWgChunks][8][4], dv[kWgChunks][8][4];
 #pragma unroll
-  for (int c = 0; c < Tr::kDChunks; ++c)
+  for (int c = 0; c < kWgChunks; ++c)
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -171,13 +175,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   // dS^T and K (A and B of dQ); their leading offset is one atom column.
   const uint32_t k_addr = prims::smem_addr(sK), v_addr = prims::smem_addr(sV);
   const uint32_t q_addr = prims::smem_addr(sQ), do_addr = prims::smem_addr(sdO);
-  const uint64_t desc_kw = prims::smem_desc_sw128(k_addr + wg * 64 * 128, 16, 1024);
-  const uint64_t desc_vw = prims::smem_desc_sw128(v_addr + wg * 64 * 128, 16, 1024);
+  const int wg_key0 = Tr::kSplitD ? 0 : wg * 64;  // this warpgroup's first key
+  const uint64_t desc_kw = prims::smem_desc_sw128(k_addr + wg_key0 * 128, 16, 1024);
+  const uint64_t desc_vw = prims::smem_desc_sw128(v_addr + wg_key0 * 128, 16, 1024);
   const uint64_t desc_ds = prims::smem_desc_sw128(prims::smem_addr(sdS), DsTile::kBlockBytes, 1024);
   const uint64_t desc_k_mn = prims::smem_desc_sw128(k_addr, KTile::kBlockBytes, 1024);
 
   const float scale_log2 = p.softmax_scale_log2;
-  const int key_row0 = wg * 64 + warp * 16;  // this warp's first key in the block
+  const int key_row0 = wg_key0 + warp * 16;  // this warp's first key in the block
   constexpr bool capped = kSoftcap;
   float s[8][4], dp[8][4];
 #pragma unroll
@@ -269,7 +274,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     // dV += P^T dO, dK += dS^T Q (k = the 64 query rows, 16 per step: 2048 bytes of an
     // MN-major atom column).
 #pragma unroll
-    for (int c = 0; c < Tr::kDChunks; ++c) {
+    for (int c = 0; c < kWgChunks; ++c) {
       prims::fence_operands(dv[c]);
       prims::fence_operands(dk[c]);
     }
@@ -277,22 +282,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
     for (int ms = 0; ms < Tr::kMSteps; ++ms) {
 #pragma unroll
-      for (int c = 0; c < Tr::kDChunks; ++c) {
-        const uint64_t off = (c * QTile::kBlockBytes + ms * 16 * 128) >> 4;
+      for (int c = 0; c < kWgChunks; ++c) {
+        const uint64_t off = ((chunk0 + c) * QTile::kBlockBytes + ms * 16 * 128) >> 4;
         prims::wgmma_m64n64k16_rs_tnspb<T>(dv[c], pa[ms], desc_do_mn + off);
         prims::wgmma_m64n64k16_rs_tnspb<T>(dk[c], dsa[ms], desc_q_mn + off);
       }
     }
     prims::wgmma_commit();
 
-    // dS^T to shared memory: row = key (this warp's 16), column = query row.
+    // dS^T to shared memory: row = key (this warp's 16), column = query row (with kSplitD
+    // both warpgroups hold the same dS^T: warpgroup 0 writes it).
+    if (!Tr::kSplitD || wg == 0) {
 #pragma unroll
-    for (int st = 0; st < 4; ++st) {
-      const int c = st * 16 + 2 * t;
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+      for (int st = 0; st < 4; ++st) {
+        const int c = st * 16 + 2 * t;
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+      }
     }
     prims::fence_proxy_async_smem();
     __syncthreads();  // dS^T of both warpgroups visible to the async proxy
@@ -322,7 +330,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
     for (int c = 0; c < Tr::kDqChunks; ++c) prims::fence_operands(dq[c]);
 #pragma unroll
-    for (int c = 0; c < Tr::kDChunks; ++c) {
+    for (int c = 0; c < kWgChunks; ++c) {
       prims::fence_operands(dv[c]);
       prims::fence_operands(dk[c]);
     }
@@ -393,10 +401,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   __syncthreads();
   const float scale = p.softmax_scale;
 #pragma unroll
-  for (int c = 0; c < Tr::kDChunks; ++c) {
+  for (int c = 0; c < kWgChunks; ++c) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int col = c * 64 + j * 8 + 2 * t;
+      const int col = (chunk0 + c) * 64 + j * 8 + 2 * t;
       *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g, col)) =
           prims::pack2<T>(dk[c][j][0] * scale, dk[c][j][1] * scale);
       *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g + 8, col)) =
