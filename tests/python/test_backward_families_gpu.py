@@ -1,7 +1,7 @@
 """Both backward kernel families on one GPU.
 
 On compute capability 9.0 the dispatcher runs the Hopper (sm90, wgmma) backward for the
-head dims that have one (64, 128) and the portable (sm80) kernel for the others. The main
+head dims that have one (64, 128, 256) and the portable (sm80) kernel for the others. The main
 GPU tests (test_backward_gpu.py) therefore cover the sm90 family on a Hopper GPU; the
 subprocess below runs scripts/sanitize_bwd.py (every result checked against the float64
 reference, non-zero exit on a mismatch) with FLASHKIT_BWD_PORTABLE=1, so the portable
@@ -28,7 +28,7 @@ def test_dispatch_picks_the_backward_family(flashkit_ext):
     forced = os.environ.get("FLASHKIT_BWD_PORTABLE") == "1"
     for v in flashkit_ext.compiled_fwd_variants():
         dtype, d = v.split("/")
-        want = "sm90" if hopper and not forced and int(d) in (64, 128) else "sm80"
+        want = "sm90" if hopper and not forced and int(d) in (64, 128, 256) else "sm80"
         assert flashkit_ext.bwd_kernel_family(dtype, int(d)) == want, v
 
 
