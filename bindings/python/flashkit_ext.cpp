@@ -304,7 +304,9 @@ TensorRef to_ref(nb::handle obj, const char* name, bool writable, Holder& holder
 flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::handle v,
                                      nb::handle out, nb::handle lse, nb::handle cu_seqlens_q,
                                      nb::handle cu_seqlens_k, int64_t max_seqlen_q,
-                                     int64_t max_seqlen_k, double softmax_scale, bool causal) {
+                                     int64_t max_seqlen_k, double softmax_scale, bool causal,
+                                     int64_t window_left, int64_t window_right,
+                                     double softcap) {
   if (q.is_none()) throw nb::type_error("q: expected an array, got None");
   if (k.is_none()) throw nb::type_error("k: expected an array, got None");
   if (v.is_none()) throw nb::type_error("v: expected an array, got None");
@@ -321,17 +323,21 @@ flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::
   args.max_seqlen_k = max_seqlen_k;
   args.softmax_scale = static_cast<float>(softmax_scale);
   args.causal = causal;
+  args.window_left = window_left;
+  args.window_right = window_right;
+  args.softcap = static_cast<float>(softcap);
   return args;
 }
 
 void attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                    nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int64_t max_seqlen_q,
                    int64_t max_seqlen_k, double softmax_scale, bool causal, uintptr_t stream,
-                   bool check_inputs) {
+                   bool check_inputs, int64_t window_left, int64_t window_right,
+                   double softcap) {
   Holder h;
   flashkit::AttentionFwdArgs args =
       make_args(h, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal);
+                softmax_scale, causal, window_left, window_right, softcap);
   args.check_inputs = check_inputs;
   Status status;
   {
@@ -344,11 +350,12 @@ void attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
 void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out,
                             nb::handle lse, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
                             int64_t max_seqlen_q, int64_t max_seqlen_k, double softmax_scale,
-                            bool causal) {
+                            bool causal, int64_t window_left, int64_t window_right,
+                            double softcap) {
   Holder h;
   const Status status = flashkit::validate_attention_fwd(
       make_args(h, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal));
+                softmax_scale, causal, window_left, window_right, softcap));
   if (!status.ok()) raise_status(status);
 }
 
@@ -362,7 +369,8 @@ flashkit::AttentionBwdArgs make_bwd_args(Holder& h, nb::handle dout, nb::handle 
                                          nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
                                          int64_t max_seqlen_q, int64_t max_seqlen_k,
                                          double softmax_scale, bool causal, bool deterministic,
-                                         nb::handle workspace) {
+                                         nb::handle workspace, int64_t window_left,
+                                         int64_t window_right, double softcap) {
   const std::pair<const char*, nb::handle> required[] = {
       {"dout", dout}, {"q", q}, {"k", k}, {"v", v}, {"out", out},
       {"dq", dq},     {"dk", dk}, {"dv", dv}};
@@ -388,6 +396,9 @@ flashkit::AttentionBwdArgs make_bwd_args(Holder& h, nb::handle dout, nb::handle 
   args.max_seqlen_k = max_seqlen_k;
   args.softmax_scale = static_cast<float>(softmax_scale);
   args.causal = causal;
+  args.window_left = window_left;
+  args.window_right = window_right;
+  args.softcap = static_cast<float>(softcap);
   args.deterministic = deterministic;
   return args;
 }
@@ -396,11 +407,13 @@ void attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb
                    nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv,
                    nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int64_t max_seqlen_q,
                    int64_t max_seqlen_k, double softmax_scale, bool causal, bool deterministic,
-                   nb::handle workspace, uintptr_t stream, bool check_inputs) {
+                   nb::handle workspace, uintptr_t stream, bool check_inputs,
+                   int64_t window_left, int64_t window_right, double softcap) {
   Holder h;
   flashkit::AttentionBwdArgs args =
       make_bwd_args(h, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, workspace);
+                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, workspace,
+                    window_left, window_right, softcap);
   args.check_inputs = check_inputs;
   Status status;
   {
@@ -414,12 +427,13 @@ void validate_attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::han
                             nb::handle out, nb::handle lse, nb::handle dq, nb::handle dk,
                             nb::handle dv, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
                             int64_t max_seqlen_q, int64_t max_seqlen_k, double softmax_scale,
-                            bool causal, bool deterministic, nb::handle workspace) {
+                            bool causal, bool deterministic, nb::handle workspace,
+                            int64_t window_left, int64_t window_right, double softcap) {
   Holder h;
   const Status status = flashkit::validate_attention_bwd(
       make_bwd_args(h, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                     max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
-                    workspace));
+                    workspace, window_left, window_right, softcap));
   if (!status.ok()) raise_status(status);
 }
 
@@ -590,16 +604,23 @@ NB_MODULE(_C, m) {
         "out"_a.none(), "lse"_a.none() = nb::none(), "cu_seqlens_q"_a.none() = nb::none(),
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
         "softmax_scale"_a = 0.0, "causal"_a = false, "stream"_a = 0, "check_inputs"_a = false,
+        "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0,
         nb::sig("def attention_fwd(q: object, k: object, v: object, out: object, "
                 "lse: object | None = None, cu_seqlens_q: object | None = None, "
                 "cu_seqlens_k: object | None = None, max_seqlen_q: int = 0, "
                 "max_seqlen_k: int = 0, softmax_scale: float = 0.0, causal: bool = False, "
-                "stream: int = 0, check_inputs: bool = False) -> None"),
+                "stream: int = 0, check_inputs: bool = False, window_left: int = -1, "
+                "window_right: int = -1, softcap: float = 0.0) -> None"),
         "Attention forward into preallocated `out` (and `lse` if given) on the CUDA stream "
         "`stream` (a cudaStream_t as int; 0 = legacy default stream). Dense layout: "
         "q [B, S_q, H_q, D], k [B, S_k, H_kv, D], v [B, S_k, H_kv, D_v], out [B, S_q, H_q, "
         "D_v], lse float32 [B, H_q, S_q]. Varlen (cu_seqlens_q/k int32 [B+1]): q [total_q, "
-        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). check_inputs "
+        "H_q, D], lse [H_q, total_q]. softmax_scale <= 0 means 1/sqrt(D). window_left, "
+        "window_right: sliding window, bottom-right aligned like causal (row i sees keys j "
+        "with i + S_k - S_q - window_left <= j <= i + S_k - S_q + window_right; -1: no bound "
+        "on that side; causal is window_right = 0). softcap > 0: scores s * softmax_scale "
+        "become softcap * tanh(s * softmax_scale / softcap) before the softmax (lse of the "
+        "capped scores); 0: off. check_inputs "
         "(varlen): validate cu_seqlens_q/k on the GPU first (syncs `stream`; refused during "
         "CUDA-graph capture). Raises ValueError (bad argument, nothing written), "
         "NotImplementedError (variant not compiled), RuntimeError (device or CUDA error). The "
@@ -608,10 +629,12 @@ NB_MODULE(_C, m) {
         "v"_a.none(), "out"_a.none(), "lse"_a.none() = nb::none(),
         "cu_seqlens_q"_a.none() = nb::none(), "cu_seqlens_k"_a.none() = nb::none(),
         "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0, "softmax_scale"_a = 0.0, "causal"_a = false,
+        "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0,
         nb::sig("def validate_attention_fwd(q: object, k: object, v: object, out: object, "
                 "lse: object | None = None, cu_seqlens_q: object | None = None, "
                 "cu_seqlens_k: object | None = None, max_seqlen_q: int = 0, "
-                "max_seqlen_k: int = 0, softmax_scale: float = 0.0, causal: bool = False) "
+                "max_seqlen_k: int = 0, softmax_scale: float = 0.0, causal: bool = False, "
+                "window_left: int = -1, window_right: int = -1, softcap: float = 0.0) "
                 "-> None"),
         "Checks the arguments of attention_fwd without touching the GPU; returns None or "
         "raises the same exception attention_fwd would.");
@@ -621,35 +644,39 @@ NB_MODULE(_C, m) {
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
         "softmax_scale"_a = 0.0, "causal"_a = false, "deterministic"_a = false,
         "workspace"_a.none() = nb::none(), "stream"_a = 0, "check_inputs"_a = false,
+        "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0,
         nb::sig("def attention_bwd(dout: object, q: object, k: object, v: object, "
                 "out: object, lse: object | None, dq: object, dk: object, dv: object, "
                 "cu_seqlens_q: object | None = None, cu_seqlens_k: object | None = None, "
                 "max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: float = 0.0, "
                 "causal: bool = False, deterministic: bool = False, "
                 "workspace: object | None = None, stream: int = 0, "
-                "check_inputs: bool = False) -> None"),
+                "check_inputs: bool = False, window_left: int = -1, window_right: int = -1, "
+                "softcap: float = 0.0) -> None"),
         "Attention backward into preallocated dq, dk, dv (written completely) on the CUDA "
         "stream `stream` (a cudaStream_t as int; 0 = legacy default stream). dout/out/dq like "
         "q, dk like k, dv like v; lse float32 [B, H_q, S_q] (varlen [H_q, total_q]) as the "
         "forward wrote it (required). workspace: a uint8 (or int32) 1-D contiguous array on "
         "q's device of at least attention_bwd_workspace_size(...) bytes (contents on entry do "
         "not matter). deterministic: dq, dk, dv bitwise reproducible (otherwise dq is "
-        "accumulated with atomics). softmax_scale <= 0 means 1/sqrt(D) and must be the "
-        "forward's. Raises ValueError (bad argument, nothing written), NotImplementedError "
-        "(variant not compiled), RuntimeError (device or CUDA error). The GIL is released "
-        "during the launch.");
+        "accumulated with atomics). softmax_scale <= 0 means 1/sqrt(D); it, causal, "
+        "window_left/right and softcap must be the forward's. Raises ValueError (bad "
+        "argument, nothing written), NotImplementedError (variant not compiled), "
+        "RuntimeError (device or CUDA error). The GIL is released during the launch.");
   m.def("validate_attention_bwd", &validate_attention_bwd, "dout"_a.none(), "q"_a.none(),
         "k"_a.none(), "v"_a.none(), "out"_a.none(), "lse"_a.none(), "dq"_a.none(),
         "dk"_a.none(), "dv"_a.none(), "cu_seqlens_q"_a.none() = nb::none(),
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
         "softmax_scale"_a = 0.0, "causal"_a = false, "deterministic"_a = false,
-        "workspace"_a.none() = nb::none(),
+        "workspace"_a.none() = nb::none(), "window_left"_a = -1, "window_right"_a = -1,
+        "softcap"_a = 0.0,
         nb::sig("def validate_attention_bwd(dout: object, q: object, k: object, v: object, "
                 "out: object, lse: object | None, dq: object, dk: object, dv: object, "
                 "cu_seqlens_q: object | None = None, cu_seqlens_k: object | None = None, "
                 "max_seqlen_q: int = 0, max_seqlen_k: int = 0, softmax_scale: float = 0.0, "
                 "causal: bool = False, deterministic: bool = False, "
-                "workspace: object | None = None) -> None"),
+                "workspace: object | None = None, window_left: int = -1, "
+                "window_right: int = -1, softcap: float = 0.0) -> None"),
         "Checks the arguments of attention_bwd without touching the GPU; returns None or "
         "raises the same exception attention_bwd would.");
   m.def("attention_bwd_workspace_size", &flashkit::attention_bwd_workspace_size, "batch"_a,

@@ -4,6 +4,9 @@ Python API (a thin layer over the C++ API; see ``flashkit.ops`` for details)::
 
     out = flashkit.attention(q, k, v, causal=False, softmax_scale=None)
     out, lse = flashkit.attention(q, k, v, return_lse=True)
+    out = flashkit.attention(q, k, v, causal=True, window=(4096, -1), softcap=30.0)
+                                       # sliding window (left, right; -1: unbounded),
+                                       # logit softcap (0: off); varlen and backward too
     out = flashkit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
                                     max_seqlen_q, max_seqlen_k, causal=False)
     out.backward(dout)                 # torch autograd: FlashKit's fused backward

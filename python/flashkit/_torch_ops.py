@@ -3,25 +3,28 @@
 Importing this module imports torch (when installed) and registers
 
     torch.ops.flashkit.attention_fwd(q, k, v, causal, softmax_scale, return_lse,
-        deterministic=False) -> (out, lse)
+        deterministic=False, window_left=-1, window_right=-1, softcap=0.0) -> (out, lse)
     torch.ops.flashkit.attention_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k,
         max_seqlen_q, max_seqlen_k, causal, softmax_scale, return_lse,
-        check_inputs=False, deterministic=False) -> (out, lse)
+        check_inputs=False, deterministic=False, window_left=-1, window_right=-1,
+        softcap=0.0) -> (out, lse)
     torch.ops.flashkit.attention_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
-        deterministic) -> (dq, dk, dv)
+        deterministic, window_left=-1, window_right=-1, softcap=0.0) -> (dq, dk, dv)
     torch.ops.flashkit.attention_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q,
         cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-        deterministic) -> (dq, dk, dv)
+        deterministic, window_left=-1, window_right=-1, softcap=0.0) -> (dq, dk, dv)
 
 with fake (meta) implementations, so ``torch.compile(fullgraph=True)`` traces a model that
 calls ``flashkit.attention`` without a graph break (AOTAutograd puts the backward op in the
 backward graph), and the real implementations allocate with ``torch.empty`` on q's device
 and launch on the current stream (CUDA-graph capture works). ``softmax_scale`` 0.0 means
-1/sqrt(D). When ``return_lse`` is False the kernel writes no LSE and the returned ``lse`` is
-an empty float32 tensor of shape (0,).
+1/sqrt(D); ``window_left``/``window_right`` (-1: no bound) and ``softcap`` (0.0: off) are
+``flashkit.attention``'s ``window`` and ``softcap``. When ``return_lse`` is False the kernel
+writes no LSE and the returned ``lse`` is an empty float32 tensor of shape (0,).
 
 Autograd: the forward ops save q, k, v, out and lse, and their backward calls the backward
-op (``deterministic`` is the forward op's argument, so the choice travels with the graph).
+op with the forward's causal, softmax_scale, window and softcap (``deterministic`` is the
+forward op's argument too, so the choice travels with the graph).
 A forward that may be differentiated must compute the LSE: ``flashkit.attention`` asks for
 it whenever grad mode is on and q, k or v requires grad, and returns only ``out`` when the
 caller did not ask for it. The gradient through ``lse`` itself is not supported: a backward
@@ -107,31 +110,35 @@ if torch is not None:
         return fn(*args, _raw_stream(index))
 
     def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal, check_inputs=False):
+                softmax_scale, causal, check_inputs, mods):
         # _C reads torch tensors directly (no DLPack), requires_grad or not.
+        # mods: (window_left, window_right, softcap).
         C = _native()
         _on_device(q.get_device(),
                    lambda stream: C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                                   max_seqlen_q, max_seqlen_k, softmax_scale,
-                                                  causal, stream, check_inputs))
+                                                  causal, stream, check_inputs, *mods))
 
-    def _dense(q, k, v, causal, softmax_scale, return_lse):
+    def _dense(q, k, v, causal, softmax_scale, return_lse, window_left=-1, window_right=-1,
+               softcap=0.0):
         """Allocates and launches; returns (out, lse or None)."""
         B, S_q, H_q = q.shape[0], q.shape[1], q.shape[2]
         out = torch.empty((B, S_q, H_q, v.shape[3]), dtype=q.dtype, device=q.device)
         lse = (torch.empty((B, H_q, S_q), dtype=torch.float32, device=q.device)
                if return_lse else None)
-        _launch(q, k, v, out, lse, None, None, 0, 0, softmax_scale, causal)
+        _launch(q, k, v, out, lse, None, None, 0, 0, softmax_scale, causal, False,
+                (window_left, window_right, softcap))
         return out, lse
 
     def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                softmax_scale, return_lse, check_inputs=False):
+                softmax_scale, return_lse, check_inputs=False, window_left=-1, window_right=-1,
+                softcap=0.0):
         total_q, H_q = q.shape[0], q.shape[1]
         out = torch.empty((total_q, H_q, v.shape[2]), dtype=q.dtype, device=q.device)
         lse = (torch.empty((H_q, total_q), dtype=torch.float32, device=q.device)
                if return_lse else None)
         _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                softmax_scale, causal, check_inputs)
+                softmax_scale, causal, check_inputs, (window_left, window_right, softcap))
         return out, lse
 
     def _no_lse(q):
@@ -164,13 +171,13 @@ if torch is not None:
 
     def _launch_bwd(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                     max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
-                    workspace):
+                    workspace, mods):
         C = _native()
         _on_device(q.get_device(),
                    lambda stream: C.attention_bwd(
                        dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                        max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
-                       workspace, stream, False))
+                       workspace, stream, False, *mods))
 
     def _grads_like(q, k, v):
         # Contiguous, like the fake implementations say.
@@ -178,33 +185,39 @@ if torch is not None:
                 torch.empty(k.shape, dtype=k.dtype, device=k.device),
                 torch.empty(v.shape, dtype=v.dtype, device=v.device))
 
-    def _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic):
+    def _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic,
+                   window_left=-1, window_right=-1, softcap=0.0):
         """Allocates dq, dk, dv (like q, k, v, contiguous) and the workspace; launches."""
         dq, dk, dv = _grads_like(q, k, v)
         B, S_q = q.shape[0], q.shape[1]
         ws = _workspace(q, B, B * S_q, S_q, deterministic)
         _launch_bwd(_kernel_ready(dout), q, k, v, out, lse, dq, dk, dv, None, None, 0, 0,
-                    softmax_scale, causal, deterministic, ws)
+                    softmax_scale, causal, deterministic, ws,
+                    (window_left, window_right, softcap))
         return dq, dk, dv
 
     def _varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                    max_seqlen_k, causal, softmax_scale, deterministic):
+                    max_seqlen_k, causal, softmax_scale, deterministic, window_left=-1,
+                    window_right=-1, softcap=0.0):
         dq, dk, dv = _grads_like(q, k, v)
         batch = cu_seqlens_q.shape[0] - 1 if cu_seqlens_q.dim() == 1 else 0
         ws = _workspace(q, batch, q.shape[0], max_seqlen_q, deterministic)
         _launch_bwd(_kernel_ready(dout), q, k, v, out, lse, dq, dk, dv, cu_seqlens_q,
                     cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                    deterministic, ws)
+                    deterministic, ws, (window_left, window_right, softcap))
         return dq, dk, dv
 
     # --- custom ops -------------------------------------------------------------------
     def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: float,
-                       return_lse: bool, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+                       return_lse: bool, deterministic: bool = False, window_left: int = -1,
+                       window_right: int = -1, softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
         # deterministic: only recorded for the backward (the forward always is).
-        out, lse = _dense(q, k, v, causal, softmax_scale, return_lse)
+        out, lse = _dense(q, k, v, causal, softmax_scale, return_lse, window_left,
+                          window_right, softcap)
         return out, (lse if lse is not None else _no_lse(q))
 
-    def _attention_fwd_fake(q, k, v, causal, softmax_scale, return_lse, deterministic=False):
+    def _attention_fwd_fake(q, k, v, causal, softmax_scale, return_lse, deterministic=False,
+                            window_left=-1, window_right=-1, softcap=0.0):
         B, S_q, H_q = q.shape[0], q.shape[1], q.shape[2]
         lse_shape = (B, H_q, S_q) if return_lse else (0,)
         return (q.new_empty((B, S_q, H_q, v.shape[3])),
@@ -213,42 +226,50 @@ if torch is not None:
     def _attention_varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
                               cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
                               causal: bool, softmax_scale: float, return_lse: bool,
-                              check_inputs: bool = False,
-                              deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+                              check_inputs: bool = False, deterministic: bool = False,
+                              window_left: int = -1, window_right: int = -1,
+                              softcap: float = 0.0) -> Tuple[Tensor, Tensor]:
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           causal, softmax_scale, return_lse, check_inputs)
+                           causal, softmax_scale, return_lse, check_inputs, window_left,
+                           window_right, softcap)
         return out, (lse if lse is not None else _no_lse(q))
 
     def _attention_varlen_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                    max_seqlen_k, causal, softmax_scale, return_lse,
-                                   check_inputs=False, deterministic=False):
+                                   check_inputs=False, deterministic=False, window_left=-1,
+                                   window_right=-1, softcap=0.0):
         total_q, H_q = q.shape[0], q.shape[1]
         lse_shape = (H_q, total_q) if return_lse else (0,)
         return (q.new_empty((total_q, H_q, v.shape[2])),
                 q.new_empty(lse_shape, dtype=torch.float32))
 
     def _attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-                       causal: bool, softmax_scale: float,
-                       deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        return _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
+                       causal: bool, softmax_scale: float, deterministic: bool,
+                       window_left: int = -1, window_right: int = -1,
+                       softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+        return _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic,
+                          window_left, window_right, softcap)
 
     def _attention_varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
                               lse: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
                               max_seqlen_q: int, max_seqlen_k: int, causal: bool,
-                              softmax_scale: float,
-                              deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+                              softmax_scale: float, deterministic: bool,
+                              window_left: int = -1, window_right: int = -1,
+                              softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
         return _varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                           max_seqlen_k, causal, softmax_scale, deterministic)
+                           max_seqlen_k, causal, softmax_scale, deterministic, window_left,
+                           window_right, softcap)
 
     def _grads_fake_like(q, k, v):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
-    def _attention_bwd_fake(dout, q, k, v, out, lse, causal, softmax_scale, deterministic):
+    def _attention_bwd_fake(dout, q, k, v, out, lse, causal, softmax_scale, deterministic,
+                            window_left=-1, window_right=-1, softcap=0.0):
         return _grads_fake_like(q, k, v)
 
     def _attention_varlen_bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                                   deterministic):
+                                   deterministic, window_left=-1, window_right=-1, softcap=0.0):
         return _grads_fake_like(q, k, v)
 
     # --- autograd of the forward ops ----------------------------------------------------
@@ -260,11 +281,19 @@ if torch is not None:
 
     # setup_context gets the forward op's arguments (defaults filled in by torch >= 2.5;
     # torch 2.4 may leave out trailing arguments equal to their default) and (out, lse).
+    _MODS_DEFAULT = (-1, -1, 0.0)  # (window_left, window_right, softcap)
+
+    def _mods(inputs, first):
+        """The forward op's (window_left, window_right, softcap), from inputs[first:]."""
+        return tuple(inputs[first + i] if len(inputs) > first + i else _MODS_DEFAULT[i]
+                     for i in range(3))
+
     def _setup_dense(ctx, inputs, output):
         q, k, v, causal, softmax_scale = inputs[:5]
         ctx.save_for_backward(q, k, v, *output)
         ctx.causal, ctx.softmax_scale = causal, softmax_scale
         ctx.deterministic = bool(inputs[6]) if len(inputs) > 6 else False
+        ctx.mods = _mods(inputs, 7)
         # Gradients of unused outputs (lse, nearly always) stay None instead of zeros.
         ctx.set_materialize_grads(False)
 
@@ -274,6 +303,7 @@ if torch is not None:
         ctx.max_seqlens = inputs[5], inputs[6]
         ctx.causal, ctx.softmax_scale = inputs[7], inputs[8]
         ctx.deterministic = bool(inputs[11]) if len(inputs) > 11 else False
+        ctx.mods = _mods(inputs, 12)
         ctx.set_materialize_grads(False)
 
     def _reject_lse_grad(grad_lse):
@@ -282,7 +312,7 @@ if torch is not None:
             raise NotImplementedError(_NO_LSE_GRAD)
 
     def _dense_backward(ctx, grad_out, grad_lse):
-        n_args = 7  # the forward op's positional arguments
+        n_args = 10  # the forward op's arguments
         _reject_lse_grad(grad_lse)
         if grad_out is None:
             return (None,) * n_args
@@ -290,11 +320,11 @@ if torch is not None:
         if lse.dim() != 3:  # the (0,) placeholder of return_lse=False
             raise RuntimeError(_LSE_MISSING)
         dq, dk, dv = _bwd_dense_op(grad_out, q, k, v, out, lse, ctx.causal,
-                                   ctx.softmax_scale, ctx.deterministic)
+                                   ctx.softmax_scale, ctx.deterministic, *ctx.mods)
         return (dq, dk, dv) + (None,) * (n_args - 3)
 
     def _varlen_backward(ctx, grad_out, grad_lse):
-        n_args = 12
+        n_args = 15
         _reject_lse_grad(grad_lse)
         if grad_out is None:
             return (None,) * n_args
@@ -303,7 +333,7 @@ if torch is not None:
             raise RuntimeError(_LSE_MISSING)
         dq, dk, dv = _bwd_varlen_op(grad_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                     *ctx.max_seqlens, ctx.causal, ctx.softmax_scale,
-                                    ctx.deterministic)
+                                    ctx.deterministic, *ctx.mods)
         return (dq, dk, dv) + (None,) * (n_args - 3)
 
     if hasattr(torch.library, "custom_op"):  # torch >= 2.4
@@ -343,23 +373,27 @@ if torch is not None:
         return bool(deterministic) or torch.are_deterministic_algorithms_enabled()
 
 
-def attention(q, k, v, causal, softmax_scale, return_lse, deterministic=False):
+def attention(q, k, v, causal, softmax_scale, return_lse, deterministic=False, window_left=-1,
+              window_right=-1, softcap=0.0):
     """torch path of flashkit.attention (arguments already normalized by flashkit.ops)."""
     _check_tensors("attention", (("k", k), ("v", v)))
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
     _check_ndim(v, "v", 4, "[B, S_k, H_kv, D_v]")
     if _eager_direct((q, k, v)):
-        out, lse = _dense(q, k, v, causal, softmax_scale, return_lse)
+        out, lse = _dense(q, k, v, causal, softmax_scale, return_lse, window_left, window_right,
+                          softcap)
     else:
         # A forward that autograd may differentiate keeps its lse for the backward.
         grad = _needs_grad(q, k, v)
         out, lse = _dense_op(q, k, v, causal, softmax_scale, return_lse or grad,
-                             _deterministic(deterministic) if grad else bool(deterministic))
+                             _deterministic(deterministic) if grad else bool(deterministic),
+                             window_left, window_right, softcap)
     return (out, lse) if return_lse else out
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                     softmax_scale, return_lse, check_inputs=False, deterministic=False):
+                     softmax_scale, return_lse, check_inputs=False, deterministic=False,
+                     window_left=-1, window_right=-1, softcap=0.0):
     """torch path of flashkit.attention_varlen."""
     _check_tensors("attention_varlen", (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                                         ("cu_seqlens_k", cu_seqlens_k)))
@@ -367,28 +401,33 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     _check_ndim(v, "v", 3, "[total_k, H_kv, D_v]")
     if _eager_direct((q, k, v, cu_seqlens_q, cu_seqlens_k)):
         out, lse = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           causal, softmax_scale, return_lse, check_inputs)
+                           causal, softmax_scale, return_lse, check_inputs, window_left,
+                           window_right, softcap)
     else:
         grad = _needs_grad(q, k, v)
         out, lse = _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               causal, softmax_scale, return_lse or grad, check_inputs,
-                              _deterministic(deterministic) if grad else bool(deterministic))
+                              _deterministic(deterministic) if grad else bool(deterministic),
+                              window_left, window_right, softcap)
     return (out, lse) if return_lse else out
 
 
-def attention_backward(dout, q, k, v, out, lse, causal, softmax_scale, deterministic=False):
+def attention_backward(dout, q, k, v, out, lse, causal, softmax_scale, deterministic=False,
+                       window_left=-1, window_right=-1, softcap=0.0):
     """torch path of flashkit.attention_backward: (dq, dk, dv)."""
     _check_tensors("attention_backward", (("dout", dout), ("k", k), ("v", v), ("out", out),
                                           ("lse", lse)))
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
-    deterministic = _deterministic(deterministic)
+    args = (dout, q, k, v, out, lse, causal, softmax_scale, _deterministic(deterministic),
+            window_left, window_right, softcap)
     if _eager_direct((dout, q, k, v, out, lse)):
-        return _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
-    return _bwd_dense_op(dout, q, k, v, out, lse, causal, softmax_scale, deterministic)
+        return _dense_bwd(*args)
+    return _bwd_dense_op(*args)
 
 
 def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                              max_seqlen_k, causal, softmax_scale, deterministic=False):
+                              max_seqlen_k, causal, softmax_scale, deterministic=False,
+                              window_left=-1, window_right=-1, softcap=0.0):
     """torch path of flashkit.attention_varlen_backward: (dq, dk, dv)."""
     _check_tensors("attention_varlen_backward",
                    (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse),
@@ -396,7 +435,7 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     _check_ndim(q, "q", 3, "[total_q, H_q, D]")
     deterministic = _deterministic(deterministic)
     args = (dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            causal, softmax_scale, deterministic)
+            causal, softmax_scale, deterministic, window_left, window_right, softcap)
     if _eager_direct((dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)):
         return _varlen_bwd(*args)
     return _bwd_varlen_op(*args)

@@ -96,6 +96,35 @@ def _scale_arg(softmax_scale):
     return scale
 
 
+def _window_arg(window):
+    """``(left, right)`` of ints (-1: no bound on that side); None is ``(-1, -1)``. Only the
+    types are checked here: the C++ validation checks the values (and names the bound)."""
+    if window is None:
+        return -1, -1
+    if not isinstance(window, (tuple, list)):
+        raise TypeError("window: expected a (left, right) tuple of ints (-1: no bound on "
+                        f"that side), got {_type_name(window)}")
+    if len(window) != 2:
+        raise ValueError(f"window: expected two values (left, right), got {len(window)}: "
+                         f"{tuple(window)!r}")
+    bounds = []
+    for side, x in zip(("left", "right"), window):
+        if isinstance(x, bool) or not hasattr(x, "__index__"):
+            raise TypeError(f"window: the {side} bound must be an int (-1: no bound), got "
+                            f"{_type_name(x)}")
+        bounds.append(int(x.__index__()))
+    return bounds[0], bounds[1]
+
+
+def _softcap_arg(softcap):
+    """A float (0.0: off); None is 0.0. The value (finite, >= 0) is checked in C++."""
+    if softcap is None:
+        return 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise TypeError(f"softcap: expected a float (0: off), got {_type_name(softcap)}")
+    return float(softcap)
+
+
 def _check_ndim(x, name, ndim, layout):
     if x.ndim != ndim:
         raise ValueError(
@@ -146,8 +175,10 @@ def _check_int_args(**named):
 
 
 def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
-               max_seqlen_q, max_seqlen_k, scale, causal, return_lse, check_inputs=False):
-    """numpy / cupy path: allocate with the array's module, launch on its current stream."""
+               max_seqlen_q, max_seqlen_k, scale, causal, return_lse, check_inputs=False,
+               mods=(-1, -1, 0.0)):
+    """numpy / cupy path: allocate with the array's module, launch on its current stream.
+    mods: (window_left, window_right, softcap)."""
     C = _native()
     if xp is np:
         out = np.empty(out_shape, dtype=q.dtype)
@@ -159,16 +190,17 @@ def _run_array(xp, q, k, v, out_shape, lse_shape, cu_seqlens_q, cu_seqlens_k,
             lse = xp.empty(lse_shape, dtype=xp.float32) if return_lse else None
             stream = xp.cuda.get_current_stream().ptr
             C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                            max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs)
+                            max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs,
+                            *mods)
         return (out, lse) if return_lse else out
     C.attention_fwd(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                    max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs)
+                    max_seqlen_q, max_seqlen_k, scale, causal, stream, check_inputs, *mods)
     return (out, lse) if return_lse else out
 
 
 def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False,
-              deterministic=False):
-    """Dense attention forward: ``softmax(q k^T * softmax_scale [+ causal mask]) v``.
+              deterministic=False, window=(-1, -1), softcap=0.0):
+    """Dense attention forward: ``softmax(q k^T * softmax_scale [+ mask]) v``.
 
     Args:
         q: ``[B, S_q, H_q, D]`` float16/bfloat16 on a CUDA device (any strides, last
@@ -183,40 +215,55 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False,
             instead of with atomics; somewhat slower). Also on whenever
             ``torch.are_deterministic_algorithms_enabled()``. The forward is always
             deterministic.
+        window: ``(left, right)`` sliding window (Mistral / Gemma style), bottom-right
+            aligned like ``causal``: with ``d = S_k - S_q``, query row i sees keys j with
+            ``i + d - left <= j <= i + d + right``; -1 means no bound on that side (the
+            default ``(-1, -1)``: no window). ``causal=True`` is ``right = 0`` (a larger
+            right bound is clipped to 0), so ``causal=True, window=(W, -1)`` or
+            ``window=(W, 0)`` is a causal sliding window over the last ``W + 1`` keys.
+            Key tiles outside every row's window are skipped, not computed.
+        softcap: logit soft-capping (Gemma-2): scores ``s = q k^T * softmax_scale`` become
+            ``softcap * tanh(s / softcap)`` before the mask and the softmax (``lse`` is of
+            the capped scores). 0 (the default): off; otherwise a finite value > 0.
 
     Returns:
         ``out [B, S_q, H_q, D_v]`` in q's dtype, or ``(out, lse)`` with ``lse`` float32
-        ``[B, H_q, S_q]``. Rows that see no key give out = 0, lse = -inf.
+        ``[B, H_q, S_q]``. Rows that see no key (e.g. S_q > S_k under ``causal``, or a
+        window that leaves a row none) give out = 0, lse = -inf.
 
     Autograd (torch tensors): differentiable with respect to q, k and v (FlashKit's fused
-    backward, see :func:`attention_backward`); ``lse`` is not differentiable (a loss that
-    uses it raises NotImplementedError in the backward).
+    backward, see :func:`attention_backward`, with the same mask, window and softcap);
+    ``lse`` is not differentiable (a loss that uses it raises NotImplementedError in the
+    backward).
 
     Raises:
-        TypeError: q/k/v are not arrays of a supported kind.
-        ValueError: a bad argument (message from the C++ validation, naming it).
+        TypeError: q/k/v are not arrays of a supported kind; ``window`` is not a pair of
+            ints or ``softcap`` not a number.
+        ValueError: a bad argument (message from the C++ validation, naming it; e.g. a
+            window bound below -1 or a negative softcap); ``window`` without two values.
         NotImplementedError: this (dtype, head dim) is not compiled into this build.
         RuntimeError: no usable GPU or a CUDA error.
     """
     scale = _scale_arg(softmax_scale)
     causal = bool(causal)
+    mods = _window_arg(window) + (_softcap_arg(softcap),)
     if not isinstance(q, np.ndarray):
         tops = _tops if _tops is not None else _torch_ops_module()
         if tops.is_tensor(q):
             return tops.attention(q, k, v, causal, scale, bool(return_lse),
-                                  bool(deterministic))
+                                  bool(deterministic), *mods)
     xp = _array_module(q, "q", "attention")
     _same_kind(xp, (("k", k), ("v", v)), "attention")
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
     _check_ndim(v, "v", 4, "[B, S_k, H_kv, D_v]")
     B, S_q, H_q, _ = q.shape
     return _run_array(xp, q, k, v, (B, S_q, H_q, v.shape[3]), (B, H_q, S_q), None, None,
-                      0, 0, scale, causal, bool(return_lse))
+                      0, 0, scale, causal, bool(return_lse), mods=mods)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, softmax_scale=None, return_lse=False, check_inputs=False,
-                     deterministic=False):
+                     deterministic=False, window=(-1, -1), softcap=0.0):
     """Variable-length (packed) attention forward.
 
     Args:
@@ -225,7 +272,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         cu_seqlens_q, cu_seqlens_k: int32 ``[B+1]`` on q's device: 0, then non-decreasing,
             ending at ``total_q`` / ``total_k``.
         max_seqlen_q, max_seqlen_k: upper bounds of the per-sequence lengths (ints).
-        causal, softmax_scale, return_lse, deterministic: as in :func:`attention`.
+        causal, softmax_scale, return_lse, deterministic, window, softcap: as in
+            :func:`attention`, per sequence (``S_q``, ``S_k`` are the sequence's lengths,
+            so the causal mask and the window are bottom-right aligned in each).
         check_inputs: validate ``cu_seqlens_q/k`` on the GPU before the launch and raise
             ValueError naming the argument and the first bad index. Synchronizes the stream,
             so it is off by default and cannot be used during CUDA-graph capture (ValueError).
@@ -244,12 +293,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     scale = _scale_arg(softmax_scale)
     causal = bool(causal)
     check_inputs = bool(check_inputs)
+    mods = _window_arg(window) + (_softcap_arg(softcap),)
     if not isinstance(q, np.ndarray):
         tops = _tops if _tops is not None else _torch_ops_module()
         if tops.is_tensor(q):
             return tops.attention_varlen(
                 q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                scale, bool(return_lse), check_inputs, bool(deterministic))
+                scale, bool(return_lse), check_inputs, bool(deterministic), *mods)
     _check_int_args(max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     xp = _array_module(q, "q", "attention_varlen")
     _same_kind(xp, (("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
@@ -259,7 +309,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     total_q, H_q, _ = q.shape
     return _run_array(xp, q, k, v, (total_q, H_q, v.shape[2]), (H_q, total_q), cu_seqlens_q,
                       cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), scale, causal,
-                      bool(return_lse), check_inputs)
+                      bool(return_lse), check_inputs, mods)
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,9 +318,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 
 def _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sizes,
-                   max_seqlen_k, scale, causal, deterministic):
+                   max_seqlen_k, scale, causal, deterministic, mods):
     """numpy / cupy path of the backward: dq, dk, dv and the workspace allocated with the
-    array's module, launched on its current stream. sizes: (batch, rows_q, max_seqlen_q)."""
+    array's module, launched on its current stream. sizes: (batch, rows_q, max_seqlen_q);
+    mods: (window_left, window_right, softcap)."""
     C = _native()
     batch, rows_q, max_seqlen_q = sizes
     size = C.attention_bwd_workspace_size(max(batch, 0), rows_q, max(max_seqlen_q, 0),
@@ -281,7 +332,7 @@ def _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, size
         ws = xp.empty((max(int(size), 0),), dtype=xp.uint8)
         C.attention_bwd(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                         max_seqlen_q, max_seqlen_k, scale, causal, deterministic, ws, stream,
-                        False)
+                        False, *mods)
         return dq, dk, dv
 
     if xp is np:
@@ -291,7 +342,7 @@ def _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, size
 
 
 def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None,
-                       deterministic=False):
+                       deterministic=False, window=(-1, -1), softcap=0.0):
     """Dense attention backward: the gradients of :func:`attention`'s output.
 
     For users who manage their own autograd (or none): ``out, lse = attention(q, k, v,
@@ -300,6 +351,8 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
 
         dq, dk, dv = flashkit.attention_backward(dout, q, k, v, out, lse, causal, softmax_scale)
 
+    (with ``window=`` and ``softcap=`` as the forward's when it used them).
+
     The probabilities are recomputed from ``lse`` on chip (never stored); torch autograd
     through :func:`attention` calls the same kernels.
 
@@ -307,7 +360,9 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
         dout: like ``out``, ``[B, S_q, H_q, D_v]`` (any strides, last dim contiguous).
         q, k, v: the forward's inputs.
         out, lse: the forward's output and log-sum-exp (float32 ``[B, H_q, S_q]``).
-        causal, softmax_scale: the forward's (``softmax_scale`` None: 1/sqrt(D)).
+        causal, softmax_scale, window, softcap: the forward's (``softmax_scale`` None:
+            1/sqrt(D); see :func:`attention`). The backward recomputes the probabilities
+            with them, so they must be the forward's: other values give wrong gradients.
         deterministic: dq, dk, dv bitwise reproducible run to run (dk and dv always are;
             without it dq is accumulated with atomics). Also on whenever
             ``torch.are_deterministic_algorithms_enabled()`` (torch tensors).
@@ -322,30 +377,31 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     """
     scale = _scale_arg(softmax_scale)
     causal, deterministic = bool(causal), bool(deterministic)
+    mods = _window_arg(window) + (_softcap_arg(softcap),)
     if not isinstance(q, np.ndarray):
         tops = _tops if _tops is not None else _torch_ops_module()
         if tops.is_tensor(q):
             return tops.attention_backward(dout, q, k, v, out, lse, causal, scale,
-                                           deterministic)
+                                           deterministic, *mods)
     xp = _array_module(q, "q", "attention_backward")
     _same_kind(xp, (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)),
                "attention_backward")
     _check_ndim(q, "q", 4, "[B, S_q, H_q, D]")
     B, S_q = q.shape[0], q.shape[1]
     return _run_array_bwd(xp, dout, q, k, v, out, lse, None, None, (B, B * S_q, S_q), 0, scale,
-                          causal, deterministic)
+                          causal, deterministic, mods)
 
 
 def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                               max_seqlen_k, causal=False, softmax_scale=None,
-                              deterministic=False):
+                              deterministic=False, window=(-1, -1), softcap=0.0):
     """Variable-length (packed) attention backward: the gradients of
     :func:`attention_varlen`'s output.
 
     Args:
         dout: like ``out``, ``[total_q, H_q, D_v]``.
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-            softmax_scale: the forward's.
+            softmax_scale, window, softcap: the forward's.
         out, lse: the forward's output and log-sum-exp (float32 ``[H_q, total_q]``).
         deterministic: as in :func:`attention_backward`.
 
@@ -355,6 +411,7 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     """
     scale = _scale_arg(softmax_scale)
     causal, deterministic = bool(causal), bool(deterministic)
+    mods = _window_arg(window) + (_softcap_arg(softcap),)
     _check_int_args(max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
     if not isinstance(q, np.ndarray):
@@ -362,7 +419,7 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
         if tops.is_tensor(q):
             return tops.attention_varlen_backward(
                 dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                max_seqlen_k, causal, scale, deterministic)
+                max_seqlen_k, causal, scale, deterministic, *mods)
     xp = _array_module(q, "q", "attention_varlen_backward")
     _same_kind(xp, (("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse),
                     ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)),
@@ -371,4 +428,4 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     batch = cu_seqlens_q.shape[0] - 1 if cu_seqlens_q.ndim == 1 else 0
     return _run_array_bwd(xp, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                           (batch, q.shape[0], max_seqlen_q), max_seqlen_k, scale, causal,
-                          deterministic)
+                          deterministic, mods)

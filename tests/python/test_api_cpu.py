@@ -131,6 +131,43 @@ def test_bad_softmax_scale_is_rejected(flashkit_ext, scale):
     assert_error(ei, "softmax_scale")
 
 
+@pytest.mark.parametrize("fn", ["attention", "attention_varlen"])
+@pytest.mark.parametrize("kw, error, what", [
+    (dict(window=4), TypeError, r"window.*tuple"),
+    (dict(window="4,0"), TypeError, r"window"),
+    (dict(window=(4,)), ValueError, r"window.*two"),
+    (dict(window=(4, 0, 1)), ValueError, r"window.*two"),
+    (dict(window=(4.0, 0)), TypeError, r"window.*left.*int"),
+    (dict(window=(4, True)), TypeError, r"window.*right.*int"),
+    (dict(window=(None, 0)), TypeError, r"window.*left"),
+    (dict(softcap="30"), TypeError, r"softcap"),
+    (dict(softcap=True), TypeError, r"softcap"),
+    (dict(softcap=[30.0]), TypeError, r"softcap"),
+], ids=["int", "str", "one", "three", "float_left", "bool_right", "none_left", "cap_str",
+        "cap_bool", "cap_list"])
+def test_window_and_softcap_types_are_checked_in_python(flashkit_ext, fn, kw, error, what):
+    q, k, v = np_qkv()
+    if fn == "attention_varlen":
+        cu = np.array([0, 4], dtype=np.int32)
+        args = (q[0], k[0], v[0], cu, cu, 4, 6)
+    else:
+        args = (q, k, v)
+    with pytest.raises(error, match=what):
+        getattr(flashkit_ext, fn)(*args, **kw)
+
+
+def test_window_and_softcap_accepted_forms_reach_the_native_validation(flashkit_ext):
+    """Tuples, lists, numpy ints, None; ints for softcap: all pass the Python checks and
+    reach the C++ validation (which rejects the numpy q as not on a CUDA device)."""
+    q, k, v = np_qkv()
+    for kw in (dict(window=(4, 0)), dict(window=[-1, 3]), dict(window=(np.int64(2), -1)),
+               dict(window=None), dict(softcap=30), dict(softcap=5.0), dict(softcap=None),
+               dict(window=(-2, 0)), dict(softcap=-1.0)):  # values: the C++ side's job
+        with pytest.raises(ValueError) as ei:
+            flashkit_ext.attention(q, k, v, causal=True, **kw)
+        assert_error(ei, "q", r"cuda|device")
+
+
 def test_native_call_writes_nothing_when_rejected(flashkit_ext):
     q, k, v = np_qkv()
     out = np.full(q.shape, np.nan, dtype=q.dtype)
@@ -257,6 +294,16 @@ INVALID = [
      lambda dt, D: dense(dt, D, S_q=2**31, lse=None), "q", r"2\^31|32-bit|int32|overflow"),
     ("softmax_scale_inf", lambda dt, D: dense(dt, D, softmax_scale=math.inf),
      "softmax_scale", None),
+    ("window_left_below_minus_one", lambda dt, D: dense(dt, D, causal=True, window_left=-2),
+     "window_left", r"-1|>= 0"),
+    ("window_right_below_minus_one", lambda dt, D: dense(dt, D, window_right=-5),
+     "window_right", r"-1|>= 0"),
+    ("softcap_negative", lambda dt, D: dense(dt, D, softcap=-1.0), "softcap", None),
+    ("softcap_nan", lambda dt, D: dense(dt, D, softcap=math.nan), "softcap", None),
+    ("softcap_inf", lambda dt, D: dense(dt, D, softcap=math.inf), "softcap", None),
+    ("softcap_beyond_float32", lambda dt, D: dense(dt, D, softcap=1e300), "softcap", None),
+    ("varlen_window_left_below_minus_one",
+     lambda dt, D: varlen(dt, D, window_left=-3, softcap=5.0), "window_left", None),
     # varlen
     ("cu_seqlens_k_missing", lambda dt, D: varlen(dt, D, cu_seqlens_k=None),
      "cu_seqlens_k", None),
@@ -305,7 +352,19 @@ VALID = [
     ("size_one_dims_any_stride",  # DLPack exporters may put anything in size-1 strides
      lambda dt, D: dense(dt, D, B=1, S_q=1, q=F((1, 1, 8, D), dt, strides=(3, 5, D, 1)),
                          out=F((1, 1, 8, D), dt, strides=(0, 7, D, 1)))),
+    ("causal_window", lambda dt, D: dense(dt, D, causal=True, window_left=64)),
+    ("causal_window_right_clipped",
+     lambda dt, D: dense(dt, D, causal=True, window_left=0, window_right=17)),
+    ("two_sided_window", lambda dt, D: dense(dt, D, window_left=32, window_right=32)),
+    ("right_bound_only", lambda dt, D: dense(dt, D, window_right=0)),
+    ("window_wider_than_sequences",
+     lambda dt, D: dense(dt, D, window_left=10**12, window_right=10**12)),
+    ("softcap", lambda dt, D: dense(dt, D, softcap=30.0)),
+    ("window_softcap_s_q_longer", lambda dt, D: dense(dt, D, S_q=300, S_k=7, causal=True,
+                                                      window_left=3, softcap=5.0)),
     ("varlen", lambda dt, D: varlen(dt, D)),
+    ("varlen_window_softcap",
+     lambda dt, D: varlen(dt, D, causal=True, window_left=3, window_right=0, softcap=5.0)),
     ("varlen_causal_no_lse", lambda dt, D: varlen(dt, D, causal=True, lse=None)),
     ("varlen_kv_packed",  # k, v = kv[:, 0], kv[:, 1] of [total_k, 2, H_kv, D]
      lambda dt, D: varlen(dt, D, k=F((147, 2, D), dt, strides=(4 * D, D, 1)),

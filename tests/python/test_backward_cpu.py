@@ -2,7 +2,8 @@
 
 - ``attention_backward_reference`` (float64 numpy) against central finite differences of
   ``attention_reference``, GQA/MQA, causal with rows and keys that see nothing, S_k = 0,
-  custom scale, and its varlen form against the dense one per sequence. numpy only.
+  custom scale, sliding windows and softcap, and its varlen form against the dense one per
+  sequence. numpy only.
 - ``flashkit.attention_backward`` / ``attention_varlen_backward`` with numpy arrays: the
   Python-side checks (array kinds, ranks, softmax_scale, max_seqlen types) raise
   TypeError/ValueError naming the argument; what passes them reaches the C++ validation,
@@ -52,11 +53,12 @@ GRAD_CASES = [
 ]
 
 
-def _loss_grads_fd(R, q, k, v, dout, causal, scale, eps=1e-6):
-    """Central finite differences of sum(out * dout) with respect to q, k, v."""
+def _loss_grads_fd(R, q, k, v, dout, causal, scale, eps=1e-6, **mods):
+    """Central finite differences of sum(out * dout) with respect to q, k, v (mods: window,
+    softcap)."""
     def loss():
-        return float((R.attention_reference(q, k, v, causal=causal,
-                                             softmax_scale=scale)[0] * dout).sum())
+        return float((R.attention_reference(q, k, v, causal=causal, softmax_scale=scale,
+                                             **mods)[0] * dout).sum())
 
     grads = []
     for x in (q, k, v):
@@ -87,6 +89,57 @@ def test_reference_backward_matches_finite_differences(R, case):
     for name, g, e, x in zip(("dq", "dk", "dv"), grads, expected, (q, k, v)):
         assert g.shape == x.shape and g.dtype == np.float64, name
         np.testing.assert_allclose(g, e, atol=1e-7, rtol=1e-6, err_msg=name)
+
+
+# (B, S_q, S_k, H_q, H_kv, D, causal, window, softcap)
+MOD_GRAD_CASES = [
+    (1, 5, 5, 2, 1, 4, True, (1, -1), 0.0),     # causal sliding window, MQA
+    (1, 4, 6, 2, 2, 3, False, (1, 1), 0.0),     # two-sided, S_q < S_k
+    (1, 6, 3, 4, 2, 4, False, (0, 0), 0.0),     # one key per row, rows 0..2 see none
+    (1, 3, 5, 2, 2, 4, False, (-1, -1), 2.0),   # softcap alone
+    (2, 5, 4, 4, 2, 3, True, (2, -1), 1.5),     # window + softcap, S_q > S_k
+    (1, 4, 7, 2, 1, 4, False, (-1, 2), 5.0),    # right bound only + softcap
+]
+
+
+@pytest.mark.parametrize("case", MOD_GRAD_CASES, ids=lambda c: "Sq{}_Sk{}_{}_w{}_{}_cap{}".format(
+    c[1], c[2], "causal" if c[6] else "full", *c[7], c[8]))
+def test_reference_backward_with_window_and_softcap(R, case):
+    import zlib
+
+    B, S_q, S_k, H_q, H_kv, D, causal, window, softcap = case
+    rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
+    q = rng.standard_normal((B, S_q, H_q, D)) * 1.5
+    k = rng.standard_normal((B, S_k, H_kv, D)) * 1.5
+    v = rng.standard_normal((B, S_k, H_kv, D))
+    dout = rng.standard_normal((B, S_q, H_q, D))
+    mods = dict(window=window, softcap=softcap)
+    grads = R.attention_backward_reference(q, k, v, dout, causal=causal, **mods)
+    expected = _loss_grads_fd(R, q, k, v, dout, causal, None, **mods)
+    for name, g, e in zip(("dq", "dk", "dv"), grads, expected):
+        np.testing.assert_allclose(g, e, atol=1e-7, rtol=1e-6, err_msg=name)
+    empty = ~R.allowed_keys(S_q, S_k, causal, window).any(axis=1)
+    assert not grads[0][:, empty].any(), "rows that see no key have no gradient"
+    unseen = ~R.allowed_keys(S_q, S_k, causal, window).any(axis=0)
+    assert not grads[1][:, unseen].any() and not grads[2][:, unseen].any(), \
+        "keys no row sees have no gradient"
+
+
+def test_varlen_reference_backward_with_window_and_softcap(R):
+    rng = np.random.default_rng(4)
+    lens_q, lens_k = [3, 0, 5, 2], [4, 6, 0, 5]
+    cq, ck = np.cumsum([0] + lens_q), np.cumsum([0] + lens_k)
+    q, dout = (rng.standard_normal((sum(lens_q), 4, 8)) for _ in range(2))
+    k, v = (rng.standard_normal((sum(lens_k), 2, 8)) for _ in range(2))
+    mods = dict(causal=True, window=(1, -1), softcap=2.0)
+    dq, dk, dv = R.attention_varlen_backward_reference(q, k, v, dout, cq, ck, **mods)
+    for b in range(len(lens_q)):
+        qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        g = R.attention_backward_reference(q[None, qs], k[None, ks], v[None, ks],
+                                           dout[None, qs], **mods)
+        np.testing.assert_array_equal(dq[qs], g[0][0])
+        np.testing.assert_array_equal(dk[ks], g[1][0])
+        np.testing.assert_array_equal(dv[ks], g[2][0])
 
 
 def test_reference_backward_rows_and_keys_that_see_nothing(R):
@@ -253,6 +306,24 @@ def test_bad_softmax_scale_is_rejected(flashkit_ext, scale):
     assert_error(ei, "softmax_scale")
 
 
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_window_and_softcap_types_are_checked_in_python(flashkit_ext, varlen):
+    fn = flashkit_ext.attention_varlen_backward if varlen else flashkit_ext.attention_backward
+    args = np_varlen_args() if varlen else np_bwd_args()
+    for kw, error, what in ((dict(window=3), TypeError, "window"),
+                            (dict(window=(3,)), ValueError, "window"),
+                            (dict(window=(3, 0.5)), TypeError, "window"),
+                            (dict(softcap="5"), TypeError, "softcap"),
+                            (dict(softcap=False), TypeError, "softcap")):
+        with pytest.raises(error) as ei:
+            fn(**args, **kw)
+        assert_error(ei, what)
+    # Well-typed values pass on to the C++ validation (which rejects the numpy q).
+    with pytest.raises(ValueError) as ei:
+        fn(**args, causal=True, window=(4, -1), softcap=30.0)
+    assert_error(ei, "q", r"cuda|device")
+
+
 def test_native_backward_writes_nothing_when_rejected(flashkit_ext):
     a = np_bwd_args()
     dq, dk, dv = (np.full(a[n].shape, np.nan, dtype=a[n].dtype) for n in ("q", "k", "v"))
@@ -391,6 +462,11 @@ def test_every_argument_is_reported_under_its_own_name(flashkit_ext, variant, ar
     ("h_q_not_multiple", lambda a: a.update(dense_fake(a["q"].dtype, a["q"].shape[3],
                                                        H_q=6, H_kv=4)), "H_q", r"H_kv"),
     ("head_dim_80", lambda a: a.update(dense_fake(a["q"].dtype, 80)), "q", r"head_dim"),
+    ("window_left_below_minus_one", lambda a: a.update(window_left=-2), "window_left", None),
+    ("window_right_below_minus_one", lambda a: a.update(causal=True, window_right=-7),
+     "window_right", None),
+    ("softcap_negative", lambda a: a.update(softcap=-0.5), "softcap", None),
+    ("softcap_nan", lambda a: a.update(softcap=float("nan")), "softcap", None),
 ], ids=lambda c: c[0] if isinstance(c, tuple) else None)
 def test_validation_rejects(flashkit_ext, variant, case):
     _, mutate, arg, what = case
@@ -410,8 +486,13 @@ def test_validation_rejects(flashkit_ext, variant, case):
     lambda dt, D: dict(dense_fake(dt, D), workspace=F((1 << 24,), "int32")),
     lambda dt, D: dict(dense_fake(dt, D), dout=F((2, 128, 8, D), dt,  # BHSD storage
                                                  strides=(8 * 128 * D, D, 128 * D, 1))),
+    lambda dt, D: dense_fake(dt, D, deterministic=True, causal=True, window_left=64,
+                             softcap=30.0),
+    lambda dt, D: dense_fake(dt, D, window_left=32, window_right=32),
+    lambda dt, D: varlen_fake(dt, D, causal=True, window_left=5, window_right=0, softcap=5.0),
 ], ids=["dense", "deterministic_causal_scale", "mqa", "varlen", "varlen_deterministic",
-        "int32_workspace", "dout_bhsd"])
+        "int32_workspace", "dout_bhsd", "deterministic_window_softcap", "two_sided_window",
+        "varlen_window_softcap"])
 def test_validation_accepts(flashkit_ext, variant, build):
     assert flashkit_ext._C.validate_attention_bwd(**build(*variant)) is None
 

@@ -1,5 +1,6 @@
 """The float64 numpy reference (flashkit.testing.reference) against a naive per-element
-loop, and the checks of SPEC §3 (check_close, check_lse, check_written, poison_).
+loop (causal, sliding window, softcap), and the checks of SPEC §3 (check_close, check_lse,
+check_written, poison_).
 
 CPU only, numpy only: runs in CI without torch, GPU or the native extension.
 """
@@ -28,7 +29,17 @@ CASES = [
 ]
 
 
-def naive_attention(q, k, v, causal, scale):
+def naive_visible(i, j, S_q, S_k, causal, window):
+    """The mask as flashkit.attention documents it, one (row, key) at a time."""
+    left, right = window
+    if causal:
+        right = 0
+    d = S_k - S_q
+    return (j < S_k and (right < 0 or j <= i + d + right) and
+            (left < 0 or j >= i + d - left))
+
+
+def naive_attention(q, k, v, causal, scale, window=(-1, -1), softcap=0.0):
     """One output element at a time, in Python floats with math.fsum."""
     B, S_q, H_q, D = q.shape
     S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
@@ -39,11 +50,13 @@ def naive_attention(q, k, v, causal, scale):
         for h in range(H_q):
             hk = h // group
             for i in range(S_q):
-                keys = [j for j in range(S_k) if not causal or j <= i + S_k - S_q]
+                keys = [j for j in range(S_k) if naive_visible(i, j, S_q, S_k, causal, window)]
                 if not keys:
                     continue
                 s = [scale * math.fsum(float(q[b, i, h, d]) * float(k[b, j, hk, d])
                                        for d in range(D)) for j in keys]
+                if softcap:
+                    s = [softcap * math.tanh(x / softcap) for x in s]
                 m = max(s)
                 w = [math.exp(x - m) for x in s]
                 z = math.fsum(w)
@@ -59,6 +72,13 @@ def random_qkv(rng, B, S_q, S_k, H_q, H_kv, D, D_v, dtype=np.float64, spread=1.5
     k = rng.standard_normal((B, S_k, H_kv, D)) * spread
     v = rng.standard_normal((B, S_k, H_kv, D_v))
     return q.astype(dtype), k.astype(dtype), v.astype(dtype)
+
+
+def zlib_seed(*case):
+    """A seed that depends on the case only (hash() of a tuple is salted per process)."""
+    import zlib
+
+    return zlib.crc32(repr(case).encode())
 
 
 def assert_lse_equal(lse, lse_ref):
@@ -151,6 +171,99 @@ def test_varlen_rejects_bad_cu_seqlens(R):
         R.attention_varlen_reference(q, q, q, np.array([0, 2, 1, 3]), np.array([0, 1, 2, 3]))
     with pytest.raises(ValueError, match="cu_seqlens"):
         R.attention_varlen_reference(q, q, q, np.array([0, 3]), np.array([0, 1, 3]))
+
+
+# ---------------------------------------------------------------------------------------
+# Sliding window and softcap
+# ---------------------------------------------------------------------------------------
+
+# (S_q, S_k, causal, window): causal windows, two-sided, one-sided, S_q != S_k both ways
+# (rows without keys), a window of one key, windows wider than the sequence.
+WINDOW_CASES = [
+    (7, 7, True, (0, -1)),      # causal, the diagonal only
+    (7, 7, True, (2, -1)),      # causal sliding window of 3 keys
+    (7, 7, True, (2, 5)),       # right clipped to 0 by causal
+    (6, 9, True, (1, -1)),      # S_q < S_k
+    (9, 4, True, (2, -1)),      # S_q > S_k: rows 0..4 see no key
+    (7, 7, False, (2, 2)),      # two-sided
+    (7, 7, False, (0, 0)),      # one key per row
+    (5, 8, False, (-1, 1)),     # right bound only
+    (8, 5, False, (1, -1)),     # left bound only, S_q > S_k
+    (8, 5, False, (0, 0)),      # S_q > S_k: rows 0..2 see no key
+    (4, 4, False, (100, 100)),  # wider than the sequence: no mask
+    (1, 1, True, (0, 0)),
+]
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=lambda c: "Sq{}_Sk{}_{}_w{}_{}".format(
+    c[0], c[1], "causal" if c[2] else "full", *c[3]))
+def test_allowed_keys_is_the_documented_mask(R, case):
+    S_q, S_k, causal, window = case
+    mask = R.allowed_keys(S_q, S_k, causal, window)
+    assert mask.shape == (S_q, S_k) and mask.dtype == bool
+    for i in range(S_q):
+        for j in range(S_k):
+            assert mask[i, j] == naive_visible(i, j, S_q, S_k, causal, window), (i, j)
+
+
+def test_allowed_keys_equivalences(R):
+    # causal is the window's right bound 0; (-1, -1) is no mask; causal + (W, -1) is (W, 0).
+    np.testing.assert_array_equal(R.allowed_keys(6, 9, True), R.allowed_keys(6, 9, False, (-1, 0)))
+    np.testing.assert_array_equal(R.allowed_keys(6, 9, False, (-1, -1)), np.ones((6, 9), bool))
+    np.testing.assert_array_equal(R.allowed_keys(9, 6, True, (3, -1)),
+                                  R.allowed_keys(9, 6, False, (3, 0)))
+    np.testing.assert_array_equal(R.allowed_keys(9, 6, True, (3, 7)),
+                                  R.allowed_keys(9, 6, True, (3, -1)))
+    # a causal window of W keeps min(i + 1, W + 1) keys per row (S_q == S_k)
+    assert list(R.allowed_keys(6, 6, True, (2, -1)).sum(axis=1)) == [1, 2, 3, 3, 3, 3]
+    with pytest.raises(ValueError, match="window"):
+        R.allowed_keys(3, 3, False, (-2, 0))
+
+
+@pytest.mark.parametrize("softcap", [0.0, 5.0, 1.5])
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=lambda c: "Sq{}_Sk{}_{}_w{}_{}".format(
+    c[0], c[1], "causal" if c[2] else "full", *c[3]))
+def test_window_and_softcap_match_naive_loop(R, case, softcap):
+    S_q, S_k, causal, window = case
+    rng = np.random.default_rng(zlib_seed(case, softcap))
+    q, k, v = random_qkv(rng, 2, S_q, S_k, 4, 2, 8, 8, spread=2.0)  # capped scores matter
+    out, lse = R.attention_reference(q, k, v, causal=causal, window=window, softcap=softcap)
+    out_n, lse_n = naive_attention(q, k, v, causal, 1.0 / math.sqrt(8), window, softcap)
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out, out_n, rtol=1e-12, atol=1e-12)
+    assert_lse_equal(lse, lse_n)
+    empty = ~R.allowed_keys(S_q, S_k, causal, window).any(axis=1)
+    assert (out[:, empty] == 0).all() and np.isneginf(lse[:, :, empty]).all()
+
+
+def test_softcap_bounds_the_scores(R):
+    """With a small cap every score is within (-cap, cap): lse <= log(S_k) + cap."""
+    rng = np.random.default_rng(5)
+    q, k, v = random_qkv(rng, 1, 4, 6, 2, 2, 8, 8, spread=10.0)
+    _, lse = R.attention_reference(q, k, v, softcap=0.5)
+    assert (lse < math.log(6) + 0.5).all() and (lse > math.log(6) - 0.5).all()
+    out_big, lse_big = R.attention_reference(q, k, v, softcap=1e9)  # a cap far away: none
+    out_off, lse_off = R.attention_reference(q, k, v)
+    np.testing.assert_allclose(out_big, out_off, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(lse_big, lse_off, rtol=1e-9, atol=1e-9)
+
+
+def test_varlen_window_is_bottom_right_aligned_per_sequence(R):
+    lens_q, lens_k = [2, 0, 5, 3, 1], [3, 2, 5, 0, 4]
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((cu_q[-1], 4, 8))
+    k = rng.standard_normal((cu_k[-1], 2, 8))
+    v = rng.standard_normal((cu_k[-1], 2, 8))
+    out, lse = R.attention_varlen_reference(q, k, v, cu_q, cu_k, causal=True, window=(1, -1),
+                                            softcap=3.0)
+    for b in range(len(lens_q)):
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        out_n, lse_n = naive_attention(q[None, sq], k[None, sk], v[None, sk], True,
+                                       1.0 / math.sqrt(8), (1, -1), 3.0)
+        np.testing.assert_allclose(out[sq], out_n[0], rtol=1e-12, atol=1e-12)
+        assert_lse_equal(lse[:, sq], lse_n[0])
 
 
 # ---------------------------------------------------------------------------------------

@@ -4,10 +4,12 @@
 reference (``flashkit.testing``) and records every call, so the Python layer around the
 kernels is tested on its own: the custom ops and their fake implementations, what autograd
 saves and hands to the backward op (lse computed when a gradient is needed, the
-deterministic flag, ``torch.use_deterministic_algorithms``), the dout layouts passed on or
-copied, the errors for a gradient through lse, varlen plumbing, the public
-``attention_backward`` functions, ``torch.library.opcheck`` and
-``torch.compile(fullgraph=True)`` of a training step (aot_eager: no compiler needed).
+deterministic flag, ``torch.use_deterministic_algorithms``, the window and softcap), the
+dout layouts passed on or copied, the errors for a gradient through lse, varlen plumbing,
+the public ``attention_backward`` functions, ``torch.library.opcheck`` and
+``torch.compile(fullgraph=True)`` of a training step (aot_eager: no compiler needed), with
+and without a window and softcap. Also the PyTorch baselines of flashkit.testing with a
+window and softcap, run in float64 against the reference.
 
 Needs torch (skipped without it), not a GPU and not the native extension. The kernels
 themselves are tested in test_backward_gpu.py.
@@ -42,12 +44,21 @@ class FakeNative:
     def _scale(softmax_scale):
         return None if softmax_scale <= 0 else softmax_scale
 
+    @staticmethod
+    def _mods(window_left, window_right, softcap):
+        assert type(window_left) is int and type(window_right) is int, (window_left,
+                                                                       window_right)
+        assert type(softcap) is float, softcap
+        return dict(window=(window_left, window_right), softcap=softcap)
+
     def attention_fwd(self, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                      max_seqlen_k, softmax_scale, causal, stream, check_inputs):
+                      max_seqlen_k, softmax_scale, causal, stream, check_inputs,
+                      window_left=-1, window_right=-1, softcap=0.0):
+        mods = self._mods(window_left, window_right, softcap)
         self.fwd_calls.append(dict(lse=lse is not None, causal=causal, scale=softmax_scale,
-                                   varlen=cu_seqlens_q is not None, stream=stream))
+                                   varlen=cu_seqlens_q is not None, stream=stream, **mods))
         kw = dict(causal=causal, softmax_scale=self._scale(softmax_scale),
-                  compute_dtype=torch.float64)
+                  compute_dtype=torch.float64, **mods)
         if cu_seqlens_q is None:
             o, l = attention_reference(q, k, v, **kw)
         else:
@@ -58,16 +69,18 @@ class FakeNative:
 
     def attention_bwd(self, dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                       max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
-                      workspace, stream, check_inputs):
+                      workspace, stream, check_inputs, window_left=-1, window_right=-1,
+                      softcap=0.0):
+        mods = self._mods(window_left, window_right, softcap)
         self.bwd_calls.append(dict(dout=dout, deterministic=deterministic, causal=causal,
                                    scale=softmax_scale, lse_shape=tuple(lse.shape),
                                    out=out, workspace=workspace.numel(),
                                    max_seqlens=(max_seqlen_q, max_seqlen_k),
-                                   varlen=cu_seqlens_q is not None))
+                                   varlen=cu_seqlens_q is not None, **mods))
         assert workspace.dtype == torch.uint8 and workspace.dim() == 1
         assert dq.is_contiguous() and dk.is_contiguous() and dv.is_contiguous()
         kw = dict(causal=causal, softmax_scale=self._scale(softmax_scale),
-                  compute_dtype=torch.float64)
+                  compute_dtype=torch.float64, **mods)
         if cu_seqlens_q is None:
             g = attention_backward_reference(q, k, v, dout, **kw)
         else:
@@ -350,3 +363,184 @@ def test_eager_direct_still_used_for_plain_calls(native, monkeypatch):
     flashkit.attention(*leaves(q, k, v))
     assert len(calls) == 1 and calls[0][5] is True  # return_lse for the backward
     assert math.isfinite(float(q.sum()))
+
+
+# ---------------------------------------------------------------------------------------
+# Sliding window and softcap
+# ---------------------------------------------------------------------------------------
+
+MODS = [((2, -1), 0.0, True), ((1, 1), 0.0, False), ((-1, -1), 5.0, False),
+        ((3, -1), 2.0, True), ((0, 0), 1.5, False)]
+MOD_IDS = ["causal_window", "two_sided", "softcap", "causal_window_softcap", "diag_softcap"]
+
+
+@pytest.mark.parametrize("window, softcap, causal", MODS, ids=MOD_IDS)
+def test_window_and_softcap_reach_forward_and_backward(native, window, softcap, causal):
+    q, k, v, dout = make(S_q=11, S_k=9)
+    ql, kl, vl = leaves(q, k, v)
+    out = flashkit.attention(ql, kl, vl, causal=causal, window=window, softcap=softcap)
+    fwd = native.fwd_calls[-1]
+    assert fwd["window"] == window and fwd["softcap"] == softcap and fwd["lse"]
+    out.backward(dout)
+    (call,) = native.bwd_calls
+    assert call["window"] == window and call["softcap"] == softcap
+    assert call["causal"] is causal
+    expected = attention_backward_reference(q, k, v, dout, causal=causal, window=window,
+                                            softcap=softcap, compute_dtype=torch.float64)
+    for name, t, e in zip(("dq", "dk", "dv"), (ql, kl, vl), expected):
+        close(t.grad, e, name)
+    # The window and softcap change the result (the stand-in computes with them).
+    if window != (-1, -1) or softcap:
+        plain = attention_reference(q, k, v, causal=causal, compute_dtype=torch.float64)[0]
+        assert not torch.allclose(out.detach().double(), plain)
+
+
+def test_window_and_softcap_no_grad_fast_path(native, monkeypatch):
+    calls = []
+    real = tops._dense_op
+    monkeypatch.setattr(tops, "_dense_op", lambda *a: (calls.append(a), real(*a))[1])
+    q, k, v, _ = make()
+    with torch.no_grad():
+        out, lse = flashkit.attention(*leaves(q, k, v), causal=True, window=[3, 0],
+                                      softcap=7, return_lse=True)
+    assert calls == [], "no-grad calls skip the dispatcher"
+    assert native.fwd_calls[-1]["window"] == (3, 0) and native.fwd_calls[-1]["softcap"] == 7.0
+    o, l = attention_reference(q, k, v, causal=True, window=(3, 0), softcap=7.0,
+                               compute_dtype=torch.float64)
+    close(out, o, "out")
+    close(lse, l, "lse")
+    flashkit.attention(*leaves(q, k, v), window=(3, 0), softcap=7.0)
+    assert len(calls) == 1 and calls[0][7:] == (3, 0, 7.0)
+
+
+def test_window_and_softcap_varlen_autograd_and_public_backward(native):
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(lens_q=(3, 0, 6, 2), lens_k=(4, 2, 0, 5))
+    mods = dict(window=(1, -1), softcap=3.0)
+    ql, kl, vl = leaves(q, k, v)
+    out = flashkit.attention_varlen(ql, kl, vl, cu_q, cu_k, mq, mk, causal=True, **mods)
+    out.backward(dout)
+    call = native.bwd_calls[-1]
+    assert call["varlen"] and call["window"] == (1, -1) and call["softcap"] == 3.0
+    expected = attention_varlen_backward_reference(q, k, v, dout, cu_q, cu_k, causal=True,
+                                                   compute_dtype=torch.float64, **mods)
+    for name, t, e in zip(("dq", "dk", "dv"), (ql, kl, vl), expected):
+        close(t.grad, e, name)
+    out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, causal=True,
+                                         return_lse=True, **mods)
+    o_ref, l_ref = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=True,
+                                              compute_dtype=torch.float64, **mods)
+    close(out, o_ref, "varlen out")
+    got = flashkit.attention_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, mq, mk,
+                                             causal=True, **mods)
+    assert native.bwd_calls[-1]["window"] == (1, -1)
+    for name, a, e in zip(("dq", "dk", "dv"), got, expected):
+        close(a, e, name)
+
+
+def test_window_and_softcap_public_dense_backward(native):
+    q, k, v, dout = make(S_q=7, S_k=12)
+    mods = dict(window=(2, 3), softcap=4.0)
+    out, lse = flashkit.attention(q, k, v, return_lse=True, **mods)
+    got = flashkit.attention_backward(dout, q, k, v, out, lse, deterministic=True, **mods)
+    call = native.bwd_calls[-1]
+    assert call["window"] == (2, 3) and call["softcap"] == 4.0 and call["deterministic"]
+    expected = attention_backward_reference(q, k, v, dout, compute_dtype=torch.float64, **mods)
+    for name, a, e in zip(("dq", "dk", "dv"), got, expected):
+        close(a, e, name)
+    with pytest.raises(TypeError, match="window"):
+        flashkit.attention_backward(dout, q, k, v, out, lse, window=2)
+    with pytest.raises(TypeError, match="softcap"):
+        flashkit.attention(q, k, v, softcap="2")
+
+
+def test_window_and_softcap_opcheck_and_fakes(native):
+    if not hasattr(torch.library, "opcheck"):
+        pytest.skip("torch.library.opcheck needs torch >= 2.4")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    q, k, v, dout = make()
+    torch.library.opcheck(torch.ops.flashkit.attention_fwd.default,
+                          (q, k, v, True, 0.0, True, False, 4, -1, 5.0))
+    out, lse = flashkit.attention(q, k, v, causal=True, window=(4, -1), softcap=5.0,
+                                  return_lse=True)
+    bwd_args = (dout, q, k, v, out, lse, True, 0.0, True, 4, -1, 5.0)
+    torch.library.opcheck(torch.ops.flashkit.attention_bwd.default, bwd_args)
+    real = torch.ops.flashkit.attention_bwd(*bwd_args)
+    with FakeTensorMode() as mode:
+        fake = torch.ops.flashkit.attention_bwd(
+            *[mode.from_tensor(t) for t in bwd_args[:6]], *bwd_args[6:])
+    for a, b in zip(real, fake):
+        assert a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
+    torch.library.opcheck(torch.ops.flashkit.attention_varlen_fwd.default,
+                          (q, k, v, cu_q, cu_k, mq, mk, False, 0.0, True, False, False, 2, 2,
+                           3.0))
+    out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, window=(2, 2),
+                                         softcap=3.0, return_lse=True)
+    torch.library.opcheck(torch.ops.flashkit.attention_varlen_bwd.default,
+                          (dout, q, k, v, out, lse, cu_q, cu_k, mq, mk, False, 0.0, False, 2, 2,
+                           3.0))
+
+
+def _step_mods(q, k, v, w, varlen=None):
+    mods = dict(causal=True, deterministic=True, window=(3, -1), softcap=4.0)
+    if varlen is None:
+        out = flashkit.attention(q * 0.5, k, v, **mods)
+    else:
+        out = flashkit.attention_varlen(q * 0.5, k, v, *varlen, **mods)
+    return (out * w).sum()
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_torch_compile_training_step_with_window_and_softcap(native, varlen):
+    torch._dynamo.reset()
+    if varlen:
+        q, k, v, w, cu_q, cu_k, mq, mk = varlen_inputs(lens_q=(6, 0, 5), lens_k=(6, 3, 7))
+        extra = (cu_q, cu_k, mq, mk)
+    else:
+        q, k, v, w = make(S_q=10, S_k=10)
+        extra = None
+    compiled = torch.compile(_step_mods, fullgraph=True, backend="aot_eager")
+    lc, le = leaves(q, k, v), leaves(q, k, v)
+    compiled(*lc, w, extra).backward()
+    _step_mods(*le, w, extra).backward()
+    for name, a, b in zip(("dq", "dk", "dv"), lc, le):
+        assert torch.equal(a.grad, b.grad), name
+    assert len(native.bwd_calls) == 2
+    assert all(c["window"] == (3, -1) and c["softcap"] == 4.0 for c in native.bwd_calls)
+    assert all(c["window"] == (3, -1) and c["softcap"] == 4.0 for c in native.fwd_calls)
+
+
+# The baselines of SPEC §3 with a window and softcap: in float64 they are the reference.
+@pytest.mark.parametrize("window, softcap, causal", MODS, ids=MOD_IDS)
+def test_pytorch_baselines_match_the_reference_in_float64(window, softcap, causal):
+    from flashkit.testing import attention_backward_pytorch, attention_pytorch
+
+    q, k, v, dout = (t.double() for t in make(S_q=13, S_k=9, seed=3))
+    mods = dict(causal=causal, window=window, softcap=softcap)
+    out = attention_pytorch(q, k, v, **mods)
+    ref, _ = attention_reference(q, k, v, compute_dtype=torch.float64, **mods)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    grads = attention_backward_pytorch(q, k, v, dout, **mods)
+    expected = attention_backward_reference(q, k, v, dout, compute_dtype=torch.float64, **mods)
+    for name, a, e in zip(("dq", "dk", "dv"), grads, expected):
+        torch.testing.assert_close(a, e, rtol=1e-9, atol=1e-9, msg=name)
+        assert torch.isfinite(a).all(), name
+
+
+def test_pytorch_varlen_baselines_with_window_and_softcap():
+    from flashkit.testing import (attention_varlen_backward_pytorch,
+                                  attention_varlen_pytorch)
+
+    q, k, v, dout, cu_q, cu_k, _, _ = varlen_inputs(lens_q=(3, 0, 6, 2), lens_k=(4, 2, 0, 5))
+    q, k, v, dout = (t.double() for t in (q, k, v, dout))
+    mods = dict(causal=True, window=(1, -1), softcap=3.0)
+    out = attention_varlen_pytorch(q, k, v, cu_q, cu_k, **mods)
+    ref, _ = attention_varlen_reference(q, k, v, cu_q, cu_k, compute_dtype=torch.float64,
+                                        **mods)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    grads = attention_varlen_backward_pytorch(q, k, v, dout, cu_q, cu_k, **mods)
+    expected = attention_varlen_backward_reference(q, k, v, dout, cu_q, cu_k,
+                                                   compute_dtype=torch.float64, **mods)
+    for name, a, e in zip(("dq", "dk", "dv"), grads, expected):
+        torch.testing.assert_close(a, e, rtol=1e-9, atol=1e-9, msg=name)

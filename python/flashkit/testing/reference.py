@@ -3,13 +3,15 @@
 Self-contained: needs numpy, and torch only when given torch tensors (so the CPU tests can
 load this file without torch and without flashkit's native extension).
 
-- ``attention_reference(q, k, v, causal, softmax_scale)`` -> ``(out, lse)`` in high
-  precision: float64 for numpy arrays, ``compute_dtype`` (float32 by default) for torch
-  tensors, on their device. BSHD layout, GQA by repeating kv heads, bottom-right causal
-  mask, rows that see no key give out 0 and lse -inf (never NaN).
+- ``attention_reference(q, k, v, causal, softmax_scale, window=..., softcap=...)`` ->
+  ``(out, lse)`` in high precision: float64 for numpy arrays, ``compute_dtype`` (float32 by
+  default) for torch tensors, on their device. BSHD layout, GQA by repeating kv heads,
+  bottom-right causal mask and sliding window (:func:`allowed_keys`), logit softcap, rows
+  that see no key give out 0 and lse -inf (never NaN).
 - ``attention_varlen_reference(...)``: the same per sequence of a packed batch.
 - ``attention_pytorch(...)`` / ``attention_varlen_pytorch(...)``: PyTorch's own attention
-  (SDPA, math backend, reductions in the input dtype), the baseline error of SPEC §3.
+  (SDPA, math backend, reductions in the input dtype; with a softcap, which SDPA lacks, the
+  same math written out in the input dtype), the baseline error of SPEC §3.
 - ``attention_backward_reference(q, k, v, dout, ...)`` -> ``(dq, dk, dv)`` in high
   precision (the analytic gradient: P from the exact softmax, dS = P (dP - rowsum(dO O)));
   ``attention_backward_pytorch(...)``: PyTorch's autograd through the same low-precision
@@ -18,6 +20,12 @@ load this file without torch and without flashkit's native extension).
 - ``check_close(out, ref, out_pt)``: pass iff max-abs and relative-L2 errors are at most
   2x those of the PyTorch baseline plus a small slack; NaN never passes.
 - ``check_lse``, ``check_written``, ``poison_``: the other checks a test needs.
+
+Every function takes ``window=(left, right)`` (-1: no bound on that side) and ``softcap``
+(0: off) with flashkit.attention's meaning: with ``d = S_k - S_q`` row i keeps key j iff
+``j < S_k``, ``right < 0 or j <= i + d + right`` and ``left < 0 or j >= i + d - left``,
+where ``causal=True`` makes ``right = 0``; a softcap maps the scaled scores ``s`` to
+``softcap * tanh(s / softcap)`` before the mask.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "CheckResult",
+    "allowed_keys",
     "attention_backward_pytorch",
     "attention_backward_reference",
     "attention_pytorch",
@@ -65,10 +74,8 @@ class _NumpyOps:
         return np.repeat(x, r, axis=2)
 
     @staticmethod
-    def allowed_mask(s_q, s_k, causal, like):
-        i = np.arange(s_q)[:, None]
-        j = np.arange(s_k)[None, :]
-        return (j <= i + (s_k - s_q)) if causal else np.ones((s_q, s_k), dtype=bool)
+    def allowed_mask(s_q, s_k, causal, like, window=(-1, -1)):
+        return allowed_keys(s_q, s_k, causal, window)
 
     @staticmethod
     def rowmax(x):
@@ -92,6 +99,7 @@ class _NumpyOps:
 
     exp = staticmethod(np.exp)
     log = staticmethod(np.log)
+    tanh = staticmethod(np.tanh)
     where = staticmethod(np.where)
     isfinite = staticmethod(np.isfinite)
 
@@ -103,6 +111,7 @@ class _TorchOps:
         self.torch = torch
         self.exp = torch.exp
         self.log = torch.log
+        self.tanh = torch.tanh
         self.where = torch.where
         self.isfinite = torch.isfinite
 
@@ -112,13 +121,17 @@ class _TorchOps:
     def repeat_heads(self, x, r):
         return x.repeat_interleave(r, dim=2) if r > 1 else x
 
-    def allowed_mask(self, s_q, s_k, causal, like):
+    def allowed_mask(self, s_q, s_k, causal, like, window=(-1, -1)):
         t = self.torch
-        if not causal:
-            return t.ones((s_q, s_k), dtype=t.bool, device=like.device)
+        left, right = _bounds(causal, window)
         i = t.arange(s_q, device=like.device)[:, None]
         j = t.arange(s_k, device=like.device)[None, :]
-        return j <= i + (s_k - s_q)
+        allowed = t.ones((s_q, s_k), dtype=t.bool, device=like.device)
+        if right >= 0:
+            allowed = allowed & (j <= i + (s_k - s_q) + right)
+        if left >= 0:
+            allowed = allowed & (j >= i + (s_k - s_q) - left)
+        return allowed
 
     def rowmax(self, x):
         return x.amax(dim=-1, keepdim=True)
@@ -138,6 +151,47 @@ class _TorchOps:
 
 def _ops_for(x):
     return _TorchOps() if _is_torch(x) else _NumpyOps()
+
+
+# ----------------------------------------------------------------------------------------
+# Masks: causal and sliding window
+# ----------------------------------------------------------------------------------------
+
+
+def _bounds(causal, window):
+    """(left, right) of the visible band, -1 where unbounded; causal is right = 0 (a larger
+    right bound is clipped to 0, as the kernels do)."""
+    if window is None:
+        window = (-1, -1)
+    left, right = (int(x) for x in window)
+    if left < -1 or right < -1:
+        raise ValueError(f"window bounds must be >= -1, got {(left, right)}")
+    if causal:
+        right = 0
+    return left, right
+
+
+def _has_mask(causal, window):
+    return causal or any(int(x) >= 0 for x in (window or (-1, -1)))
+
+
+def allowed_keys(s_q, s_k, causal=False, window=(-1, -1)):
+    """Boolean numpy ``[s_q, s_k]``: True where query row i sees key j.
+
+    Bottom-right aligned, with ``d = s_k - s_q``: row i keeps key j iff
+    ``right < 0 or j <= i + d + right`` and ``left < 0 or j >= i + d - left``, where
+    ``(left, right) = window`` (-1: no bound on that side) and ``causal=True`` sets
+    ``right = 0``.
+    """
+    left, right = _bounds(causal, window)
+    i = np.arange(s_q)[:, None]
+    j = np.arange(s_k)[None, :]
+    allowed = np.ones((s_q, s_k), dtype=bool)
+    if right >= 0:
+        allowed &= j <= i + (s_k - s_q) + right
+    if left >= 0:
+        allowed &= j >= i + (s_k - s_q) - left
+    return allowed
 
 
 def _swap12(x):  # [B, S, H, D] <-> [B, H, S, D]; a view for numpy and torch alike
@@ -187,13 +241,16 @@ def _check_shapes(q, k, v):
         raise ValueError(f"head mismatch: q {q.shape}, k {k.shape}, v {v.shape}")
 
 
-def attention_reference(q, k, v, causal=False, softmax_scale=None, compute_dtype=None):
+def attention_reference(q, k, v, causal=False, softmax_scale=None, compute_dtype=None,
+                        window=(-1, -1), softcap=0.0):
     """High-precision attention: ``(out [B, S_q, H_q, D_v], lse [B, H_q, S_q])``.
 
     numpy inputs are computed in float64 (``compute_dtype`` is ignored) and give float64
     results; torch inputs in ``compute_dtype`` (default ``torch.float32``; float32 matmuls
     never use TF32) on their own device. Query row i sees keys j <= i + S_k - S_q when
-    ``causal``; a row that sees no key gets out 0 and lse -inf.
+    ``causal``, and the keys of its ``window`` (:func:`allowed_keys`); ``softcap > 0`` caps
+    the scaled scores to ``softcap * tanh(s / softcap)`` before the mask (lse is of the
+    capped scores). A row that sees no key gets out 0 and lse -inf.
     """
     _check_shapes(q, k, v)
     ops = _ops_for(q)
@@ -216,7 +273,9 @@ def attention_reference(q, k, v, causal=False, softmax_scale=None, compute_dtype
         if not ieee:  # unknown TF32 state: float64 matmuls cannot be degraded
             qf, kf, vf = (ops.to(t, ops.torch.float64) for t in (qf, kf, vf))
         s = (qf @ kf.swapaxes(-1, -2)) * scale                       # [B, H_q, S_q, S_k]
-        allowed = ops.allowed_mask(S_q, S_k, causal, like=qf)        # [S_q, S_k]
+        if softcap:
+            s = ops.tanh(s * (1.0 / softcap)) * softcap
+        allowed = ops.allowed_mask(S_q, S_k, causal, like=qf, window=window)  # [S_q, S_k]
         s = ops.where(allowed, s, -math.inf)
         m = ops.rowmax(s)                                            # [B, H_q, S_q, 1]
         has_key = ops.isfinite(m)
@@ -261,30 +320,34 @@ def _varlen_apply(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale
 
 
 def attention_varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False,
-                               softmax_scale=None, compute_dtype=None):
-    """:func:`attention_reference` per sequence of a packed (varlen) batch.
+                               softmax_scale=None, compute_dtype=None, window=(-1, -1),
+                               softcap=0.0):
+    """:func:`attention_reference` per sequence of a packed (varlen) batch (the mask and
+    window bottom-right aligned in each sequence).
 
     q [total_q, H_q, D], k/v [total_k, H_kv, D], cu_seqlens int [B+1] (any device).
     Returns (out [total_q, H_q, D_v], lse [H_q, total_q]).
     """
     return _varlen_apply(attention_reference, q, k, v, cu_seqlens_q, cu_seqlens_k, causal,
-                         softmax_scale, compute_dtype=compute_dtype)
+                         softmax_scale, compute_dtype=compute_dtype, window=window,
+                         softcap=softcap)
 
 
 def attention_backward_reference(q, k, v, dout, causal=False, softmax_scale=None,
-                                 compute_dtype=None):
+                                 compute_dtype=None, window=(-1, -1), softcap=0.0):
     """High-precision gradients of :func:`attention_reference`'s ``out`` for the incoming
     gradient ``dout [B, S_q, H_q, D_v]``: ``(dq, dk, dv)`` shaped like q, k, v.
 
     The analytic backward, in float64 for numpy and ``compute_dtype`` (default float32;
     pass ``torch.float64`` for gradient tests) for torch::
 
-        P = softmax(q k^T * scale) (masked; 0 for rows that see no key)
-        dv = P^T dout,  dS = P * (dout v^T - rowsum(dout * out)),
+        S = q k^T * scale, capped: S = c tanh(S / c) when softcap c > 0
+        P = softmax(S) (masked: causal, window; 0 for rows that see no key)
+        dv = P^T dout,  dS = P * (dout v^T - rowsum(dout * out))  [* (1 - tanh^2) if capped]
         dq = dS k * scale,  dk = dS^T q * scale
 
     GQA: dk and dv of a KV head are summed over the query heads that read it. Rows that
-    see no key contribute nothing.
+    see no key contribute nothing (zero dq; no share of dk, dv).
     """
     _check_shapes(q, k, v)
     ops = _ops_for(q)
@@ -310,7 +373,11 @@ def attention_backward_reference(q, k, v, dout, causal=False, softmax_scale=None
         if not ieee:
             qf, kf, vf, dof = (ops.to(t, ops.torch.float64) for t in (qf, kf, vf, dof))
         s = (qf @ kf.swapaxes(-1, -2)) * scale                       # [B, H_q, S_q, S_k]
-        s = ops.where(ops.allowed_mask(S_q, S_k, causal, like=qf), s, -math.inf)
+        if softcap:
+            t = ops.tanh(s * (1.0 / softcap))
+            s = t * softcap
+        s = ops.where(ops.allowed_mask(S_q, S_k, causal, like=qf, window=window), s,
+                      -math.inf)
         m = ops.rowmax(s)
         has_key = ops.isfinite(m)
         p = ops.exp(s - ops.where(has_key, m, 0.0))
@@ -318,6 +385,8 @@ def attention_backward_reference(q, k, v, dout, causal=False, softmax_scale=None
         out = p @ vf                                                 # [B, H_q, S_q, D_v]
         dv = p.swapaxes(-1, -2) @ dof                                # [B, H_q, S_k, D_v]
         ds = p * (dof @ vf.swapaxes(-1, -2) - ops.rowsum(dof * out))
+        if softcap:
+            ds = ds * (1.0 - t * t)                                  # d(c tanh(x/c))/dx
         dq = (ds @ kf) * scale                                       # [B, H_q, S_q, D]
         dk = (ds.swapaxes(-1, -2) @ qf) * scale                      # [B, H_q, S_k, D]
     return (ops.to(_swap12(dq), dtype), ops.to(_swap12(ops.group_sum(dk, r)), dtype),
@@ -347,11 +416,13 @@ def _varlen_grads(fn, q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal, softmax
 
 
 def attention_varlen_backward_reference(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal=False,
-                                        softmax_scale=None, compute_dtype=None):
+                                        softmax_scale=None, compute_dtype=None,
+                                        window=(-1, -1), softcap=0.0):
     """:func:`attention_backward_reference` per sequence of a packed batch:
     (dq [total_q, H_q, D], dk [total_k, H_kv, D], dv [total_k, H_kv, D_v])."""
     return _varlen_grads(attention_backward_reference, q, k, v, dout, cu_seqlens_q,
-                         cu_seqlens_k, causal, softmax_scale, compute_dtype=compute_dtype)
+                         cu_seqlens_k, causal, softmax_scale, compute_dtype=compute_dtype,
+                         window=window, softcap=softcap)
 
 
 # ----------------------------------------------------------------------------------------
@@ -379,15 +450,44 @@ def _low_precision_math_sdpa():
         cuda_backends.allow_fp16_bf16_reduction_math_sdp(prev)
 
 
-def attention_pytorch(q, k, v, causal=False, softmax_scale=None):
+def _sdpa_low(qh, kh, vh, mask, scale, softcap):
+    """SDPA's math backend in the inputs' dtype on BHSD tensors: SDPA itself without a
+    softcap; with one (SDPA has none) the same math written out in the inputs' dtype (q and
+    k scaled by sqrt(scale) each, the cap, the mask, softmax, P v), differentiable."""
+    import torch
+    import torch.nn.functional as F
+
+    if not softcap:
+        return F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
+    f = math.sqrt(scale)
+    s = (qh * f) @ (kh * f).transpose(-2, -1)
+    s = torch.tanh(s / softcap) * softcap
+    if mask is not None:
+        s = s.masked_fill(~mask, -math.inf)
+    return torch.softmax(s, dim=-1) @ vh
+
+
+def _pytorch_mask(ops, S_q, S_k, causal, window, like):
+    """(mask for SDPA or None, row_has_key [S_q] or None): rows that see no key get their
+    mask opened (so SDPA's NaN for an all-masked row cannot reach anything) and are zeroed
+    by the caller."""
+    if not _has_mask(causal, window):
+        return None, None
+    allowed = ops.allowed_mask(S_q, S_k, causal, like=like, window=window)
+    row_has_key = allowed.any(dim=-1)                                # [S_q]
+    return allowed | ~row_has_key[:, None], row_has_key
+
+
+def attention_pytorch(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0):
     """``torch.nn.functional.scaled_dot_product_attention`` (math backend, computing in the
-    inputs' dtype) on BSHD tensors, kv heads repeated for GQA, bottom-right causal mask.
+    inputs' dtype) on BSHD tensors, kv heads repeated for GQA, bottom-right causal mask and
+    sliding window as a boolean mask. With ``softcap`` (which SDPA lacks) the math backend's
+    computation is written out in the inputs' dtype with the cap added.
 
     Returns out [B, S_q, H_q, D_v] in the inputs' dtype. Rows that see no key are set to 0,
     the reference's value (SDPA would give NaN or 0 there depending on the version).
     """
     import torch
-    import torch.nn.functional as F
 
     _check_shapes(q, k, v)
     B, S_q, H_q, D = q.shape
@@ -399,38 +499,38 @@ def attention_pytorch(q, k, v, causal=False, softmax_scale=None):
     qh = _swap12(q)
     kh = _swap12(ops.repeat_heads(k, r))
     vh = _swap12(ops.repeat_heads(v, r))
-    allowed = ops.allowed_mask(S_q, S_k, causal, like=q)
+    mask, row_has_key = _pytorch_mask(ops, S_q, S_k, causal, window, q)
     scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
     with torch.no_grad(), _low_precision_math_sdpa():
-        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=allowed if causal else None,
-                                             scale=scale)
+        out = _sdpa_low(qh, kh, vh, mask, scale, softcap)
     out = _swap12(out)
-    if causal and S_q > S_k:  # rows i < S_q - S_k see no key
-        row_has_key = allowed.any(dim=-1)[None, :, None, None]
-        out = torch.where(row_has_key, out, torch.zeros((), dtype=out.dtype, device=out.device))
+    if row_has_key is not None:
+        out = torch.where(row_has_key[None, :, None, None], out,
+                          torch.zeros((), dtype=out.dtype, device=out.device))
     return out
 
 
 def attention_varlen_pytorch(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False,
-                             softmax_scale=None):
+                             softmax_scale=None, window=(-1, -1), softcap=0.0):
     """:func:`attention_pytorch` per sequence of a packed batch -> out [total_q, H_q, D_v]."""
 
-    def dense(qb, kb, vb, causal, softmax_scale):
-        out = attention_pytorch(qb, kb, vb, causal=causal, softmax_scale=softmax_scale)
+    def dense(qb, kb, vb, causal, softmax_scale, **kw):
+        out = attention_pytorch(qb, kb, vb, causal=causal, softmax_scale=softmax_scale, **kw)
         return out, out.new_zeros((1, qb.shape[2], qb.shape[1]), dtype=out.dtype)
 
-    return _varlen_apply(dense, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale)[0]
+    return _varlen_apply(dense, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale,
+                         window=window, softcap=softcap)[0]
 
 
-def attention_backward_pytorch(q, k, v, dout, causal=False, softmax_scale=None):
+def attention_backward_pytorch(q, k, v, dout, causal=False, softmax_scale=None,
+                               window=(-1, -1), softcap=0.0):
     """PyTorch's gradients in the inputs' dtype: autograd through the math SDPA of
-    :func:`attention_pytorch` (reductions in fp16/bf16), kv heads repeated (their gradients
-    summed back by autograd). Returns (dq, dk, dv) like q, k, v. Rows that see no key get no
-    gradient (their dout is zeroed and their mask opened, so SDPA's NaN for an all-masked
-    row cannot reach the others).
+    :func:`attention_pytorch` (reductions in fp16/bf16; with a softcap, through the same
+    math written out), kv heads repeated (their gradients summed back by autograd). Returns
+    (dq, dk, dv) like q, k, v. Rows that see no key get no gradient (their dout is zeroed
+    and their mask opened, so SDPA's NaN for an all-masked row cannot reach the others).
     """
     import torch
-    import torch.nn.functional as F
 
     _check_shapes(q, k, v)
     B, S_q, H_q, D = q.shape
@@ -442,26 +542,22 @@ def attention_backward_pytorch(q, k, v, dout, causal=False, softmax_scale=None):
     scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
     ql, kl, vl = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     dout = dout.detach()
-    mask = None
-    if causal:
-        allowed = ops.allowed_mask(S_q, S_k, True, like=q)
-        row_has_key = allowed.any(dim=-1)                            # [S_q]
-        mask = allowed | ~row_has_key[:, None]
+    mask, row_has_key = _pytorch_mask(ops, S_q, S_k, causal, window, q)
+    if row_has_key is not None:
         dout = torch.where(row_has_key[None, :, None, None], dout,
                            torch.zeros((), dtype=dout.dtype, device=dout.device))
     with torch.enable_grad(), _low_precision_math_sdpa():
-        out = F.scaled_dot_product_attention(
-            _swap12(ql), _swap12(ops.repeat_heads(kl, r)), _swap12(ops.repeat_heads(vl, r)),
-            attn_mask=mask, scale=scale)
+        out = _sdpa_low(_swap12(ql), _swap12(ops.repeat_heads(kl, r)),
+                        _swap12(ops.repeat_heads(vl, r)), mask, scale, softcap)
         dq, dk, dv = torch.autograd.grad(_swap12(out), (ql, kl, vl), dout)
     return dq, dk, dv
 
 
 def attention_varlen_backward_pytorch(q, k, v, dout, cu_seqlens_q, cu_seqlens_k, causal=False,
-                                      softmax_scale=None):
+                                      softmax_scale=None, window=(-1, -1), softcap=0.0):
     """:func:`attention_backward_pytorch` per sequence of a packed batch."""
     return _varlen_grads(attention_backward_pytorch, q, k, v, dout, cu_seqlens_q, cu_seqlens_k,
-                         causal, softmax_scale)
+                         causal, softmax_scale, window=window, softcap=softcap)
 
 
 # ----------------------------------------------------------------------------------------
