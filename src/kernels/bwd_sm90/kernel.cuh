@@ -305,86 +305,80 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     prims::fence_proxy_async_smem();
     __syncthreads();  // dS^T of both warpgroups visible to the async proxy
 
-    // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys).
-    float dq[Tr::kDqChunks][8][4];
-#pragma unroll
-    for (int c = 0; c < Tr::kDqChunks; ++c)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dq[c][j][e] = 0.f;
-    prims::wgmma_fence();
+    // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys), one
+    // chunk at a time (32 live accumulators: at D = 256 two chunks at once spilled).
+    int32_t* sem = nullptr;
+    int turn = 0;
+    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
 #pragma unroll
     for (int c = 0; c < Tr::kDqChunks; ++c) {
       const int chunk = Tr::kDqSplitKeys ? 0 : wg + 2 * c;
       const int key0 = Tr::kDqSplitKeys ? wg * 64 : 0;
+      float dq[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[j][e] = 0.f;
+      prims::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < Tr::kDqKSteps; ++ks) {
         const uint64_t a_off = ((key0 + ks * 16) * 128) >> 4;
         const uint64_t b_off = (chunk * KTile::kBlockBytes + (key0 + ks * 16) * 128) >> 4;
-        prims::wgmma_m64n64k16_ss_tnspab<T>(dq[c], desc_ds + a_off, desc_k_mn + b_off);
+        prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
       }
-    }
-    prims::wgmma_commit();
-    prims::wgmma_wait<0>();
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();  // (the first also completes dV, dK)
+      prims::fence_operands(dq);
+      if (c == 0) {
 #pragma unroll
-    for (int c = 0; c < Tr::kDqChunks; ++c) prims::fence_operands(dq[c]);
-#pragma unroll
-    for (int c = 0; c < kWgChunks; ++c) {
-      prims::fence_operands(dv[c]);
-      prims::fence_operands(dk[c]);
-    }
+        for (int i = 0; i < kWgChunks; ++i) {
+          prims::fence_operands(dv[i]);
+          prims::fence_operands(dk[i]);
+        }
+      }
 
-    if constexpr (Tr::kDqSplitKeys) {
-      // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial dQ
-      // to warpgroup 0 through shared memory (the dS^T tile is free once both products are
-      // done), so each dq element gets one add per CTA (fewer reds, and a fixed order).
-      float4* xfer = reinterpret_cast<float4*>(sdS);  // [8][128] float4 = the 16 KB tile
-      __syncthreads();  // both warpgroups' dQ products have read dS^T
-      if (wg == 1) {
+      if constexpr (Tr::kDqSplitKeys) {
+        // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial
+        // dQ to warpgroup 0 through shared memory (the dS^T tile is free once both products
+        // are done), so each dq element gets one add per CTA (fewer reds, a fixed order).
+        float4* xfer = reinterpret_cast<float4*>(sdS);  // [8][128] float4 = the 16 KB tile
+        __syncthreads();  // both warpgroups' dQ products have read dS^T
+        if (wg == 1) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[0][j][0], dq[0][j][1], dq[0][j][2], dq[0][j][3]);
-      }
-      __syncthreads();
-      if (wg == 0) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float4 o = xfer[j * 128 + tid];
-          dq[0][j][0] += o.x;
-          dq[0][j][1] += o.y;
-          dq[0][j][2] += o.z;
-          dq[0][j][3] += o.w;
+          for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
         }
-      }
-    }
-    int32_t* sem = nullptr;
-    int turn = 0;
-    if (p.deterministic) {
-      const int n_last =
-          descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
-                     : 0;
-      turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
-      sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
-      if (tid == 0) {
-        while (prims::ld_acquire_gpu(sem) != turn) {
-        }
-      }
-      __syncthreads();
-    }
-    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
-    const bool adds = !Tr::kDqSplitKeys || wg == 0;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + g + half * 8;
-      if (adds && m0 + r < seqlen_q) {
-        float* row = acc_base + int64_t(r) * p.h_q * kD + 2 * t;
-#pragma unroll
-        for (int c = 0; c < Tr::kDqChunks; ++c) {
-          const int chunk = Tr::kDqSplitKeys ? 0 : wg + 2 * c;
+        __syncthreads();
+        if (wg == 0) {
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            prims::red_add_v2_f32(row + chunk * 64 + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+            const float4 o = xfer[j * 128 + tid];
+            dq[j][0] += o.x;
+            dq[j][1] += o.y;
+            dq[j][2] += o.z;
+            dq[j][3] += o.w;
           }
+        }
+      }
+      if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+        const int n_last =
+            descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
+                       : 0;
+        turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
+        sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+        if (tid == 0) {
+          while (prims::ld_acquire_gpu(sem) != turn) {
+          }
+        }
+        __syncthreads();
+      }
+      const bool adds = !Tr::kDqSplitKeys || wg == 0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * 16 + g + half * 8;
+        if (adds && m0 + r < seqlen_q) {
+          float* row = acc_base + int64_t(r) * p.h_q * kD + chunk * 64 + 2 * t;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
         }
       }
     }
