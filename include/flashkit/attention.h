@@ -137,8 +137,10 @@ Status validate_attention_bwd(const AttentionBwdArgs& args);
 // main kernel, the dq conversion). Nothing is written unless validation passes.
 Status attention_bwd(const AttentionBwdArgs& args, cudaStream_t stream);
 
-// The backward kernel family for (dtype, head_dim) on the current device ("sm80": the
-// portable kernels; "" when not compiled or no usable device).
+// The backward kernel family for (dtype, head_dim) on the current device: "sm90" (Hopper
+// wgmma kernels, D = 64, 128 and 256, compute capability 9.0 with sm_90a code in the build),
+// "sm80" (the portable kernels), or "" when not compiled or no usable device.
+// FLASHKIT_BWD_PORTABLE=1 in the environment (read once) forces "sm80".
 std::string bwd_kernel_family(DType dtype, int head_dim);
 
 // Library version string, e.g. "0.1.0".

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "launch/bwd_launch.h"
@@ -23,17 +24,41 @@ struct Variant {
 #define FLASHKIT_DTYPE_fp16 DType::kFloat16
 #define FLASHKIT_DTYPE_bf16 DType::kBFloat16
 #define FLASHKIT_BWD_VARIANT(dt, d) {FLASHKIT_DTYPE_##dt, d, &launch_bwd_sm80<dt##_t, d>},
+#define FLASHKIT_BWD_SM90_VARIANT(dt, d)
 const Variant kVariants[] = {
 #include "flashkit/bwd_variants.inc"
     {DType::kInvalid, 0, nullptr},  // sentinel: keeps the array non-empty
 };
 #undef FLASHKIT_BWD_VARIANT
+#undef FLASHKIT_BWD_SM90_VARIANT
+#define FLASHKIT_BWD_VARIANT(dt, d)
+#define FLASHKIT_BWD_SM90_VARIANT(dt, d) {FLASHKIT_DTYPE_##dt, d, &launch_bwd_sm90<dt##_t, d>},
+const Variant kSm90Variants[] = {
+#include "flashkit/bwd_variants.inc"
+    {DType::kInvalid, 0, nullptr},
+};
+#undef FLASHKIT_BWD_VARIANT
+#undef FLASHKIT_BWD_SM90_VARIANT
 
-const Variant* find_variant(DType dtype, int head_dim) {
-  for (const Variant& v : kVariants) {
+template <size_t N>
+const Variant* find_in(const Variant (&table)[N], DType dtype, int head_dim) {
+  for (const Variant& v : table) {
     if (v.launch != nullptr && v.dtype == dtype && v.head_dim == head_dim) return &v;
   }
   return nullptr;
+}
+
+const Variant* find_variant(DType dtype, int head_dim) { return find_in(kVariants, dtype, head_dim); }
+
+// The Hopper kernel when there is one for the variant and the device is compute
+// capability 9.0; FLASHKIT_BWD_PORTABLE=1 (read once) forces the portable kernel.
+const Variant* find_hopper_variant(DType dtype, int head_dim, const DeviceInfo& dev) {
+  static const bool force_portable = [] {
+    const char* e = std::getenv("FLASHKIT_BWD_PORTABLE");
+    return e != nullptr && e[0] == '1';
+  }();
+  if (force_portable || dev.cc_major != 9 || dev.cc_minor != 0) return nullptr;
+  return find_in(kSm90Variants, dtype, head_dim);
 }
 
 }  // namespace
@@ -52,7 +77,7 @@ std::string bwd_family(DType dtype, int head_dim) {
   if (find_variant(dtype, head_dim) == nullptr) return "";
   DeviceInfo dev;
   if (cached_device_info_status(&dev) != 0 || dev.cc_major < 8) return "";
-  return "sm80";
+  return find_hopper_variant(dtype, head_dim, dev) != nullptr ? "sm90" : "sm80";
 }
 
 Status run_attention_bwd(const BwdParams& params, DType dtype, cudaStream_t stream) {
@@ -73,7 +98,8 @@ Status run_attention_bwd(const BwdParams& params, DType dtype, cudaStream_t stre
                                std::to_string(dev.device) + " has " + std::to_string(dev.cc_major) +
                                ".x)");
   }
-  err = static_cast<cudaError_t>(variant->launch(params, dev, stream));
+  const Variant* hopper = find_hopper_variant(dtype, params.head_dim, dev);
+  err = static_cast<cudaError_t>((hopper != nullptr ? hopper : variant)->launch(params, dev, stream));
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
     return Status::Unsupported(std::string("this build of FlashKit has no code for the current GPU "
                                            "(CMAKE_CUDA_ARCHITECTURES): ") + cudaGetErrorString(err));

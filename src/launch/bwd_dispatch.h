@@ -19,7 +19,7 @@ Status run_attention_bwd(const BwdParams& params, DType dtype, cudaStream_t stre
 
 bool bwd_variant_compiled(DType dtype, int head_dim);
 std::vector<std::string> bwd_variants();
-// "sm80" or "" (see flashkit::bwd_kernel_family).
+// "sm90", "sm80" or "" (see flashkit::bwd_kernel_family).
 std::string bwd_family(DType dtype, int head_dim);
 
 }  // namespace flashkit

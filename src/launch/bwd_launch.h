@@ -14,6 +14,9 @@ namespace flashkit {
 template <typename DTypeTag, int kHeadDim>
 int launch_bwd_sm80(const BwdParams& params, const DeviceInfo& dev, cudaStream_t stream);
 
+template <typename DTypeTag, int kHeadDim>
+int launch_bwd_sm90(const BwdParams& params, const DeviceInfo& dev, cudaStream_t stream);
+
 // Row-block size of the variant's main kernel (workspace sizing uses the smallest, 32).
 constexpr int kBwdSemBlockM = 32;
 

@@ -24,4 +24,14 @@ __device__ __forceinline__ void red_add_f32(float* p, float v) {
   asm volatile("red.global.add.f32 [%0], %1;\n" : : "l"(p), "f"(v) : "memory");
 }
 
+// p[0] += a, p[1] += b in one vector reduction (sm_90+; p 8-byte aligned).
+__device__ __forceinline__ void red_add_v2_f32(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" : : "l"(p), "f"(a), "f"(b) : "memory");
+#else
+  red_add_f32(p, a);
+  red_add_f32(p + 1, b);
+#endif
+}
+
 }  // namespace flashkit::prims

@@ -1,0 +1,422 @@
+// Hopper (sm_90a) dense attention backward: the portable kernel's algorithm
+// (src/kernels/bwd_sm80/kernel.cuh) on warpgroup MMAs.
+//
+// One CTA = 128 keys of one (batch, KV head), two warpgroups of 64 keys each (D = 256: 64
+// keys, both warpgroups on them, dK/dV split by columns). Per query row block (64 rows of
+// one query head of the GQA group):
+//
+//   wait Q, dO (stage i % 2) ─ fence.proxy.async ─ sync ─ issue Q, dO of block i+1
+//   S^T  = K_w Q^T      wgmma SS (both K-major)          ┐ one batch, two commit groups
+//   dP^T = V_w dO^T     wgmma SS                         ┘
+//   P^T  = exp2(S^T * scale_log2 - lse) masked; dS^T = P^T (dP^T - delta) [* (1 - tanh^2)]
+//   dV_w += P^T dO      wgmma RS (P^T from registers, dO MN-major)
+//   dK_w += dS^T Q      wgmma RS
+//   dS^T ─> shared (swizzled [key][row]) ─ fence.proxy.async ─ sync
+//   dQ   = dS K         wgmma SS, A = dS^T and B = K both MN-major (transposed by the MMA)
+//   fp32 adds into dq_accum (red.global.add.v2.f32), ordered in deterministic mode
+//
+// The wgmma accumulator layout is the mma.sync C layout per warp (prims/wgmma.cuh), so the
+// masking, the recomputed softmax and the packing of P^T/dS^T into A operands are those of
+// the portable kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/mask.cuh"
+#include "kernels/bwd_params.h"
+#include "kernels/bwd_sm90/traits.cuh"
+#include "prims/atomic.cuh"
+#include "prims/cp_async.cuh"
+#include "prims/numeric.cuh"
+#include "prims/wgmma.cuh"
+#include "tiles/tile_copy.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHKIT_BWD_SM90_KERNEL_BODY 1
+#else
+#define FLASHKIT_BWD_SM90_KERNEL_BODY 0
+#endif
+
+namespace flashkit::bwd_sm90 {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename T>
+__device__ __forceinline__ void pack_a4(uint32_t (&a)[4][4], const float (&c)[8][4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    a[s][0] = prims::pack2<T>(c[2 * s][0], c[2 * s][1]);
+    a[s][1] = prims::pack2<T>(c[2 * s][2], c[2 * s][3]);
+    a[s][2] = prims::pack2<T>(c[2 * s + 1][0], c[2 * s + 1][1]);
+    a[s][3] = prims::pack2<T>(c[2 * s + 1][2], c[2 * s + 1][3]);
+  }
+}
+
+// kSoftcap: the instantiation for softcapped calls (the fp16 tanh pairs it keeps from P to
+// dS cost 148/156 bytes of spills at D = 128; the plain kernel has none).
+template <class Tr, bool kSoftcap = false>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const BwdParams p) {
+#if FLASHKIT_BWD_SM90_KERNEL_BODY
+  using T = typename Tr::T;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kD = Tr::kHeadDim;
+  constexpr int kThreads = Tr::kThreads;
+  using QTile = typename Tr::QTile;
+  using KTile = typename Tr::KTile;
+  using DsTile = typename Tr::DsTile;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sdO = reinterpret_cast<T*>(smem + Tr::kSmemDo);
+  T* sdS = reinterpret_cast<T*>(smem + Tr::kSmemDs);
+  float* sLse = reinterpret_cast<float*>(smem + Tr::kSmemLse);
+  float* sDelta = reinterpret_cast<float*>(smem + Tr::kSmemDelta);
+  constexpr int kQElems = QTile::kBytes / int(sizeof(T));
+
+  const int tid = threadIdx.x;
+  const int wg = tid / 128;
+  const int warp = (tid % 128) / 32;  // warp within the warpgroup
+  const int lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+
+  // Key-block order and the deterministic dq order: as in the portable kernel.
+  const bool descending = p.causal || p.window_right >= 0;
+  const int n_block = p.deterministic && descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int head_kv = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  if (varlen) {
+    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
+    if (n_block == 0 && head_kv == 0) attn::report_varlen_errors(p, batch);
+    seqlen_q = min(seqlen_q, p.seqlen_q);
+    seqlen_k = min(seqlen_k, p.seqlen_k);
+  }
+  const int n0 = n_block * kBlockN;
+  if (n0 >= seqlen_k) return;
+  const int keys_here = min(kBlockN, seqlen_k - n0);
+
+  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
+  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
+  tiles::load_tile_async<KTile, kThreads>(
+      sK, static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride + int64_t(n0) * p.k_row_stride,
+      p.k_row_stride, keys_here, tid);
+  tiles::load_tile_async<KTile, kThreads>(
+      sV, static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride + int64_t(n0) * p.v_row_stride,
+      p.v_row_stride, keys_here, tid);
+
+  const attn::Mask mask{seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right};
+  const int diag = seqlen_k - seqlen_q;
+  const int m_begin = mask.has_right() ? max(0, n0 - mask.right_of(0)) / kBlockM : 0;
+  int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
+  if (p.window_left >= 0) {
+    const int last_row = n0 + kBlockN - 1 - diag + p.window_left;
+    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
+  }
+  const int per_head = max(0, m_end - m_begin);
+  const int iters = per_head * p.h_ratio;
+  const int64_t q_row0 = varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q;
+
+  auto load_rows = [&](int it, int stage) {
+    const int head = head_kv * p.h_ratio + it / per_head;
+    const int m0 = (m_begin + it % per_head) * kBlockM;
+    const int rows = min(kBlockM, seqlen_q - m0);
+    const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
+    const int64_t do_off = varlen ? int64_t(q_start) * p.do_row_stride : int64_t(batch) * p.do_batch_stride;
+    tiles::load_tile_async<QTile, kThreads>(
+        sQ + stage * kQElems,
+        static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
+        rows, tid);
+    tiles::load_tile_async<QTile, kThreads>(
+        sdO + stage * kQElems,
+        static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
+        p.do_row_stride, rows, tid);
+    const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
+                         head * p.lse_head_stride + m0;
+    for (int r = tid; r < kBlockM; r += kThreads) {
+      float lse = INFINITY, delta = 0.f;
+      if (r < rows) {
+        lse = p.lse[stat + r];
+        delta = p.delta[stat + r];
+        lse = lse == -INFINITY ? INFINITY : lse * kLog2e;
+      }
+      sLse[stage * kBlockM + r] = lse;
+      sDelta[stage * kBlockM + r] = delta;
+    }
+  };
+  if (iters > 0) load_rows(0, 0);
+  prims::cp_async_commit();
+
+  // dK, dV of this warpgroup's 64 keys: kWgChunks n64 column blocks each (all of D, or
+  // with kSplitD this warpgroup's half, starting at column block chunk0).
+  constexpr int kWgChunks = Tr::kWgChunks;
+  const int chunk0 = Tr::kSplitD ? wg * kWgChunks : 0;
+  float dk[kWgChunks][8][4], dv[kWgChunks][8][4];
+#pragma unroll
+  for (int c = 0; c < kWgChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[c][j][e] = dv[c][j][e] = 0.f;
+
+  // Descriptors (128-byte swizzle, 8-row groups 1024 bytes apart). K-major: this
+  // warpgroup's K and V rows, Q and dO (B of S^T, dP^T). MN-major: Q and dO (B of dK, dV),
+  // dS^T and K (A and B of dQ); their leading offset is one atom column.
+  const uint32_t k_addr = prims::smem_addr(sK), v_addr = prims::smem_addr(sV);
+  const uint32_t q_addr = prims::smem_addr(sQ), do_addr = prims::smem_addr(sdO);
+  const int wg_key0 = Tr::kSplitD ? 0 : wg * 64;  // this warpgroup's first key
+  const uint64_t desc_kw = prims::smem_desc_sw128(k_addr + wg_key0 * 128, 16, 1024);
+  const uint64_t desc_vw = prims::smem_desc_sw128(v_addr + wg_key0 * 128, 16, 1024);
+  const uint64_t desc_ds = prims::smem_desc_sw128(prims::smem_addr(sdS), DsTile::kBlockBytes, 1024);
+  const uint64_t desc_k_mn = prims::smem_desc_sw128(k_addr, KTile::kBlockBytes, 1024);
+
+  const float scale_log2 = p.softmax_scale_log2;
+  const int key_row0 = wg_key0 + warp * 16;  // this warp's first key in the block
+  constexpr bool capped = kSoftcap;
+  float s[8][4], dp[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = dp[j][e] = 0.f;
+
+  for (int it = 0; it < iters; ++it) {
+    const int stage = it & 1;
+    const int head = head_kv * p.h_ratio + it / per_head;
+    const int m_block = m_begin + it % per_head;
+    const int m0 = m_block * kBlockM;
+    prims::cp_async_wait<0>();
+    prims::fence_proxy_async_smem();
+    __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage and sdS are free
+    if (it + 1 < iters) load_rows(it + 1, stage ^ 1);
+    prims::cp_async_commit();
+
+    const uint64_t desc_q = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, 16, 1024);
+    const uint64_t desc_do = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, 16, 1024);
+    const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
+    const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
+
+    // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
+    prims::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
+    }
+    prims::wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
+    }
+    prims::wgmma_commit();
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s);
+
+    const float* lse_s = sLse + stage * kBlockM;
+    const float* delta_s = sDelta + stage * kBlockM;
+    const bool masked = mask.tile_needs_mask(n0, kBlockN, m0) || mask.tile_needs_left_mask(n0, m0 + kBlockM - 1);
+    uint32_t tanh_h[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (capped) {
+        float th[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+          s[j][e] = p.softcap * th[e];
+        }
+        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = j * 8 + 2 * t + (e % 2);
+        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+        if (masked && !mask.visible(m0 + col, n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+        s[j][e] = v;
+      }
+    }
+    uint32_t pa[4][4];
+    pack_a4<T>(pa, s);
+    prims::wgmma_wait<0>();
+    prims::fence_operands(dp);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+    if constexpr (capped) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+          dp[j][2 * h] *= 1.f - th.x * th.x;
+          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+        }
+      }
+    }
+    uint32_t dsa[4][4];
+    pack_a4<T>(dsa, dp);
+
+    // dV += P^T dO, dK += dS^T Q (k = the 64 query rows, 16 per step: 2048 bytes of an
+    // MN-major atom column).
+#pragma unroll
+    for (int c = 0; c < kWgChunks; ++c) {
+      prims::fence_operands(dv[c]);
+      prims::fence_operands(dk[c]);
+    }
+    prims::wgmma_fence();
+#pragma unroll
+    for (int ms = 0; ms < Tr::kMSteps; ++ms) {
+#pragma unroll
+      for (int c = 0; c < kWgChunks; ++c) {
+        const uint64_t off = ((chunk0 + c) * QTile::kBlockBytes + ms * 16 * 128) >> 4;
+        prims::wgmma_m64n64k16_rs_tnspb<T>(dv[c], pa[ms], desc_do_mn + off);
+        prims::wgmma_m64n64k16_rs_tnspb<T>(dk[c], dsa[ms], desc_q_mn + off);
+      }
+    }
+    prims::wgmma_commit();
+
+    // dS^T to shared memory: row = key (this warp's 16), column = query row (with kSplitD
+    // both warpgroups hold the same dS^T: warpgroup 0 writes it).
+    if (!Tr::kSplitD || wg == 0) {
+#pragma unroll
+      for (int st = 0; st < 4; ++st) {
+        const int c = st * 16 + 2 * t;
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+      }
+    }
+    prims::fence_proxy_async_smem();
+    __syncthreads();  // dS^T of both warpgroups visible to the async proxy
+
+    // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys), one
+    // chunk at a time (32 live accumulators: at D = 256 two chunks at once spilled).
+    int32_t* sem = nullptr;
+    int turn = 0;
+    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+#pragma unroll
+    for (int c = 0; c < Tr::kDqChunks; ++c) {
+      const int chunk = Tr::kDqSplitKeys ? 0 : wg + 2 * c;
+      const int key0 = Tr::kDqSplitKeys ? wg * 64 : 0;
+      float dq[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[j][e] = 0.f;
+      prims::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < Tr::kDqKSteps; ++ks) {
+        const uint64_t a_off = ((key0 + ks * 16) * 128) >> 4;
+        const uint64_t b_off = (chunk * KTile::kBlockBytes + (key0 + ks * 16) * 128) >> 4;
+        prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();  // (the first also completes dV, dK)
+      prims::fence_operands(dq);
+      if (c == 0) {
+#pragma unroll
+        for (int i = 0; i < kWgChunks; ++i) {
+          prims::fence_operands(dv[i]);
+          prims::fence_operands(dk[i]);
+        }
+      }
+
+      if constexpr (Tr::kDqSplitKeys) {
+        // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial
+        // dQ to warpgroup 0 through shared memory (the dS^T tile is free once both products
+        // are done), so each dq element gets one add per CTA (fewer reds, a fixed order).
+        float4* xfer = reinterpret_cast<float4*>(sdS);  // [8][128] float4 = the 16 KB tile
+        __syncthreads();  // both warpgroups' dQ products have read dS^T
+        if (wg == 1) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
+        }
+        __syncthreads();
+        if (wg == 0) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float4 o = xfer[j * 128 + tid];
+            dq[j][0] += o.x;
+            dq[j][1] += o.y;
+            dq[j][2] += o.z;
+            dq[j][3] += o.w;
+          }
+        }
+      }
+      if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+        const int n_last =
+            descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
+                       : 0;
+        turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
+        sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+        if (tid == 0) {
+          while (prims::ld_acquire_gpu(sem) != turn) {
+          }
+        }
+        __syncthreads();
+      }
+      const bool adds = !Tr::kDqSplitKeys || wg == 0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * 16 + g + half * 8;
+        if (adds && m0 + r < seqlen_q) {
+          float* row = acc_base + int64_t(r) * p.h_q * kD + chunk * 64 + 2 * t;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
+        }
+      }
+    }
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+    }
+  }
+
+  // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (both
+  // warpgroups are past their last dQ product, which reads K) for 16-byte stores.
+  prims::cp_async_wait<0>();
+  __syncthreads();
+  const float scale = p.softmax_scale;
+#pragma unroll
+  for (int c = 0; c < kWgChunks; ++c) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col = (chunk0 + c) * 64 + j * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g, col)) =
+          prims::pack2<T>(dk[c][j][0] * scale, dk[c][j][1] * scale);
+      *reinterpret_cast<uint32_t*>(sK + KTile::offset(key_row0 + g + 8, col)) =
+          prims::pack2<T>(dk[c][j][2] * scale, dk[c][j][3] * scale);
+      *reinterpret_cast<uint32_t*>(sV + KTile::offset(key_row0 + g, col)) = prims::pack2<T>(dv[c][j][0], dv[c][j][1]);
+      *reinterpret_cast<uint32_t*>(sV + KTile::offset(key_row0 + g + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
+    }
+  }
+  __syncthreads();
+  const int64_t dk_off = varlen ? int64_t(k_start) * p.dk_row_stride : int64_t(batch) * p.dk_batch_stride;
+  const int64_t dv_off = varlen ? int64_t(k_start) * p.dv_row_stride : int64_t(batch) * p.dv_batch_stride;
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dk) + dk_off + head_kv * p.dk_head_stride + int64_t(n0) * p.dk_row_stride, p.dk_row_stride,
+      sK, keys_here, tid);
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dv) + dv_off + head_kv * p.dv_head_stride + int64_t(n0) * p.dv_row_stride, p.dv_row_stride,
+      sV, keys_here, tid);
+#endif  // FLASHKIT_BWD_SM90_KERNEL_BODY
+}
+
+}  // namespace flashkit::bwd_sm90

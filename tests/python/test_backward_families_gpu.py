@@ -1,0 +1,50 @@
+"""Both backward kernel families on one GPU.
+
+On compute capability 9.0 the dispatcher runs the Hopper (sm90, wgmma) backward for the
+head dims that have one (64, 128, 256) and the portable (sm80) kernel for the others. The main
+GPU tests (test_backward_gpu.py) therefore cover the sm90 family on a Hopper GPU; the
+subprocess below runs scripts/sanitize_bwd.py (every result checked against the float64
+reference, non-zero exit on a mismatch) with FLASHKIT_BWD_PORTABLE=1, so the portable
+kernels stay covered there too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.gpu
+def test_dispatch_picks_the_backward_family(flashkit_ext):
+    import torch
+
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    # As the dispatcher reads it: a value starting with '1' forces the portable kernels.
+    forced = os.environ.get("FLASHKIT_BWD_PORTABLE", "").startswith("1")
+    # The Hopper backward is compiled exactly when the build targets sm_90a, as the Hopper
+    # forward (which exists for D 128 whenever sm_90a is built).
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    for v in flashkit_ext.compiled_fwd_variants():
+        dtype, d = v.split("/")
+        sm90_built = any(k.startswith(f"sm90/{dtype}/") for k in kernels)
+        want = "sm90" if hopper and not forced and sm90_built and int(d) in (64, 128, 256) else "sm80"
+        assert flashkit_ext.bwd_kernel_family(dtype, int(d)) == want, v
+
+
+@pytest.mark.gpu
+def test_portable_backward_matches_reference():
+    env = dict(os.environ, FLASHKIT_BWD_PORTABLE="1")
+    probe = ("import flashkit; print(sorted({flashkit.bwd_kernel_family(v.split('/')[0], "
+             "int(v.split('/')[1])) for v in flashkit.compiled_fwd_variants()}))")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "['sm80']", r.stdout
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
