@@ -17,6 +17,9 @@
 #              the sm90 kernels where they exist, this covers the portable ones too
 #   memcheck_decode, racecheck_decode
 #              the same tools on scripts/sanitize_decode.py (paged decode, append)
+#   memcheck_bwd, racecheck_bwd
+#              the same tools on scripts/sanitize_bwd.py (attention backward: fast and
+#              deterministic modes, windows, softcaps, varlen)
 #   memcheck_mla, racecheck_mla, memcheck_mla_portable
 #              the same tools on scripts/sanitize_mla.py (MLA decode; the last one with
 #              FLASHKIT_MLA_PORTABLE=1: the portable split kernel on a Hopper GPU too)
@@ -29,7 +32,7 @@
 
 set -u -o pipefail
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT_DIR=${OUT:-$REPO/gpu_out}
@@ -175,6 +178,8 @@ if [ "$RUN_SANITIZE" -eq 1 ]; then
   FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_decode.py step memcheck_decode sanitize memcheck
   SANITIZE_SCRIPT=sanitize_decode.py step racecheck_decode sanitize racecheck --quick
+  SANITIZE_SCRIPT=sanitize_bwd.py step memcheck_bwd sanitize memcheck
+  SANITIZE_SCRIPT=sanitize_bwd.py step racecheck_bwd sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_mla.py step memcheck_mla sanitize memcheck
   SANITIZE_SCRIPT=sanitize_mla.py step racecheck_mla sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_mla.py FLASHKIT_MLA_PORTABLE=1 step memcheck_mla_portable sanitize memcheck

@@ -16,11 +16,14 @@ lse) and backward kernels, the input generation and the copies: the reference gr
 Cases: fp16 and bf16 x D 64, 128 (``--dims``) x causal or not x the fast and the
 deterministic mode; MHA, GQA and MQA; S_q < S_k and S_q > S_k (rows that see no key);
 S_k = 0 and S_q = 0; several partial tiles (S 67/300); a varlen batch with empty q and k
-sequences; strided q/k/v/dout and strided dq/dk/dv views. Every call goes through
+sequences; strided q/k/v/dout and strided dq/dk/dv views; sliding windows and softcaps
+(a left bound past several key blocks, two-sided with S_q > S_k, one key per row with keys
+no row sees, dense and varlen; with and without causal). Every call goes through
 ``flashkit._C.attention_bwd`` with dq/dk/dv poisoned with NaN and a workspace of exactly
 the size asked for, filled with garbage. Each result is checked like the GPU tests (every
 element written, SPEC §3 rule against the float64 reference). ``--quick`` keeps two dense
-shapes, the varlen batch and the strided case (for racecheck, which is slow). Exit status 0
+shapes, two window/softcap cases, the varlen batches and the strided case (for racecheck,
+which is slow). Exit status 0
 when all pass, 1 otherwise, 2 when it cannot run (no torch / CUDA / flashkit).
 """
 
@@ -39,6 +42,14 @@ DENSE_SHAPES = [(1, 1, 1, 2, 2), (2, 3, 3, 2, 2), (1, 3, 17, 4, 1), (2, 17, 3, 4
                 (1, 300, 67, 2, 1)]
 QUICK_SHAPES = [(2, 17, 3, 4, 2), (1, 67, 300, 4, 2)]
 VARLEN_LENS = ([3, 0, 17, 1, 5, 130], [17, 5, 0, 1, 3, 290])
+# (shape, window, softcap), with causal and without: a left bound past several key blocks,
+# two-sided with S_q > S_k (rows without keys), one key per row (keys no row sees: zero
+# dk/dv), a right bound only; softcaps on scores of std ~2.
+WINDOW_CASES = [((1, 67, 300, 4, 2), (5, -1), 0.0), ((1, 300, 67, 2, 1), (64, 3), 5.0),
+                ((1, 17, 40, 4, 1), (0, 0), 30.0), ((1, 130, 130, 2, 2), (-1, 9), 0.0)]
+QUICK_WINDOW_CASES = WINDOW_CASES[:2]
+VARLEN_WINDOW = ((2, -1), 5.0)
+SOFTCAP_QMUL = 2.0
 
 
 def main(argv=None) -> int:
@@ -103,8 +114,9 @@ def main(argv=None) -> int:
         if bad:
             failures.append(label)
 
-    def dense(dtype, D, causal, det, shape, layout):
+    def dense(dtype, D, causal, det, shape, layout, window=(-1, -1), softcap=0.0):
         B, S_q, S_k, H_q, H_kv = shape
+        mods = dict(window=window, softcap=softcap)
         if layout == "contiguous":
             q = randn((B, S_q, H_q, D), dtype)
             k = randn((B, S_k, H_kv, D), dtype)
@@ -122,20 +134,26 @@ def main(argv=None) -> int:
                                          device="cuda"))[:, :, ::2],
                      poison_(torch.empty((B, H_kv, S_k, D), dtype=dtype,
                                          device="cuda")).transpose(1, 2)]
-        out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+        if softcap:
+            q = q * SOFTCAP_QMUL
+        out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, **mods)
         C.attention_bwd(dout, q, k, v, out, lse, *grads, causal=causal, deterministic=det,
-                        workspace=workspace(B, B * S_q, S_q, q, det), stream=stream)
+                        workspace=workspace(B, B * S_q, S_q, q, det), stream=stream,
+                        window_left=window[0], window_right=window[1], softcap=softcap)
         qc, kc, vc, dc = cpu(q, k, v, dout)
         ref = attention_backward_reference(qc, kc, vc, dc, causal=causal,
-                                           compute_dtype=torch.float64)
-        pt = attention_backward_pytorch(qc, kc, vc, dc, causal=causal)
+                                           compute_dtype=torch.float64, **mods)
+        pt = attention_backward_pytorch(qc, kc, vc, dc, causal=causal, **mods)
+        extra = (f" window {window} softcap {softcap:g}"
+                 if window != (-1, -1) or softcap else "")
         check(f"{name(dtype)} D{D} causal={causal} deterministic={det} {layout} B{B} "
-              f"S_q{S_q} S_k{S_k} H{H_q}/{H_kv}", grads, ref, pt)
+              f"S_q{S_q} S_k{S_k} H{H_q}/{H_kv}{extra}", grads, ref, pt)
 
-    def varlen(dtype, D, causal, det):
+    def varlen(dtype, D, causal, det, window=(-1, -1), softcap=0.0):
         lens_q, lens_k = VARLEN_LENS
         H_q, H_kv = 4, 2
-        q = randn((sum(lens_q), H_q, D), dtype)
+        mods = dict(window=window, softcap=softcap)
+        q = randn((sum(lens_q), H_q, D), dtype) * (SOFTCAP_QMUL if softcap else 1.0)
         k = randn((sum(lens_k), H_kv, D), dtype)
         v = randn((sum(lens_k), H_kv, D), dtype)
         dout = randn((sum(lens_q), H_q, D), dtype)
@@ -145,17 +163,20 @@ def main(argv=None) -> int:
                             dtype=torch.int32, device="cuda")
         mq, mk = max(lens_q), max(lens_k)
         out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, causal=causal,
-                                             return_lse=True)
+                                             return_lse=True, **mods)
         grads = [poison_(torch.empty_like(t)) for t in (q, k, v)]
         C.attention_bwd(dout, q, k, v, out, lse, *grads, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                         max_seqlen_q=mq, max_seqlen_k=mk, causal=causal, deterministic=det,
-                        workspace=workspace(len(lens_q), q.shape[0], mq, q, det), stream=stream)
+                        workspace=workspace(len(lens_q), q.shape[0], mq, q, det), stream=stream,
+                        window_left=window[0], window_right=window[1], softcap=softcap)
         qc, kc, vc, dc, cqc, ckc = cpu(q, k, v, dout, cu_q, cu_k)
         ref = attention_varlen_backward_reference(qc, kc, vc, dc, cqc, ckc, causal=causal,
-                                                  compute_dtype=torch.float64)
-        pt = attention_varlen_backward_pytorch(qc, kc, vc, dc, cqc, ckc, causal=causal)
+                                                  compute_dtype=torch.float64, **mods)
+        pt = attention_varlen_backward_pytorch(qc, kc, vc, dc, cqc, ckc, causal=causal, **mods)
+        extra = (f" window {window} softcap {softcap:g}"
+                 if window != (-1, -1) or softcap else "")
         check(f"{name(dtype)} D{D} causal={causal} deterministic={det} varlen q{lens_q} "
-              f"k{lens_k}", grads, ref, pt)
+              f"k{lens_k}{extra}", grads, ref, pt)
 
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
@@ -169,6 +190,11 @@ def main(argv=None) -> int:
                     cases = [(dense, (dtype, D, causal, det, s, "contiguous")) for s in shapes]
                     cases.append((dense, (dtype, D, causal, det, (2, 17, 9, 4, 2), "strided")))
                     cases.append((varlen, (dtype, D, causal, det)))
+                    for shape, window, cap in (QUICK_WINDOW_CASES if args.quick
+                                               else WINDOW_CASES):
+                        cases.append((dense, (dtype, D, causal, det, shape, "contiguous",
+                                              window, cap)))
+                    cases.append((varlen, (dtype, D, causal, det) + VARLEN_WINDOW))
                     for fn, fn_args in cases:
                         try:
                             fn(*fn_args)

@@ -13,12 +13,15 @@ the reference and PyTorch's baseline are computed on the CPU.
 
 Cases: fp16 and bf16 x D 64, 128, 256 x causal or not; MHA and GQA; S_q < S_k and
 S_q > S_k (rows that see no key); S_k = 0; several partial tiles (S 67/300); a varlen
-batch with empty q and k sequences; strided (non-contiguous) q/k/v; and varlen calls with
+batch with empty q and k sequences; strided (non-contiguous) q/k/v; sliding windows and
+softcaps (the window/softcap kernel instantiations: left bounds that skip key tiles,
+two-sided, one key per row, with and without causal, dense and varlen); and varlen calls with
 wrong cu_seqlens (``flashkit.testing.bad_index``: decreasing, negative, past the end of
 q/k, not starting at 0 / ending at the rows, longer than max_seqlen_q/k, huge values),
 each checked against its contract (no write outside out/lse, outputs as specified, the
 device error bits) and once more in check mode (the ValueError, nothing written).
-``--quick`` keeps two dense shapes and no wrong-index case (for racecheck, which is slow);
+``--quick`` keeps two dense shapes, two window/softcap cases and no wrong-index case (for
+racecheck, which is slow);
 ``--bad-index-only`` runs only the wrong-index cases. Each result is checked like the GPU tests (SPEC §3 rule,
 LSE, every element written). Exit status 0 when all pass, 1 otherwise, 2 when it cannot
 run (no torch / CUDA / flashkit).
@@ -38,6 +41,14 @@ DENSE_SHAPES = [(1, 1, 1, 2, 2), (2, 3, 3, 2, 2), (1, 3, 17, 4, 1), (2, 17, 3, 4
                 (1, 17, 17, 8, 2), (1, 3, 0, 2, 1), (1, 67, 300, 4, 2), (1, 300, 67, 2, 1)]
 QUICK_SHAPES = [(2, 17, 3, 4, 2), (1, 67, 300, 4, 2)]
 VARLEN_LENS = ([3, 0, 17, 1, 5, 130], [17, 5, 0, 1, 3, 290])
+# (shape, window, softcap), run with causal and without (causal clips the right bound to
+# 0): a left bound past several key tiles (S_k 300), a two-sided window with S_q > S_k, one
+# key per row, a right bound only; softcaps of 5 and 30 on scores of std ~3.
+WINDOW_CASES = [((1, 67, 300, 4, 2), (5, -1), 0.0), ((1, 300, 67, 2, 1), (64, 3), 5.0),
+                ((2, 17, 3, 4, 2), (0, 0), 30.0), ((1, 130, 130, 2, 2), (-1, 9), 0.0)]
+QUICK_WINDOW_CASES = WINDOW_CASES[:2]
+VARLEN_WINDOW = ((2, -1), 5.0)
+SOFTCAP_QMUL = 3.0
 
 
 def main(argv=None) -> int:
@@ -94,7 +105,7 @@ def main(argv=None) -> int:
     def name(dtype):
         return str(dtype).removeprefix("torch.")
 
-    def dense(dtype, D, causal, shape, layout):
+    def dense(dtype, D, causal, shape, layout, window=(-1, -1), softcap=0.0):
         B, S_q, S_k, H_q, H_kv = shape
         if layout == "contiguous":
             q = randn((B, S_q, H_q, D), dtype)
@@ -104,20 +115,28 @@ def main(argv=None) -> int:
             q = randn((B, S_q, 2 * H_q, D), dtype)[:, :, 1::2]
             k = randn((B, S_k, H_kv, D + 8), dtype)[..., :D]
             v = randn((B, H_kv, S_k, D), dtype).transpose(1, 2)
+        if softcap:
+            q = q * SOFTCAP_QMUL
+        mods = dict(window=window, softcap=softcap)
         out = poison_(torch.empty((B, S_q, H_q, D), dtype=dtype, device="cuda"))
         lse = poison_(torch.empty((B, H_q, S_q), dtype=torch.float32, device="cuda"))
-        flashkit._C.attention_fwd(q, k, v, out, lse=lse, causal=causal, stream=stream)
+        flashkit._C.attention_fwd(q, k, v, out, lse=lse, causal=causal, stream=stream,
+                                  window_left=window[0], window_right=window[1],
+                                  softcap=softcap)
         qc, kc, vc = cpu(q, k, v)
         out_ref, lse_ref = attention_reference(qc, kc, vc, causal=causal,
-                                               compute_dtype=torch.float64)
-        out_pt = attention_pytorch(qc, kc, vc, causal=causal)
-        check(f"{name(dtype)} D{D} causal={causal} {layout} B{B} S_q{S_q} S_k{S_k} H{H_q}/{H_kv}",
-              out, lse, out_ref, lse_ref, out_pt)
+                                               compute_dtype=torch.float64, **mods)
+        out_pt = attention_pytorch(qc, kc, vc, causal=causal, **mods)
+        extra = (f" window {window} softcap {softcap:g}"
+                 if window != (-1, -1) or softcap else "")
+        check(f"{name(dtype)} D{D} causal={causal} {layout} B{B} S_q{S_q} S_k{S_k} "
+              f"H{H_q}/{H_kv}{extra}", out, lse, out_ref, lse_ref, out_pt)
 
-    def varlen(dtype, D, causal):
+    def varlen(dtype, D, causal, window=(-1, -1), softcap=0.0):
         lens_q, lens_k = VARLEN_LENS
         H_q, H_kv = 4, 2
-        q = randn((sum(lens_q), H_q, D), dtype)
+        mods = dict(window=window, softcap=softcap)
+        q = randn((sum(lens_q), H_q, D), dtype) * (SOFTCAP_QMUL if softcap else 1.0)
         k = randn((sum(lens_k), H_kv, D), dtype)
         v = randn((sum(lens_k), H_kv, D), dtype)
         cu_q = torch.tensor([0] + [sum(lens_q[:i + 1]) for i in range(len(lens_q))],
@@ -128,12 +147,15 @@ def main(argv=None) -> int:
         lse = poison_(torch.empty((H_q, q.shape[0]), dtype=torch.float32, device="cuda"))
         flashkit._C.attention_fwd(q, k, v, out, lse=lse, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                                   max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k),
-                                  causal=causal, stream=stream)
+                                  causal=causal, stream=stream, window_left=window[0],
+                                  window_right=window[1], softcap=softcap)
         qc, kc, vc, cqc, ckc = cpu(q, k, v, cu_q, cu_k)
         out_ref, lse_ref = attention_varlen_reference(qc, kc, vc, cqc, ckc, causal=causal,
-                                                      compute_dtype=torch.float64)
-        out_pt = attention_varlen_pytorch(qc, kc, vc, cqc, ckc, causal=causal)
-        check(f"{name(dtype)} D{D} causal={causal} varlen q{lens_q} k{lens_k}",
+                                                      compute_dtype=torch.float64, **mods)
+        out_pt = attention_varlen_pytorch(qc, kc, vc, cqc, ckc, causal=causal, **mods)
+        extra = (f" window {window} softcap {softcap:g}"
+                 if window != (-1, -1) or softcap else "")
+        check(f"{name(dtype)} D{D} causal={causal} varlen q{lens_q} k{lens_k}{extra}",
               out, lse, out_ref, lse_ref, out_pt)
 
     def bad(case, dtype, D, causal, check_mode):
@@ -159,6 +181,9 @@ def main(argv=None) -> int:
                 cases = [(dense, (dtype, D, causal, s, "contiguous")) for s in shapes]
                 cases.append((dense, (dtype, D, causal, (2, 17, 9, 4, 2), "strided")))
                 cases.append((varlen, (dtype, D, causal)))
+                for shape, window, cap in (QUICK_WINDOW_CASES if args.quick else WINDOW_CASES):
+                    cases.append((dense, (dtype, D, causal, shape, "contiguous", window, cap)))
+                cases.append((varlen, (dtype, D, causal) + VARLEN_WINDOW))
                 if args.bad_index_only:
                     cases = []
                 if args.bad_index_only or not args.quick:

@@ -660,15 +660,16 @@ NB_MODULE(_C, m) {
         "q's device of at least attention_bwd_workspace_size(...) bytes (contents on entry do "
         "not matter). deterministic: dq, dk, dv bitwise reproducible (otherwise dq is "
         "accumulated with atomics). softmax_scale <= 0 means 1/sqrt(D); it, causal, "
-        "window_left/right and softcap must be the forward's. Raises ValueError (bad argument, nothing written), NotImplementedError "
-        "(variant not compiled), RuntimeError (device or CUDA error). The GIL is released "
-        "during the launch.");
+        "window_left/right and softcap must be the forward's. Raises ValueError (bad "
+        "argument, nothing written), NotImplementedError (variant not compiled), "
+        "RuntimeError (device or CUDA error). The GIL is released during the launch.");
   m.def("validate_attention_bwd", &validate_attention_bwd, "dout"_a.none(), "q"_a.none(),
         "k"_a.none(), "v"_a.none(), "out"_a.none(), "lse"_a.none(), "dq"_a.none(),
         "dk"_a.none(), "dv"_a.none(), "cu_seqlens_q"_a.none() = nb::none(),
         "cu_seqlens_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
         "softmax_scale"_a = 0.0, "causal"_a = false, "deterministic"_a = false,
-        "workspace"_a.none() = nb::none(), "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0,
+        "workspace"_a.none() = nb::none(), "window_left"_a = -1, "window_right"_a = -1,
+        "softcap"_a = 0.0,
         nb::sig("def validate_attention_bwd(dout: object, q: object, k: object, v: object, "
                 "out: object, lse: object | None, dq: object, dk: object, dv: object, "
                 "cu_seqlens_q: object | None = None, cu_seqlens_k: object | None = None, "

@@ -10,7 +10,11 @@ poisoned with NaN (through ``flashkit._C.attention_fwd``), and checks:
 - ``flashkit.attention`` (the public API, with and without lse) gives bitwise the same
   out/lse again (determinism).
 Also: non-contiguous inputs and outputs, custom softmax_scale, S_k = 0, varlen batches
-with empty sequences, and rejection of bad GPU inputs with nothing written.
+with empty sequences, sliding windows (causal and two-sided, S_q != S_k both ways, GQA,
+varlen) and logit softcap (the baseline: the math SDPA written out in the same dtype with
+the cap), and rejection of bad GPU inputs with nothing written. On Hopper these run the
+sm90 family where it has a kernel; test_window_and_softcap_portable_family reruns the
+window/softcap tests with FLASHKIT_FWD_PORTABLE=1 in a subprocess (the sm80 family).
 
 Run: ``pytest -m gpu tests/python`` (about a minute on an H100).
 """
@@ -83,7 +87,8 @@ def stream_handle():
 
 
 def run_into(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None,
-             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
+             window=(-1, -1), softcap=0.0):
     """flashkit._C.attention_fwd into NaN-poisoned out/lse (allocated unless given)."""
     varlen = cu_seqlens_q is not None
     if out is None:
@@ -96,7 +101,8 @@ def run_into(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None,
         q, k, v, out, lse=lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         softmax_scale=0.0 if softmax_scale is None else float(softmax_scale), causal=causal,
-        stream=stream_handle())
+        stream=stream_handle(), window_left=window[0], window_right=window[1],
+        softcap=softcap)
     return out, lse
 
 
@@ -115,19 +121,23 @@ def assert_bitwise_equal(a, b, what):
                              f"(max diff {diff.max().item():.3e}): forward is not deterministic")
 
 
-def check_dense(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, label=""):
+def check_dense(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, label="",
+                window=(-1, -1), softcap=0.0):
     """Poisoned run + reference + SPEC §3 + lse + bitwise-equal public API runs."""
-    out, lse = run_into(q, k, v, causal=causal, softmax_scale=softmax_scale, out=out, lse=lse)
-    out_ref, lse_ref = attention_reference(q, k, v, causal=causal, softmax_scale=softmax_scale)
-    out_pt = attention_pytorch(q, k, v, causal=causal, softmax_scale=softmax_scale)
+    mods = dict(window=window, softcap=softcap)
+    out, lse = run_into(q, k, v, causal=causal, softmax_scale=softmax_scale, out=out, lse=lse,
+                        **mods)
+    out_ref, lse_ref = attention_reference(q, k, v, causal=causal, softmax_scale=softmax_scale,
+                                           **mods)
+    out_pt = attention_pytorch(q, k, v, causal=causal, softmax_scale=softmax_scale, **mods)
     assert_ok(check_written(out, out_ref), check_close(out, out_ref, out_pt),
               check_lse(lse, lse_ref), label=label)
 
     out2, lse2 = flashkit.attention(q, k, v, causal=causal, softmax_scale=softmax_scale,
-                                    return_lse=True)
+                                    return_lse=True, **mods)
     assert_bitwise_equal(out2, out, f"{label}: out")
     assert_bitwise_equal(lse2, lse, f"{label}: lse")
-    out3 = flashkit.attention(q, k, v, causal=causal, softmax_scale=softmax_scale)
+    out3 = flashkit.attention(q, k, v, causal=causal, softmax_scale=softmax_scale, **mods)
     assert_bitwise_equal(out3, out, f"{label}: out without lse")
     return out, lse
 
@@ -318,23 +328,24 @@ def cu_seqlens(lens):
     return torch.tensor(cu, dtype=torch.int32, device="cuda")
 
 
-def check_varlen(q, k, v, lens_q, lens_k, causal, label):
+def check_varlen(q, k, v, lens_q, lens_k, causal, label, window=(-1, -1), softcap=0.0):
+    mods = dict(window=window, softcap=softcap)
     cu_q, cu_k = cu_seqlens(lens_q), cu_seqlens(lens_k)
     mq, mk = max(lens_q), max(lens_k)
     out, lse = run_into(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                        max_seqlen_q=mq, max_seqlen_k=mk)
-    out_ref, lse_ref = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=causal)
-    out_pt = attention_varlen_pytorch(q, k, v, cu_q, cu_k, causal=causal)
+                        max_seqlen_q=mq, max_seqlen_k=mk, **mods)
+    out_ref, lse_ref = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=causal, **mods)
+    out_pt = attention_varlen_pytorch(q, k, v, cu_q, cu_k, causal=causal, **mods)
     assert_ok(check_written(out, out_ref), check_close(out, out_ref, out_pt),
               check_lse(lse, lse_ref), label=label)
 
     out2, lse2 = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, causal=causal,
-                                           return_lse=True)
+                                           return_lse=True, **mods)
     assert_bitwise_equal(out2, out, f"{label}: out")
     assert_bitwise_equal(lse2, lse, f"{label}: lse")
     # max_seqlen_* are upper bounds: looser ones give the same result
     out3, lse3 = run_into(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                          max_seqlen_q=mq + 100, max_seqlen_k=mk + 300)
+                          max_seqlen_q=mq + 100, max_seqlen_k=mk + 300, **mods)
     assert_bitwise_equal(out3, out, f"{label}: out with looser max_seqlen")
     assert_bitwise_equal(lse3, lse, f"{label}: lse with looser max_seqlen")
 
@@ -527,3 +538,177 @@ def test_requires_grad_inputs_forward():
                              v.clone().requires_grad_(), causal=True)
     assert torch.equal(got.detach(), expected)
     assert math.isfinite(got.detach().float().abs().sum().item())
+
+
+# ---------------------------------------------------------------------------------------
+# Sliding window and softcap
+# ---------------------------------------------------------------------------------------
+
+# (B, S_q, S_k, H_q, H_kv): single token, tiny GQA, MQA 333, several tiles both ways,
+# S_q < S_k and S_q > S_k (GQA 4; under a right bound the first rows see no key).
+WINDOW_SHAPES = [(1, 1, 1, 2, 2), (2, 3, 3, 8, 2), (1, 333, 333, 4, 1), (1, 1000, 1000, 2, 2),
+                 (2, 203, 1000, 8, 2), (2, 1000, 203, 4, 1)]
+CAUSAL_LEFTS = [0, 1, 63, 64, 200]       # the diagonal only, tile edges (64), wider than a tile
+TWO_SIDED = [(32, 32), (0, 0), (100, -1), (-1, 17)]
+
+
+def window_id(w):
+    return "w{}_{}".format(*w).replace("-1", "inf")
+
+
+def wcase_id(shape):
+    return "B{}_Sq{}_Sk{}_H{}-{}".format(*shape)
+
+
+@pytest.mark.parametrize("shape", [WINDOW_SHAPES[i] for i in (2, 4, 5)], ids=wcase_id)
+@pytest.mark.parametrize("left", CAUSAL_LEFTS, ids=lambda w: f"left{w}")
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_causal_window(dtype, D, left, shape):
+    """causal=True with window=(left, -1): row i sees keys i + d - left .. i + d."""
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    B, S_q, S_k, H_q, H_kv = shape
+    q, k, v = make_qkv(B, S_q, S_k, H_q, H_kv, D, dt,
+                       generator("causal_window", dtype, D, left, shape))
+    check_dense(q, k, v, causal=True, window=(left, -1),
+                label=f"{dtype} D{D} causal window ({left}, -1) {shape}")
+    # window_right is clipped to 0 under causal: any right bound gives the same result
+    out = flashkit.attention(q, k, v, causal=True, window=(left, 0))
+    out_right = flashkit.attention(q, k, v, causal=True, window=(left, 5))
+    ref = flashkit.attention(q, k, v, causal=True, window=(left, -1))
+    assert_bitwise_equal(out, ref, "causal window (left, 0)")
+    assert_bitwise_equal(out_right, ref, "causal window (left, 5): right clipped to 0")
+
+
+# Non-causal windows: every shape at D 128, two shapes at D 64.
+TWO_SIDED_CASES = (
+    [(128, w, s) for w in TWO_SIDED for s in WINDOW_SHAPES]
+    + [(64, w, s) for w in TWO_SIDED for s in (WINDOW_SHAPES[2], WINDOW_SHAPES[5])]
+)
+
+
+@pytest.mark.parametrize("D,window,shape", TWO_SIDED_CASES, ids=[
+    f"D{D}-{window_id(w)}-{wcase_id(s)}" for D, w, s in TWO_SIDED_CASES])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_window(dtype, D, window, shape):
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    B, S_q, S_k, H_q, H_kv = shape
+    q, k, v = make_qkv(B, S_q, S_k, H_q, H_kv, D, dt,
+                       generator("window", dtype, D, window, shape))
+    check_dense(q, k, v, window=window, label=f"{dtype} D{D} window {window} {shape}")
+
+
+def any_variant():
+    """(dtype, D) of a compiled variant, D 128 or 64 preferred."""
+    for d in (128, 64, 96, 192, 256):
+        for dt in DTYPES.values():
+            if f"{str(dt).removeprefix('torch.')}/{d}" in compiled_variants():
+                return dt, d
+    pytest.skip("no variant is compiled into this build")
+
+
+def test_window_wider_than_the_sequence_is_no_window():
+    dt, D = any_variant()
+    q, k, v = make_qkv(2, 300, 333, 8, 2, D, dt, generator("wide_window"))
+    for causal in (False, True):
+        plain = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+        wide = flashkit.attention(q, k, v, causal=causal, window=(333, 333), return_lse=True)
+        huge = flashkit.attention(q, k, v, causal=causal, window=(10**9, 10**9),
+                                  return_lse=True)
+        for name, a, b, c in zip(("out", "lse"), plain, wide, huge):
+            assert_bitwise_equal(b, a, f"causal={causal} window (333, 333) {name}")
+            assert_bitwise_equal(c, a, f"causal={causal} window (1e9, 1e9) {name}")
+
+
+# Softcap: scores made larger (q x 3: scaled scores of std ~3) so a cap of 5 bends most of
+# them and a cap of 30 the tails. (causal, window, shape) per cap.
+SOFTCAP_MASKS = [(False, (-1, -1), (2, 333, 333, 8, 2)), (True, (-1, -1), (2, 203, 1000, 8, 2)),
+                 (True, (64, -1), (1, 1000, 1000, 4, 1)), (False, (32, 32), (2, 1000, 203, 4, 2))]
+SOFTCAP_QMUL = 3.0
+
+
+@pytest.mark.parametrize("causal,window,shape", SOFTCAP_MASKS, ids=[
+    f"{'causal' if c else 'full'}-{window_id(w)}-{wcase_id(s)}" for c, w, s in SOFTCAP_MASKS])
+@pytest.mark.parametrize("softcap", [30.0, 5.0], ids=lambda c: f"softcap{c:g}")
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_softcap(dtype, D, softcap, causal, window, shape):
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    B, S_q, S_k, H_q, H_kv = shape
+    q, k, v = make_qkv(B, S_q, S_k, H_q, H_kv, D, dt,
+                       generator("softcap", dtype, D, softcap, causal, window, shape))
+    q = q * SOFTCAP_QMUL
+    check_dense(q, k, v, causal=causal, window=window, softcap=softcap,
+                label=f"{dtype} D{D} softcap {softcap} causal={causal} window {window} {shape}")
+
+
+@pytest.mark.parametrize("D", [96, 192, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_window_softcap_other_head_dims(dtype, D):
+    """One case per remaining head dim: a causal window with a softcap, GQA, S_q < S_k,
+    and a two-sided window with S_q > S_k."""
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    q, k, v = make_qkv(2, 203, 333, 8, 2, D, dt, generator("other_dims", dtype, D))
+    check_dense(q * SOFTCAP_QMUL, k, v, causal=True, window=(63, -1), softcap=5.0,
+                label=f"{dtype} D{D} causal window (63, -1) softcap 5")
+    q, k, v = make_qkv(1, 333, 203, 4, 1, D, dt, generator("other_dims_2", dtype, D))
+    check_dense(q, k, v, window=(17, 40), label=f"{dtype} D{D} window (17, 40)")
+
+
+@pytest.mark.parametrize("causal,window,softcap", [
+    (True, (64, -1), 0.0), (False, (32, 32), 0.0), (True, (1, -1), 30.0), (False, (-1, 0), 5.0),
+    (False, (-1, -1), 5.0)], ids=["causal_w64", "w32_32", "causal_w1_cap30", "right0_cap5",
+                                   "cap5"])
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_varlen_window_softcap(dtype, D, causal, window, softcap):
+    """Per sequence, bottom-right aligned: ordinary, empty q, empty k, single token,
+    S_q < S_k, S_q > S_k, both empty, long (LENS_Q / LENS_K)."""
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    gen = generator("varlen_window", dtype, D, causal, window, softcap)
+    q = randn((sum(LENS_Q), 8, D), dt, gen) * (SOFTCAP_QMUL if softcap else 1.0)
+    k = randn((sum(LENS_K), 2, D), dt, gen)
+    v = randn((sum(LENS_K), 2, D), dt, gen)
+    check_varlen(q, k, v, LENS_Q, LENS_K, causal,
+                 f"varlen {dtype} D{D} causal={causal} window {window} softcap {softcap}",
+                 window=window, softcap=softcap)
+
+
+def test_window_rows_without_keys_are_zero():
+    """window (0, 0) with S_q > S_k: rows 0 .. S_q - S_k - 1 see no key: out exactly 0,
+    lse -inf (and the torch path agrees)."""
+    dt, D = any_variant()
+    q, k, v = make_qkv(2, 300, 100, 4, 2, D, dt, generator("window_empty_rows"))
+    out, lse = run_into(q, k, v, window=(0, 0))
+    torch.cuda.synchronize()
+    assert torch.equal(out[:, :200], torch.zeros_like(out[:, :200]))
+    assert torch.isneginf(lse[:, :, :200]).all()
+    assert torch.isfinite(lse[:, :, 200:]).all()
+    # each remaining row sees exactly one key (j = i - 200): out is that key's v
+    torch.testing.assert_close(out[:, 200:].float(), v.repeat_interleave(2, dim=2).float(),
+                               rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("kw, arg", [
+    (dict(window=(-2, 0)), "window_left"), (dict(window=(0, -3)), "window_right"),
+    (dict(softcap=-1.0), "softcap"), (dict(softcap=float("nan")), "softcap"),
+    (dict(softcap=float("inf")), "softcap")])
+def test_rejects_bad_window_and_softcap(kw, arg):
+    require_variant(torch.float16, 64)
+    q, k, v = make_qkv(2, 16, 24, 4, 2, 64, torch.float16, generator("bad_mods", arg))
+    with pytest.raises(ValueError) as ei:
+        flashkit.attention(q, k, v, causal=True, return_lse=True, **kw)
+    _assert_names(ei, arg, r".")
+    out, lse = _sentinel_outputs(q, v, (2, 4, 16))
+    window = kw.get("window", (-1, -1))
+    with pytest.raises(ValueError) as ei:
+        flashkit._C.attention_fwd(q, k, v, out, lse=lse, stream=stream_handle(),
+                                  window_left=window[0], window_right=window[1],
+                                  softcap=kw.get("softcap", 0.0))
+    _assert_names(ei, arg, r".")
+    _assert_untouched(out, lse)

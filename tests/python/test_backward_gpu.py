@@ -14,7 +14,11 @@ empty sequences, non-contiguous q/k/v/dout, custom softmax_scale, deterministic 
 (bitwise equal over runs; dk/dv bitwise equal in the fast mode too), the public
 ``flashkit.attention_backward``, ``torch.compile(fullgraph=True)`` of a training step,
 CUDA-graph capture of forward + backward, and 20 SGD steps of a tiny transformer block
-against the same block on float32 SDPA.
+against the same block on float32 SDPA. Sliding windows (causal + left bound, two-sided,
+one-sided; S_q != S_k both ways; GQA; varlen with empty sequences) and logit softcap (the
+baseline: autograd through the math SDPA written out in the same dtype with the cap), with
+keys that no row sees getting exactly zero gradients and the deterministic mode bitwise
+reproducible under a window.
 
 Run: ``pytest -m gpu tests/python/test_backward_gpu.py`` (well under a minute on an H100).
 """
@@ -93,12 +97,13 @@ def stream_handle():
     return torch.cuda.current_stream().cuda_stream
 
 
-def autograd_grads(q, k, v, dout, causal=False, softmax_scale=None, deterministic=False):
+def autograd_grads(q, k, v, dout, causal=False, softmax_scale=None, deterministic=False,
+                   window=(-1, -1), softcap=0.0):
     """(out, (dq, dk, dv)) through flashkit.attention and torch autograd. q/k/v keep their
     strides (detach() is a view)."""
     leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
     out = flashkit.attention(*leaves, causal=causal, softmax_scale=softmax_scale,
-                             deterministic=deterministic)
+                             deterministic=deterministic, window=window, softcap=softcap)
     assert out.requires_grad, "flashkit.attention's output does not require grad"
     return out.detach(), torch.autograd.grad(out, leaves, dout)
 
@@ -111,10 +116,13 @@ def check_grads(grads, ref, pt, label):
         assert res.ok, f"{label}: {res.message}"
 
 
-def check_dense_grads(grads, q, k, v, dout, causal, softmax_scale, label):
+def check_dense_grads(grads, q, k, v, dout, causal, softmax_scale, label, window=(-1, -1),
+                      softcap=0.0):
+    mods = dict(window=window, softcap=softcap)
     ref = attention_backward_reference(q, k, v, dout, causal=causal, softmax_scale=softmax_scale,
-                                       compute_dtype=torch.float64)
-    pt = attention_backward_pytorch(q, k, v, dout, causal=causal, softmax_scale=softmax_scale)
+                                       compute_dtype=torch.float64, **mods)
+    pt = attention_backward_pytorch(q, k, v, dout, causal=causal, softmax_scale=softmax_scale,
+                                    **mods)
     check_grads(grads, ref, pt, label)
     return ref
 
@@ -668,6 +676,255 @@ def test_cuda_graph_forward_and_backward():
         if previous is not None:
             assert not torch.equal(static[1], previous), "replay did not recompute dq"
         previous = static[1].clone()
+
+
+# ---------------------------------------------------------------------------------------
+# Sliding window and softcap
+# ---------------------------------------------------------------------------------------
+
+# (B, S_q, S_k, H_q, H_kv): single token, tiny GQA 4, MQA 333, several tiles both ways,
+# S_q < S_k (GQA 8 / MQA) and S_q > S_k (GQA 2; under a right bound the first rows see no
+# key, and with a left bound the first keys are seen by no row).
+W_SHAPES = [(2, 1, 1, 2, 2), (2, 3, 3, 8, 2), (1, 333, 333, 4, 1), (1, 1000, 1000, 2, 2),
+            (2, 77, 400, 8, 1), (2, 400, 77, 4, 2)]
+CAUSAL_LEFTS = [0, 1, 63, 64, 200]
+TWO_SIDED = [(32, 32), (0, 0), (100, -1), (-1, 17)]
+SOFTCAP_QMUL = 2.0  # q x 2: scaled scores of std ~2, so a cap of 5 bends the tails
+
+
+def window_id(w):
+    return "w{}_{}".format(*w).replace("-1", "inf")
+
+
+def check_window_grads(dtype, D, shape, causal, window, softcap, tag, deterministic=False):
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    B, S_q, S_k, H_q, H_kv = shape
+    q, k, v, dout = make_inputs(B, S_q, S_k, H_q, H_kv, D, dt,
+                                generator(tag, dtype, D, shape, causal, window, softcap))
+    if softcap:
+        q = q * SOFTCAP_QMUL
+    mods = dict(window=window, softcap=softcap)
+    _, grads = autograd_grads(q, k, v, dout, causal=causal, deterministic=deterministic, **mods)
+    label = (f"{dtype} D{D} causal={causal} window {window} softcap {softcap} "
+             f"{case_id(shape)}")
+    ref = check_dense_grads(grads, q, k, v, dout, causal, None, label, **mods)
+    # keys no row sees and rows that see no key: exactly zero
+    from flashkit.testing import allowed_keys
+
+    seen = torch.as_tensor(allowed_keys(S_q, S_k, causal, window), device="cuda")
+    if S_q and S_k:
+        assert not grads[0][:, ~seen.any(dim=1)].any(), f"{label}: dq of rows without keys"
+        unseen = ~seen.any(dim=0)
+        assert not grads[1][:, unseen].any() and not grads[2][:, unseen].any(), \
+            f"{label}: dk/dv of keys no row sees"
+    return grads, ref
+
+
+@pytest.mark.parametrize("shape", [W_SHAPES[i] for i in (2, 4, 5)], ids=case_id)
+@pytest.mark.parametrize("left", CAUSAL_LEFTS, ids=lambda w: f"left{w}")
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_causal_window_grads(dtype, D, left, shape):
+    check_window_grads(dtype, D, shape, True, (left, -1), 0.0, "causal_window")
+
+
+# Non-causal windows: every shape at D 128, two shapes at D 64.
+TWO_SIDED_CASES = ([(128, w, s) for w in TWO_SIDED for s in W_SHAPES]
+                   + [(64, w, s) for w in TWO_SIDED for s in (W_SHAPES[2], W_SHAPES[5])])
+
+
+@pytest.mark.parametrize("D,window,shape", TWO_SIDED_CASES, ids=[
+    f"D{D}-{window_id(w)}-{case_id(s)}" for D, w, s in TWO_SIDED_CASES])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_window_grads(dtype, D, window, shape):
+    check_window_grads(dtype, D, shape, False, window, 0.0, "window")
+
+
+# (causal, window, shape) per softcap
+SOFTCAP_MASKS = [(False, (-1, -1), (2, 333, 333, 8, 2)), (True, (-1, -1), (2, 77, 400, 8, 1)),
+                 (True, (64, -1), (1, 1000, 1000, 4, 1)), (False, (32, 32), (2, 400, 77, 4, 2))]
+
+
+@pytest.mark.parametrize("causal,window,shape", SOFTCAP_MASKS, ids=[
+    f"{'causal' if c else 'full'}-{window_id(w)}-{case_id(s)}" for c, w, s in SOFTCAP_MASKS])
+@pytest.mark.parametrize("softcap", [30.0, 5.0], ids=lambda c: f"softcap{c:g}")
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_softcap_grads(dtype, D, softcap, causal, window, shape):
+    check_window_grads(dtype, D, shape, causal, window, softcap, "softcap")
+
+
+@pytest.mark.parametrize("D", [96, 192, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_window_softcap_grads_other_head_dims(dtype, D):
+    """One case per remaining head dim: causal window + softcap, GQA 4, S_q < S_k."""
+    check_window_grads(dtype, D, (2, 203, 333, 8, 2), True, (63, -1), 5.0, "other_dims")
+
+
+@pytest.mark.parametrize("causal,window,softcap", [
+    (True, (64, -1), 0.0), (False, (32, 32), 0.0), (True, (1, -1), 30.0), (False, (-1, 0), 5.0)],
+    ids=["causal_w64", "w32_32", "causal_w1_cap30", "right0_cap5"])
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_varlen_window_softcap_grads(dtype, D, causal, window, softcap):
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(
+        dt, D, 8, 2, generator("varlen_window", dtype, D, causal, window, softcap))
+    if softcap:
+        q = q * SOFTCAP_QMUL
+    mods = dict(causal=causal, window=window, softcap=softcap)
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    out = flashkit.attention_varlen(*leaves, cu_q, cu_k, mq, mk, **mods)
+    grads = torch.autograd.grad(out, leaves, dout)
+    ref = attention_varlen_backward_reference(q, k, v, dout, cu_q, cu_k,
+                                              compute_dtype=torch.float64, **mods)
+    pt = attention_varlen_backward_pytorch(q, k, v, dout, cu_q, cu_k, **mods)
+    check_grads(grads, ref, pt, f"varlen {dtype} D{D} {mods}")
+    # The keys of the sequence whose q is empty (rows 7..16) get exactly zero.
+    assert not grads[1][7:16].any() and not grads[2][7:16].any()
+
+
+@pytest.mark.parametrize("deterministic", [False, True], ids=["fast", "deterministic"])
+@pytest.mark.parametrize("case", [
+    ((1, 77, 203, 8, 1), False, (0, 0), 0.0),     # keys 0..125 seen by no row
+    ((2, 203, 77, 4, 2), True, (10, -1), 5.0),    # rows 0..125 see no key
+    ((2, 130, 130, 4, 4), False, (3, 70), 30.0),
+], ids=["diag_Sq77_Sk203", "causal_w10_cap5_Sq203_Sk77", "w3_70_cap30"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_poisoned_outputs_are_written_with_window(dtype, case, deterministic):
+    dt, D = DTYPES[dtype], 128
+    require_variant(dt, D)
+    (B, S_q, S_k, H_q, H_kv), causal, window, softcap = case
+    q, k, v, dout = make_inputs(B, S_q, S_k, H_q, H_kv, D, dt,
+                                generator("poison_window", dtype, case))
+    mods = dict(window=window, softcap=softcap)
+    out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, **mods)
+    dq, dk, dv = (poison_(torch.empty_like(t)) for t in (q, k, v))
+    flashkit._C.attention_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal=causal,
+                              deterministic=deterministic,
+                              workspace=workspace_for(q, deterministic), stream=stream_handle(),
+                              window_left=window[0], window_right=window[1], softcap=softcap)
+    torch.cuda.synchronize()
+    ref = attention_backward_reference(q, k, v, dout, causal=causal, compute_dtype=torch.float64,
+                                       **mods)
+    pt = attention_backward_pytorch(q, k, v, dout, causal=causal, **mods)
+    label = f"{dtype} {case} deterministic={deterministic}"
+    for name, g, r in zip(("dq", "dk", "dv"), (dq, dk, dv), ref):
+        res = check_written(g, r, name=name)
+        assert res.ok, f"{label}: {res.message}"
+        assert torch.isfinite(g).all(), f"{label}: {name} has non-finite values"
+    check_grads((dq, dk, dv), ref, pt, label)
+    if window == (0, 0):  # keys 0 .. S_k - S_q - 1 are seen by no row: exactly zero
+        assert not dk[:, :S_k - S_q].any() and not dv[:, :S_k - S_q].any()
+    if causal and S_q > S_k:
+        assert not dq[:, :S_q - S_k].any()
+    # the public function gives the same (deterministic mode: bitwise)
+    if deterministic:
+        got = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal,
+                                          deterministic=True, **mods)
+        for name, a, b in zip(("dq", "dk", "dv"), got, (dq, dk, dv)):
+            assert_bitwise_equal(a, b, f"{label}: attention_backward {name}")
+
+
+@pytest.mark.parametrize("case", ["dense_causal_window_gqa", "dense_two_sided_mqa",
+                                  "varlen_causal_window_softcap"])
+@pytest.mark.parametrize("D", [64, 128], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_deterministic_window_is_bitwise_reproducible(dtype, D, case):
+    """deterministic=True under a window (the dq adds ordered from the window's last key
+    block): dq, dk, dv bitwise equal over 3 runs; the fast mode's dk, dv too."""
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    gen = generator("determinism_window", dtype, D, case)
+    if case.startswith("varlen"):
+        lens = [1000, 3, 700]
+        q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(dt, D, 8, 2, gen, lens, lens)
+        mods = dict(causal=True, window=(200, -1), softcap=5.0)
+        out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, return_lse=True,
+                                             **mods)
+
+        def run(det):
+            return flashkit.attention_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, mq,
+                                                      mk, deterministic=det, **mods)
+    else:
+        causal = case == "dense_causal_window_gqa"
+        mods = (dict(causal=True, window=(200, -1)) if causal
+                else dict(causal=False, window=(100, 37)))
+        q, k, v, dout = make_inputs(2, 1000, 1000, 8, 2 if causal else 1, D, dt, gen)
+        out, lse = flashkit.attention(q, k, v, return_lse=True, **mods)
+
+        def run(det):
+            return flashkit.attention_backward(dout, q, k, v, out, lse, deterministic=det,
+                                               **mods)
+    first = run(True)
+    for i in range(2):
+        again = run(True)
+        for name, a, b in zip(("dq", "dk", "dv"), again, first):
+            assert_bitwise_equal(a, b, f"{case}: deterministic run {i + 2} {name}")
+    fast = [run(False) for _ in range(2)]
+    for name, j in (("dk", 1), ("dv", 2)):
+        assert_bitwise_equal(fast[1][j], fast[0][j], f"{case}: fast mode {name}")
+    torch.testing.assert_close(fast[0][0].float(), first[0].float(), atol=2e-2, rtol=2e-2)
+
+
+def _training_step_mods(q, k, v, w, cu=None):
+    mods = dict(causal=True, deterministic=True, window=(40, -1), softcap=5.0)
+    if cu is None:
+        out = flashkit.attention(q * 0.5, k, v, **mods)
+    else:
+        out = flashkit.attention_varlen(q * 0.5, k, v, cu[0], cu[1], cu[2], cu[3], **mods)
+    return (out.float() * w).sum()
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_torch_compile_training_step_with_window_and_softcap(varlen):
+    """torch.compile(fullgraph=True) of a training step with a window and a softcap: the
+    gradients are bitwise those of eager (deterministic backward)."""
+    dt, D = any_variant()
+    torch._dynamo.reset()
+    compiled = torch.compile(_training_step_mods, fullgraph=True,
+                             backend="aot_eager" if varlen else "inductor")
+    for seed in (0, 1):
+        if varlen:
+            q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(
+                dt, D, 8, 2, generator("compile_window_v", seed), [5, 0, 90, 17], [9, 3, 90, 0])
+            cu = (cu_q, cu_k, mq, mk)
+        else:
+            q, k, v, dout = make_inputs(2, 96, 160, 8, 2, D, dt, generator("compile_window", seed))
+            cu = None
+        w = dout.float()
+        leaves_c = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+        leaves_e = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+        compiled(*leaves_c, w, cu).backward()
+        _training_step_mods(*leaves_e, w, cu).backward()
+        for name, a, b in zip(("dq", "dk", "dv"), leaves_c, leaves_e):
+            assert_bitwise_equal(a.grad, b.grad, f"compiled vs eager {name} (seed {seed})")
+
+
+def test_opcheck_backward_ops_with_window_and_softcap():
+    if not hasattr(torch.library, "opcheck"):
+        pytest.skip("torch.library.opcheck needs torch >= 2.4")
+    dt, D = any_variant()
+    q, k, v, dout = make_inputs(2, 40, 56, 4, 2, D, dt, generator("opcheck_window"))
+    out, lse = flashkit.attention(q, k, v, causal=True, window=(8, -1), softcap=5.0,
+                                  return_lse=True)
+    torch.library.opcheck(torch.ops.flashkit.attention_fwd.default,
+                          (q, k, v, True, 0.0, True, True, 8, -1, 5.0))
+    torch.library.opcheck(torch.ops.flashkit.attention_bwd.default,
+                          (dout, q, k, v, out, lse, True, 0.0, True, 8, -1, 5.0))
+
+
+@pytest.mark.parametrize("kw, arg", [(dict(window=(-2, 0)), "window_left"),
+                                     (dict(window=(0, -2)), "window_right"),
+                                     (dict(softcap=-1.0), "softcap")])
+def test_backward_rejects_bad_window_and_softcap(kw, arg):
+    dt, D = any_variant()
+    q, k, v, dout = make_inputs(1, 20, 30, 2, 2, D, dt, generator("bad_bwd_mods", arg))
+    out, lse = flashkit.attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match=arg):
+        flashkit.attention_backward(dout, q, k, v, out, lse, **kw)
 
 
 # ---------------------------------------------------------------------------------------

@@ -678,3 +678,169 @@ def test_sweep_runner_summary_with_fake_torch(op, tmp_path, monkeypatch, capsys)
                          f"date: {report.today()}", "commit: f00f00",
                          "torch: 0.0+fake cuda 0.0" + (" cudnn 0" if op == "decode" else "")]
     assert "not measured: peer (1 configs): refused" in notes
+
+
+# --------------------------------------------------------------------------- --window
+
+
+def _brute_pairs(S_q, S_k, causal, left, right):
+    d = S_k - S_q
+    if causal:
+        right = 0
+    return sum(1 for i in range(S_q) for j in range(S_k)
+               if (right < 0 or j <= i + d + right) and (left < 0 or j >= i + d - left))
+
+
+def test_visible_pairs_is_the_brute_force_count():
+    for S_q in range(0, 8):
+        for S_k in range(0, 8):
+            for causal in (False, True):
+                for left in (-1, 0, 1, 3, 9):
+                    for right in (-1, 0, 2, 9):
+                        assert sweeps.visible_pairs(S_q, S_k, causal, left, right) == \
+                            _brute_pairs(S_q, S_k, causal, left, right), \
+                            (S_q, S_k, causal, left, right)
+    # a few larger, uneven ones
+    for case in ((300, 77, True, 40, -1), (77, 300, False, 5, 17), (129, 129, True, 64, -1)):
+        assert sweeps.visible_pairs(*case) == _brute_pairs(*case), case
+
+
+def test_window_flop_count():
+    S, W = 16384, 4096
+    # S_q = S_k = S, causal window W < S: row i sees min(i, W) + 1 keys
+    pairs = S + W * (W + 1) // 2 + (S - 1 - W) * W
+    assert pairs == 58734592 == sweeps.visible_pairs(S, S, True, W)
+    cfg = sweeps.Config("fa3", 1, 16, 16, S, 128, True)
+    assert sweeps.window_flops(cfg, W, "fwd") == 4 * 1 * 16 * 128 * pairs
+    assert sweeps.window_flops(cfg, W, "bwd") == 2.5 * 4 * 1 * 16 * 128 * pairs
+    # vs SPEC's full causal count S^2 / 2: 0.4376 of its FLOPs
+    assert sweeps.window_flops(cfg, W, "fwd") / sweeps.flops(cfg, "fwd") == \
+        pytest.approx(0.437607, abs=1e-6)
+    # a window covering everything is exact causal, S(S+1)/2 pairs; W = 0: the diagonal
+    assert sweeps.visible_pairs(S, S, True, S) == S * (S + 1) // 2
+    assert sweeps.visible_pairs(S, S, True, S - 1) == S * (S + 1) // 2
+    assert sweeps.visible_pairs(S, S, True, 0) == S
+    assert sweeps.visible_pairs(S, S, False) == S * S
+    assert sweeps.parse_window("4k") == 4096 and sweeps.parse_window("0") == 0
+    for bad in ("-1", "abc", "1.5"):
+        with pytest.raises(ValueError):
+            sweeps.parse_window(bad)
+
+
+def test_cli_window(capsys):
+    sel = _resolve(["--window", "4k"])
+    assert sel["window"] == 4096
+    assert _resolve([])["window"] is None
+    for argv in (["--window", "-3"], ["--window", "x"], ["--window", "64", "--causal", "no"],
+                 ["--window", "64", "--mode", "bwd"], ["--window", "64", "--impls", "sdpa_flash"]):
+        with pytest.raises(SystemExit) as e:
+            _resolve(argv)
+        assert e.value.code == 2, argv
+    capsys.readouterr()
+    assert cli.main(["--dry-run", "--sweep", "fa3", "--heads-dims", "128", "--seqlens", "16k",
+                     "--window", "4096", "--mode", "fwd", "bwd"]) == 0
+    out = capsys.readouterr().out
+    assert "+ 1 flashkit_window4096 fwd" in out
+    line = [ln for ln in out.splitlines() if "causal=1" in ln][0]
+    assert f"flashkit_window4096 fwd GFLOP {4 * 16 * 128 * 58734592 / 1e9:10.1f}" in line
+    assert "flashkit_window" not in [ln for ln in out.splitlines() if "causal=0" in ln][0]
+
+
+def test_window_table_ratio():
+    rows = [_row("flashkit", 128, 16384, True, 500), _row("sdpa_cudnn", 128, 16384, True, 550),
+            _row("flashkit_window4096", 128, 16384, True, 460),
+            _row("flashkit", 128, 8192, True, 400),
+            _row("flashkit_window4096", 128, 8192, True, 380),
+            _row("flashkit", 128, 8192, False, 600)]
+    text = report.format_tables(rows)
+    header = text.splitlines()[1].split()
+    assert header[5:8] == ["flashkit", "flashkit_window4096", "sdpa_cudnn"]
+    assert header[-2:] == ["flashkit/sdpa_cudnn", "flashkit_window4096/flashkit"]
+    line = [ln for ln in text.splitlines() if ln.split()[:3] == ["128", "yes", "16k"]][0]
+    assert line.split()[-1] == "0.92x"
+    gm = [ln for ln in text.splitlines() if ln.strip().startswith("geomean")][0]
+    assert gm.split()[-1] == f"{(0.92 * 0.95) ** 0.5:.2f}x"
+    assert "visible (query, key) pairs" in text
+    assert report.impl_sort_key("flashkit_window64") < report.impl_sort_key("flashkit_window4096") \
+        < report.impl_sort_key("sdpa_flash")
+
+
+def test_flashkit_window_impl(monkeypatch):
+    calls = []
+    fake = types.ModuleType("flashkit")
+
+    def attention(q, k, v, causal=False, return_lse=False, deterministic=False,
+                  window=(-1, -1)):
+        calls.append((causal, window))
+        return "out"
+
+    fake.attention = attention
+    monkeypatch.setitem(sys.modules, "flashkit", fake)
+    impl = impls.make_impl("flashkit_window4096")
+    assert impl.name == "flashkit_window4096" and impl.left == 4096
+    assert impl.setup() is None
+    assert impl.forward(None, None, None, True) == "out"
+    assert calls == [(True, (4096, -1))]
+    assert impl.backward_fn(None, None, None, None, True) is None
+    assert impls.window_of("flashkit_window0") == 0 and impls.window_of("flashkit") is None
+    with pytest.raises(ValueError):
+        impls.make_impl("flashkit_windowx")
+
+
+@pytest.mark.parametrize("mismatch", [False, True])
+def test_runner_window_rows(tmp_path, monkeypatch, capsys, mismatch):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+    fakes = {"flashkit": _FakeImpl("flashkit"), "sdpa_flash": _FakeImpl("sdpa_flash"),
+             "flashkit_window8": _FakeImpl("flashkit_window8", backward=False)}
+    fakes["flashkit_window8"].left = 8
+    monkeypatch.setattr(impls, "make_impl", lambda name: fakes.get(name) or
+                        _FakeImpl(name, refuse_d=64))
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 2.0)[1])
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
+    checked = []
+
+    def window_diff(self, q, k, v, out, left):
+        checked.append(left)
+        return (1.0 if mismatch else 0.0), 1.0, True
+    monkeypatch.setattr(runner.Runner, "_window_diff", window_diff)
+    configs = [sweeps.Config("small", 4, 8, 8, 16, 64, causal) for causal in (False, True)]
+    opts = runner.RunOptions(configs=configs, modes=["fwd", "bwd"], dtype="bf16",
+                             impls=["flashkit", "sdpa_flash"], out_dir=str(tmp_path),
+                             plot=False, window=8)
+    rc = runner.run(opts)
+    out = capsys.readouterr().out
+    assert rc == (1 if mismatch else 0), out
+    assert checked == [8]
+    rows = report.read_csv(next(tmp_path.glob("*.csv")))
+    wrows = [r for r in rows if r["impl"] == "flashkit_window8"]
+    assert [(r["causal"], r["mode"]) for r in wrows] == [(True, "fwd")]
+    assert wrows[0]["value"] == pytest.approx(round(
+        4 * 4 * 8 * 64 * sweeps.visible_pairs(16, 16, True, 8) / 2e-3 / 1e12, 2), abs=0.01)
+    assert "window: flashkit_window8: flashkit alone" in out
+    assert "flashkit_window8 bwd not measured" in out and "forward only" in out
+    assert "flashkit_window8/flashkit" in out
+    assert ("MISMATCH flashkit_window8 fwd" in out) is mismatch
+    notes = next(tmp_path.glob("*.notes.txt")).read_text()
+    assert "window: flashkit_window8" in notes
+
+
+def test_window_check_against_the_reference():
+    """Runner._window_diff (real torch on the CPU): ~0 for the reference's own windowed
+    output, large for the output of another window (or of full causal)."""
+    torch = pytest.importorskip("torch")
+    ref_mod = importlib.util.spec_from_file_location(
+        "_ref_for_bench", REPO / "python" / "flashkit" / "testing" / "reference.py")
+    R = importlib.util.module_from_spec(ref_mod)
+    sys.modules["_ref_for_bench"] = R
+    ref_mod.loader.exec_module(R)
+    g = torch.Generator().manual_seed(0)
+    B, S, H_q, H_kv, D = 2, 300, 4, 2, 16
+    q, k, v = (torch.randn((B, S, h, D), generator=g) for h in (H_q, H_kv, H_kv))
+    this = types.SimpleNamespace(torch=torch)
+    for left in (0, 5, 200, 400):
+        out, _ = R.attention_reference(q, k, v, causal=True, window=(left, -1))
+        diff, mag, finite = runner.Runner._window_diff(this, q, k, v, out, left)
+        assert finite and diff < 1e-5 and mag > 0.1, (left, diff)
+    out, _ = R.attention_reference(q, k, v, causal=True)
+    diff, _, _ = runner.Runner._window_diff(this, q, k, v, out, 5)
+    assert diff > 0.1

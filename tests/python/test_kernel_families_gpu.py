@@ -5,7 +5,10 @@ for the head dims that have one and the portable (sm80) kernel for the others; e
 other GPU runs the portable kernel. FLASHKIT_FWD_PORTABLE=1 forces the portable kernel, so
 on a Hopper GPU the main GPU tests cover the sm90 family and the subprocess below covers
 the sm80 family for every head dim (scripts/sanitize_small.py compares each case with the
-reference and exits non-zero on any mismatch).
+reference and exits non-zero on any mismatch; its cases include sliding windows and
+softcaps). The window and softcap instantiations (kMods) are separate kernels in both
+families, so the window/softcap forward tests of test_attention_gpu.py are rerun in a
+subprocess with FLASHKIT_FWD_PORTABLE=1 when the main run used the sm90 family.
 """
 
 from __future__ import annotations
@@ -62,3 +65,29 @@ def test_portable_family_matches_reference():
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"portable path failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     assert "cases passed" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.gpu
+def test_window_and_softcap_portable_family(flashkit_ext):
+    """test_attention_gpu.py's window/softcap tests (bf16 and the dtype-free ones, to keep
+    the time down) on the portable kernels: a pytest subprocess with FLASHKIT_FWD_PORTABLE=1.
+    Skipped where the main run already used them (not a Hopper GPU, or no sm90 kernel)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not any(
+            k.startswith("sm90/") for k in kernels):
+        pytest.skip("the main run already used the portable (sm80) family")
+    if os.environ.get("FLASHKIT_FWD_PORTABLE") == "1":
+        pytest.skip("this process already runs the portable family")
+    env = dict(os.environ, FLASHKIT_FWD_PORTABLE="1")
+    env.pop("PYTEST_ADDOPTS", None)  # junit paths etc. of the outer run
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+           str(REPO / "tests" / "python" / "test_attention_gpu.py"),
+           "-k", "(window or softcap) and not fp16"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                       cwd=str(REPO / "tests" / "python"))
+    assert r.returncode == 0, f"portable window/softcap tests failed:\n{r.stdout[-6000:]}\n" \
+                              f"{r.stderr[-2000:]}"
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    assert "passed" in last, r.stdout[-2000:]

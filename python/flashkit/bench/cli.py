@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlens", nargs="+", action="extend", metavar="S",
                    help="run only these lengths (e.g. 1k 4096 16k)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--window", metavar="LEFT",
+                   help="also time flashkit with a causal sliding window of LEFT keys before "
+                        "the diagonal (causal=True, window=(LEFT, -1); e.g. 4096 or 4k) on the "
+                        "causal configs, as impl flashkit_window<LEFT>: forward only, flashkit "
+                        "only (SDPA has no window), TFLOPS of the visible (query, key) pairs "
+                        "only; the table adds flashkit_window<LEFT>/flashkit")
     p.add_argument("--quick", action="store_true",
                    help="fewer lengths (fa3 1k/4k/16k, small 512/2k/8k) and shorter timing")
     add_output_args(p, "where results go (default: bench/results)")
@@ -166,8 +172,22 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         parser.error("no configuration is left after the filters")
     if args.atol <= 0:
         parser.error("--atol must be positive")
+    window = None
+    if args.window is not None:
+        try:
+            window = sweeps.parse_window(args.window)
+        except ValueError as e:
+            parser.error(f"--window: {e}")
+        if not any(c.causal for c in configs):
+            parser.error("--window: a causal sliding window runs on the causal configs; "
+                         "none is selected (--causal no)")
+        if "fwd" not in modes:
+            parser.error("--window: the window rows are forward only; add --mode fwd")
+        if impls.FLASHKIT not in names:
+            parser.error("--window: the window rows are compared with full causal flashkit; "
+                         "keep flashkit in --impls")
     return {"modes": modes, "impls": names, "configs": configs,
-            "deterministic": bool(args.deterministic)}
+            "deterministic": bool(args.deterministic), "window": window}
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -177,10 +197,17 @@ def run_main(argv: Sequence[str]) -> int:
     if args.dry_run:
         n = len(sel["configs"]) * len(sel["modes"]) * len(sel["impls"])
         det = ", deterministic backward" if sel["deterministic"] else ""
+        window = sel["window"]
+        wname = impls.window_impl_name(window) if window is not None else None
+        n_win = sum(1 for c in sel["configs"] if c.causal) if window is not None else 0
+        extra = f" + {n_win} {wname} fwd" if n_win else ""
         print(f"{len(sel['configs'])} configs x modes {','.join(sel['modes'])} x impls "
-              f"{','.join(sel['impls'])} = {n} measurements ({args.dtype}{det})")
+              f"{','.join(sel['impls'])} = {n} measurements{extra} ({args.dtype}{det})")
         for c in sel["configs"]:
             gflop = "  ".join(f"{m} GFLOP {sweeps.flops(c, m) / 1e9:10.1f}" for m in sel["modes"])
+            if window is not None and c.causal:
+                gflop += (f"  {wname} fwd GFLOP "
+                          f"{sweeps.window_flops(c, window, 'fwd') / 1e9:10.1f}")
             print(f"  {c.label()}  {gflop}")
         return 0
     no_gpu = no_gpu_exit()
@@ -190,7 +217,8 @@ def run_main(argv: Sequence[str]) -> int:
     opts = runner.RunOptions(configs=sel["configs"], modes=sel["modes"], dtype=args.dtype,
                              impls=sel["impls"], out_dir=args.out_dir, tag=args.tag,
                              plot=not args.no_plot, quick=args.quick, atol=args.atol,
-                             argv=list(argv), deterministic=sel["deterministic"])
+                             argv=list(argv), deterministic=sel["deterministic"],
+                             window=sel["window"])
     return runner.run(opts)
 
 

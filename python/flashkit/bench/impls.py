@@ -4,6 +4,11 @@ Every implementation takes BSHD tensors ``q [B,S,H_q,D]``, ``k/v [B,S,H_kv,D]`` 
 returns a BSHD output.  Peers that want BHSD get ``transpose(1, 2)`` views of the same
 data (no copy) and their output is transposed back (a view, no copy either).
 
+``--window LEFT`` adds ``flashkit_window<LEFT>``: FlashKit with a causal sliding window
+(``causal=True, window=(LEFT, -1)``), run on the causal configurations only (no peer has a
+sliding window: SDPA takes no window, and a dense boolean mask would time a different,
+unskipped computation).
+
 Backward: through torch autograd by default (the runner builds the graph once and times
 ``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)``); an implementation with
 a backward entry point of its own says so in ``backward_fn`` (FlashKit:
@@ -26,6 +31,7 @@ SDPA_BACKENDS = {
     "sdpa_efficient": "EFFICIENT_ATTENTION",
 }
 FLEX = "flex"
+WINDOW_PREFIX = "flashkit_window"  # + the left bound: FlashKit with a causal sliding window
 ALL_IMPLS = (FLASHKIT, *SDPA_BACKENDS, FLEX)
 DEFAULT_IMPLS = (FLASHKIT, *SDPA_BACKENDS)
 # Order in which SDPA backends are tried as the reference for the correctness check.
@@ -102,6 +108,35 @@ class FlashKitImpl(Impl):
         def fn():
             return backward(dout, q, k, v, out, lse, causal=causal, deterministic=det)
         return fn
+
+
+def window_impl_name(left: int) -> str:
+    """'flashkit_window4096': the impl name of --window rows (the CSV's impl column)."""
+    return f"{WINDOW_PREFIX}{int(left)}"
+
+
+def window_of(name: str) -> Optional[int]:
+    """The left bound of a window impl name, or None for other names."""
+    rest = name[len(WINDOW_PREFIX):] if name.startswith(WINDOW_PREFIX) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+class FlashKitWindowImpl(FlashKitImpl):
+    """FlashKit with a causal sliding window: row i sees keys i + S_k - S_q - left .. the
+    diagonal (``flashkit.attention(..., causal=True, window=(left, -1))``). Forward only."""
+
+    def __init__(self, left: int) -> None:
+        super().__init__()
+        self.left = int(left)
+        self.name = window_impl_name(self.left)
+
+    def forward(self, q, k, v, causal: bool):
+        # the --window rows are causal by definition (run on the causal configs only)
+        out = self._attention(q, k, v, causal=True, window=(self.left, -1))
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    def backward_fn(self, q, k, v, dout, causal: bool) -> Optional[Callable]:
+        return None
 
 
 class SdpaImpl(Impl):
@@ -187,6 +222,8 @@ class FlexImpl(Impl):
 def make_impl(name: str) -> Impl:
     if name == FLASHKIT:
         return FlashKitImpl()
+    if window_of(name) is not None:
+        return FlashKitWindowImpl(window_of(name))
     if name in SDPA_BACKENDS:
         return SdpaImpl(name)
     if name == FLEX:

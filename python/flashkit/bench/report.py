@@ -27,6 +27,13 @@ IMPL_ORDER = ("flashkit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
 # Ratio columns: flashkit / peer.
 RATIO_PEERS = ("sdpa_flash", "sdpa_cudnn")
 OURS = "flashkit"
+# --window rows (impl flashkit_window<LEFT>): a column of their own, and the ratio
+# flashkit_window<LEFT> / flashkit (a causal window against full causal, both FlashKit).
+WINDOW_PREFIX = "flashkit_window"
+
+
+def is_window_impl(name: str) -> bool:
+    return name.startswith(WINDOW_PREFIX) and name[len(WINDOW_PREFIX):].isdigit()
 
 # ---------------------------------------------------------------------------------------
 # metadata
@@ -239,7 +246,11 @@ def bar_counts(lines: Sequence[str], gpu: str) -> tuple:
 
 
 def impl_sort_key(name: str):
-    return (IMPL_ORDER.index(name), "") if name in IMPL_ORDER else (len(IMPL_ORDER), name)
+    if name in IMPL_ORDER:
+        return (IMPL_ORDER.index(name), 0, "")
+    if is_window_impl(name):  # right after flashkit, by window size
+        return (0, int(name[len(WINDOW_PREFIX):]) + 1, "")
+    return (len(IMPL_ORDER), 0, name)
 
 
 def _sweep_of(row: dict) -> str:
@@ -274,9 +285,12 @@ def format_table(group: tuple, cells: dict, marks: Optional[set] = None) -> str:
     gpu, dtype, mode, sweep = group
     impls = sorted({i for c in cells.values() for i in c}, key=impl_sort_key)
     ratio_cols = [p for p in RATIO_PEERS if OURS in impls and p in impls]
-    header = ["D", "causal", "S", "B", "H"] + impls + [f"{OURS}/{p}" for p in ratio_cols]
+    window_cols = [i for i in impls if is_window_impl(i) and OURS in impls]
+    header = (["D", "causal", "S", "B", "H"] + impls + [f"{OURS}/{p}" for p in ratio_cols]
+              + [f"{w}/{OURS}" for w in window_cols])
     body = []
     ratios: dict = {p: [] for p in ratio_cols}
+    wratios: dict = {w: [] for w in window_cols}
     for (D, causal, S, B, H), c in cells.items():
         line = [str(D), "yes" if causal else "no", format_seqlen(S), str(B), str(H)]
         for i in impls:
@@ -290,17 +304,27 @@ def format_table(group: tuple, cells: dict, marks: Optional[set] = None) -> str:
             if x is not None:
                 ratios[p].append(x)
             line.append("-" if x is None else f"{x:.2f}x")
+        for w in window_cols:
+            x = safe_ratio(c.get(w), c.get(OURS))
+            if x is not None:
+                wratios[w].append(x)
+            line.append("-" if x is None else f"{x:.2f}x")
         body.append(line)
-    if ratio_cols:
+    if ratio_cols or window_cols:
         gm = ["geomean", "", "", "", ""] + [""] * len(impls)
-        for p in ratio_cols:
-            g = geomean(ratios[p])
+        for col, vals in [(p, ratios[p]) for p in ratio_cols] + \
+                [(w, wratios[w]) for w in window_cols]:
+            g = geomean(vals)
             gm.append("-" if math.isnan(g) else f"{g:.2f}x")
         body.append(gm)
     out = [f"== prefill {sweep} | {mode} | {dtype} | TFLOPS | {gpu} =="]
     out += table_lines(header, body)
     if marks and any(m[0] == mode and m[2:] in cells for m in marks):
         out.append("  ! = output did not match the SDPA reference (see warnings)")
+    if window_cols:
+        out.append(f"  {', '.join(window_cols)}: flashkit with a causal sliding window (left "
+                   "bound in the name), TFLOPS of the visible (query, key) pairs only; "
+                   f"<window>/{OURS} compares it with full causal")
     return "\n".join(out)
 
 
@@ -400,7 +424,8 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
                 if not pts:
                     continue
                 xs = sorted(pts)
-                color, lw, marker = _STYLE.get(impl, (None, 1.2, "x"))
+                color, lw, marker = _STYLE.get(impl) or (
+                    ("tab:orange", 1.8, "o") if is_window_impl(impl) else (None, 1.2, "x"))
                 ax.plot(xs, [pts[x] for x in xs], label=impl, color=color, linewidth=lw,
                         marker=marker, markersize=4)
             ax.set_xscale("log", base=2)

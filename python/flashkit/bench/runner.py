@@ -11,6 +11,12 @@ backward entry point given the forward's saved results when it has one
 ``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)`` on a graph built once
 (the FlashAttention benchmarks' way); ``fwd_bwd`` times a forward and its autograd
 backward together.
+
+``--window LEFT`` (RunOptions.window) adds rows of FlashKit alone with a causal sliding
+window ``(LEFT, 0)`` on the causal configurations (impl ``flashkit_window<LEFT>``, forward
+only): its output is checked against a float32 reference of the window on three slices of
+query rows (first, middle, last; SDPA has no window), and its TFLOPS count only the
+visible (query, key) pairs (``sweeps.window_flops``).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class RunOptions:
     atol: float = 2e-2
     argv: Sequence[str] = field(default_factory=list)
     deterministic: bool = False  # FlashKit's backward in its deterministic mode
+    window: Optional[int] = None  # --window LEFT: flashkit_window<LEFT> rows (causal configs)
 
 
 class _Fatal(Exception):
@@ -282,11 +289,22 @@ class Runner(BaseRunner):
             ref = impls_mod.make_impl(name)
             if ref.setup() is None:
                 refs.append(ref)
+        self.window_impl = None
+        if opts.window is not None:
+            wimpl = impls_mod.make_impl(impls_mod.window_impl_name(opts.window))
+            reason = wimpl.setup()
+            if reason is None:
+                self.window_impl = wimpl
+            else:
+                self.problems.append(f"{wimpl.name} not measured: {reason}")
+                self.loud(f"!!! {wimpl.name.upper()} NOT MEASURED: {reason}")
 
         csv_path = report.results_path(opts.out_dir, self.gpu, self.date, opts.tag)
         n_meas = len(opts.configs) * len(opts.modes) * len(impls)
+        if self.window_impl is not None and "fwd" in opts.modes:
+            n_meas += sum(1 for c in opts.configs if c.causal)
         self._print_header(csv_path, impls, n_meas)
-        if not impls:
+        if not impls and self.window_impl is None:
             self.loud("nothing to measure: no implementation available")
             return 1
 
@@ -312,6 +330,8 @@ class Runner(BaseRunner):
                  f"{n_meas} measurements")
         if any(m != "fwd" for m in self.opts.modes):
             self.say(f"backward: {self._bwd_note()}")
+        if self.window_impl is not None:
+            self.say(f"window: {self._window_note()}")
         self.say(f"writing {csv_path}")
         if any(i.name == impls_mod.FLEX for i in impls):
             self.say("note: flex compiles once per shape (and mode); the first call of each "
@@ -405,8 +425,95 @@ class Runner(BaseRunner):
                 self.say(f"[{done:>4}/{total}] {cfg.label()} {mode:<7} {impl.name:<14} "
                          f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
             grads_state = None
+        if self.window_impl is not None and cfg.causal:
+            done = self._run_window(cfg, q, k, v, writer, done, total)
         del q, k, v, dout, ref_out, ref_grads
         torch.cuda.empty_cache()
+        return done
+
+    # -- --window rows ----------------------------------------------------------------------
+
+    def _window_note(self) -> str:
+        return (f"{self.window_impl.name}: flashkit alone, causal=True window=("
+                f"{self.opts.window}, 0), on the causal configs, fwd only (no peer has a "
+                "sliding window); its TFLOPS count only the visible (query, key) pairs; output "
+                "checked against a float32 reference of the window on 3 slices of rows")
+
+    def _window_diff(self, q, k, v, out, left: int) -> tuple[float, float, bool]:
+        """(max |out - ref|, max |ref|, out all finite) over three slices of up to 128 query
+        rows (first, middle, last), ref a float32 softmax over each row's window (left, 0):
+        a check that costs O(rows x (rows + left)), not O(S^2)."""
+        torch = self.torch
+        B, S_q, H_q, D = q.shape
+        S_k, H_kv = k.shape[1], k.shape[2]
+        d, m = S_k - S_q, min(S_q, 128)
+        finite = bool(torch.isfinite(out.float()).all().item())
+        worst, mag = 0.0, 0.0
+        for r0 in sorted({0, max(0, S_q // 2 - m // 2), S_q - m}):
+            r1 = r0 + m
+            k0, k1 = max(0, r0 + d - left), min(S_k, r1 + d)  # keys these rows can see
+            if k1 <= k0:
+                continue
+            qs = q[:, r0:r1].float().transpose(1, 2)                          # [B, H, m, D]
+            ks = k[:, k0:k1].float().repeat_interleave(H_q // H_kv, dim=2).transpose(1, 2)
+            vs = v[:, k0:k1].float().repeat_interleave(H_q // H_kv, dim=2).transpose(1, 2)
+            s = (qs @ ks.transpose(-1, -2)) * (D ** -0.5)                     # [B, H, m, n]
+            i = torch.arange(r0, r1, device=q.device)[:, None]
+            j = torch.arange(k0, k1, device=q.device)[None, :]
+            s = s.masked_fill(~((j <= i + d) & (j >= i + d - left)), float("-inf"))
+            ref = (torch.softmax(s, dim=-1).nan_to_num(0.0) @ vs).transpose(1, 2)
+            o = out[:, r0:r1].float()
+            worst = max(worst, (o - ref).abs().max().item())
+            mag = max(mag, ref.abs().max().item())
+        return worst, mag, finite
+
+    def _run_window(self, cfg, q, k, v, writer, done: int, total: int) -> int:
+        """The flashkit_window<LEFT> row(s) of a causal config: fwd only."""
+        impl, opts = self.window_impl, self.opts
+        key = (cfg.D, cfg.causal, cfg.S, cfg.B, cfg.H_q)
+        for mode in opts.modes:
+            if mode != "fwd":
+                self.skip(impl.name, mode, "window rows are forward only", cfg)
+        if "fwd" not in opts.modes:
+            return done
+        done += 1
+        fn = (lambda: impl.forward(q, k, v, True))
+        try:
+            out, _ = self._call(impl, fn)
+        except Exception as e:
+            self._check_context()
+            self.skip(impl.name, "fwd", _short(e), cfg)
+            return done
+        try:
+            d, mag, finite = self._window_diff(q, k, v, out, impl.left)
+        except Exception as e:  # the check itself failed (e.g. out of memory): say so
+            self._check_context()
+            self.loud(f"  note: {impl.name} {cfg.label()}: output unverified ({_short(e)})")
+        else:
+            if not finite or d > opts.atol:
+                what = "non-finite output" if not finite else f"max|out-ref| = {d:.3g}"
+                msg = (f"!!! MISMATCH {impl.name} fwd {cfg.label()}: {what} vs a float32 "
+                       f"window reference (atol {opts.atol:g}, max|ref| = {mag:.3g})")
+                self.loud(msg)
+                self.mismatches.append(msg)
+                self.marks.add(("fwd", impl.name) + key)
+        del out
+        try:
+            ms = self._time(impl, fn)
+        except Exception as e:
+            self._check_context()
+            self.skip(impl.name, "fwd", f"timing failed: {_short(e)}", cfg)
+            return done
+        value = sweeps.tflops(sweeps.window_flops(cfg, impl.left, "fwd"), ms)
+        row = report.make_row(
+            impl=impl.name, dtype=opts.dtype, D=cfg.D, B=cfg.B, H_q=cfg.H_q, H_kv=cfg.H_kv,
+            S_q=cfg.S_q, S_k=cfg.S_k, causal=True, mode="fwd", value=value, gpu=self.gpu,
+            date=self.date, commit=self.commit)
+        writer.write(row)
+        self.rows.append(row)
+        flag = "  !MISMATCH" if ("fwd", impl.name) + key in self.marks else ""
+        self.say(f"[{done:>4}/{total}] {cfg.label()} {'fwd':<7} {impl.name:<14} "
+                 f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
         return done
 
     def _reference_fwd(self, refs, q, k, v, cfg):
@@ -536,6 +643,8 @@ class Runner(BaseRunner):
             f"rows: {len(self.rows)}"]
         if any(m != "fwd" for m in self.opts.modes):
             lines.append(f"backward: {self._bwd_note()}")
+        if getattr(self, "window_impl", None) is not None:
+            lines.append(f"window: {self._window_note()}")
         for (impl, mode, reason), labels in self.not_measured.items():
             lines.append(f"not measured: {impl} {mode} ({len(labels)} configs): {reason}")
         for m in self.mismatches:

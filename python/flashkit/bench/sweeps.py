@@ -70,6 +70,75 @@ def flops(cfg: Config, mode: str) -> float:
     return fwd_flops(cfg.B, cfg.H_q, cfg.S_q, cfg.S_k, cfg.D, cfg.causal) * MODE_FLOP_FACTOR[mode]
 
 
+# --- sliding window ---------------------------------------------------------------------
+# flashkit.attention's mask, with d = S_k - S_q: query row i sees key j iff 0 <= j < S_k,
+# (right < 0 or j <= i + d + right) and (left < 0 or j >= i + d - left); causal is
+# right = 0. A windowed run's FLOPs count only the visible (query, key) pairs:
+#   window FLOPs = 4·B·H_q·D·visible_pairs(S_q, S_k, left, right)   (x 2.5 bwd, x 3.5 fwd_bwd)
+# For S_q = S_k = S and a causal window of left W < S (row i sees min(i, W) + 1 keys):
+#   visible_pairs = S + W(W+1)/2 + (S - 1 - W)·W
+# e.g. S = 16384, W = 4096: 58,734,592 pairs, 0.4376 of a full causal S²/2 = 134,217,728.
+
+
+def _clamped_prefix(y: int, m: int) -> int:
+    """sum over integers x <= y of clamp(x, 0, m) (x <= 0 add nothing)."""
+    if y <= 0:
+        return 0
+    if y <= m:
+        return y * (y + 1) // 2
+    return m * (m + 1) // 2 + (y - m) * m
+
+
+def _pairs_up_to(S_q: int, S_k: int, c: int) -> int:
+    """Number of (i, j), 0 <= i < S_q, 0 <= j < S_k, with j <= i + c: row i has
+    clamp(i + c + 1, 0, S_k) such keys; summed over i in closed form."""
+    a = c + 1
+    return _clamped_prefix(a + S_q - 1, S_k) - _clamped_prefix(a - 1, S_k)
+
+
+def visible_pairs(S_q: int, S_k: int, causal: bool = False, window_left: int = -1,
+                  window_right: int = -1) -> int:
+    """Exact number of visible (query, key) pairs under flashkit.attention's causal mask
+    and sliding window (bottom-right aligned; -1: no bound on that side; causal sets the
+    right bound to 0), in O(1): pairs(j - i <= d + right) - pairs(j - i <= d - left - 1)."""
+    if S_q <= 0 or S_k <= 0:
+        return 0
+    d = S_k - S_q
+    right = 0 if causal else window_right
+    hi = S_q * S_k if right < 0 else _pairs_up_to(S_q, S_k, d + right)
+    lo = 0 if window_left < 0 else _pairs_up_to(S_q, S_k, d - window_left - 1)
+    return max(0, hi - lo)
+
+
+def window_fwd_flops(B: int, H_q: int, S_q: int, S_k: int, D: int, window_left: int,
+                     causal: bool = True, window_right: int = -1) -> float:
+    """Forward FLOPs of a windowed run: 4·B·H_q·D per visible (query, key) pair (Q K^T and
+    P V, 2 FLOPs per multiply-add each). Key tiles outside the window are skipped by the
+    kernels, so only visible pairs count."""
+    return 4.0 * B * H_q * D * visible_pairs(S_q, S_k, causal, window_left, window_right)
+
+
+def window_flops(cfg: Config, window_left: int, mode: str) -> float:
+    """FLOPs of the --window rows: a causal sliding window (window_left, 0) on cfg."""
+    return (window_fwd_flops(cfg.B, cfg.H_q, cfg.S_q, cfg.S_k, cfg.D, window_left)
+            * MODE_FLOP_FACTOR[mode])
+
+
+def parse_window(text: str) -> int:
+    """'4096', '4k' -> 4096 (a window's left bound, >= 0). Raises ValueError."""
+    t = str(text).strip().lower()
+    mult = 1
+    if t.endswith("k"):
+        mult, t = 1024, t[:-1]
+    try:
+        value = int(t) * mult
+    except ValueError:
+        raise ValueError(f"expected a number of keys >= 0 (e.g. 4096 or 4k), got {text!r}")
+    if value < 0:
+        raise ValueError(f"expected a number of keys >= 0, got {text!r}")
+    return value
+
+
 def tflops(total_flops: float, ms: float) -> float:
     return total_flops / (ms * 1e-3) / 1e12
 
