@@ -881,11 +881,12 @@ def _training_step_mods(q, k, v, w, cu=None):
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
 def test_torch_compile_training_step_with_window_and_softcap(varlen):
     """torch.compile(fullgraph=True) of a training step with a window and a softcap: the
-    gradients are bitwise those of eager (deterministic backward)."""
+    gradients are bitwise those of eager (deterministic backward). aot_eager: the graph and
+    AOTAutograd's backward op carry the window and softcap (inductor is exercised by
+    test_torch_compile_training_step; not compiling again keeps the time down)."""
     dt, D = any_variant()
     torch._dynamo.reset()
-    compiled = torch.compile(_training_step_mods, fullgraph=True,
-                             backend="aot_eager" if varlen else "inductor")
+    compiled = torch.compile(_training_step_mods, fullgraph=True, backend="aot_eager")
     for seed in (0, 1):
         if varlen:
             q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(
