@@ -307,7 +307,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   Cta<Tr, kMods> c{p, blk, mask};
   c.n_tiles = mask.num_key_tiles(blk.m0, kBlockM, kBlockN);
   c.n_first = kMods ? mask.first_key_tile(blk.m0, kBlockN) : 0;  // > 0 only with a window
-  if (c.n_tiles <= c.n_first) {  // no row of this block sees a key: O = 0, LSE = -inf
+  // No row of this block sees a key: O = 0, LSE = -inf (the plain kernel keeps its old
+  // test, see fwd_sm80).
+  if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) {
     tiles::zero_tile<typename Tr::QTileIO, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
