@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Build and test one source tree on the GPU machine (a branch snapshot carried along), in
+# one device call:
+#
+#   git archive wip/bwd-sm90 | (mkdir -p .carry/wip-bwd && tar -x -C .carry/wip-bwd)   # here
+#   run(carry=[".carry/wip-bwd"], command="scripts/dev/validate_tree.sh .carry/wip-bwd \
+#       $OUT/wip-bwd test_backward_gpu.py test_backward_families_gpu.py")            # there
+#
+# Installs the tree with pip (sm_90a only, no C++ tests: ~30 s on 16 cores), runs the given
+# GPU test files from the tree's tests/python (-n 4), scripts/dev/bwd_check.py if the tree
+# has it, and compute-sanitizer memcheck on the tree's sanitize scripts; logs go to OUT_DIR.
+# The installed flashkit package is replaced: install main again afterwards if needed.
+set -u -o pipefail
+TREE=$(cd "${1:?usage: validate_tree.sh TREE OUT_DIR [TEST_FILE...]}" && pwd)
+OUT_DIR=${2:?usage: validate_tree.sh TREE OUT_DIR [TEST_FILE...]}
+shift 2
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+export CPLUS_INCLUDE_PATH=${CPLUS_INCLUDE_PATH:-/usr/local/cuda/include/cccl}
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16} PYTHONUNBUFFERED=1
+status=0
+step() {  # step NAME CMD...: run, log, record
+  local name=$1
+  shift
+  if "$@" > "$OUT_DIR/$name.log" 2>&1; then
+    echo "ok   $name" | tee -a "$OUT_DIR/summary.txt"
+  else
+    echo "FAIL $name (see $name.log)" | tee -a "$OUT_DIR/summary.txt"
+    status=1
+  fi
+}
+: > "$OUT_DIR/summary.txt"
+step install python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \
+  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
+if [ $# -gt 0 ]; then
+  step pytest_gpu bash -c "cd '$TREE/tests/python' && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider $*"
+fi
+if [ -f "$TREE/scripts/dev/bwd_check.py" ]; then
+  step bwd_check bash -c "cd /tmp && python3 '$TREE/scripts/dev/bwd_check.py'"
+  step bwd_check_portable bash -c "cd /tmp && FLASHKIT_BWD_PORTABLE=1 python3 '$TREE/scripts/dev/bwd_check.py'"
+fi
+for s in sanitize_small.py sanitize_bwd.py; do
+  [ -f "$TREE/scripts/$s" ] || continue
+  step "memcheck_${s%.py}" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 /usr/local/cuda/bin/compute-sanitizer \
+    --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/$s" --quick
+done
+exit $status
