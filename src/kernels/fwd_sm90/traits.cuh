@@ -32,7 +32,9 @@ struct FwdTraits {
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
   static constexpr int kNTiles = kBlockN / 8;     // 8-key column tiles of S (per lane: 4 floats)
   static constexpr int kDTiles = kHeadDimPadded / 8;    // 8-column tiles of O
-  static constexpr int kKSteps = kHeadDimPadded / 16;   // k16 steps of Q K^T
+  // k16 steps of Q K^T: the data columns only (at D = 96 the last two steps of the padded
+  // tile would multiply zeros; their offsets land in the second atom column as usual).
+  static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kPSteps = kBlockN / 16;    // k16 steps of P V
   static_assert(kHeadDim % 16 == 0 && kBlockN % 64 == 0, "k16 steps; whole 128-byte swizzle atoms of keys");
 
