@@ -23,7 +23,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -301,6 +303,19 @@ TensorRef to_ref(nb::handle obj, const char* name, bool writable, Holder& holder
   throw nb::python_error();
 }
 
+// A softcap as the float32 the kernels use: a positive value that rounds to 0 (or
+// overflows) would silently turn the cap off (or into inf), so it is refused here.
+float to_softcap(double softcap) {
+  const float f = static_cast<float>(softcap);
+  if (softcap > 0.0 && (f == 0.f || std::isinf(f))) {
+    char msg[128];
+    std::snprintf(msg, sizeof(msg), "softcap: %g is not representable as a finite float32 > 0", softcap);
+    PyErr_SetString(PyExc_ValueError, msg);
+    throw nb::python_error();
+  }
+  return f;
+}
+
 flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::handle v,
                                      nb::handle out, nb::handle lse, nb::handle cu_seqlens_q,
                                      nb::handle cu_seqlens_k, int64_t max_seqlen_q,
@@ -325,7 +340,7 @@ flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::
   args.causal = causal;
   args.window_left = window_left;
   args.window_right = window_right;
-  args.softcap = static_cast<float>(softcap);
+  args.softcap = to_softcap(softcap);
   return args;
 }
 
@@ -398,7 +413,7 @@ flashkit::AttentionBwdArgs make_bwd_args(Holder& h, nb::handle dout, nb::handle 
   args.causal = causal;
   args.window_left = window_left;
   args.window_right = window_right;
-  args.softcap = static_cast<float>(softcap);
+  args.softcap = to_softcap(softcap);
   args.deterministic = deterministic;
   return args;
 }

@@ -118,6 +118,10 @@ struct AttentionBwdArgs {
   // counters. Its contents on entry do not matter; it is scratch after the call.
   TensorRef workspace;
   bool check_inputs = false;  // as AttentionFwdArgs::check_inputs (varlen cu_seqlens)
+  // (Varlen with a sequence longer than max_seqlen_q/k, which sets
+  // kDeviceErrorSeqlenAboveMax: the backward computes that sequence as if cut to the
+  // maxima, the forward rounds up to its row block, so the gradients of such a call are
+  // unspecified; nothing is read or written out of bounds.)
 };
 
 // Bytes of workspace attention_bwd needs for these sizes. rows_q: B * S_q (dense) or

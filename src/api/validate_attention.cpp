@@ -245,6 +245,15 @@ FLASHKIT_EXPORT Status validate_attention_fwd(const AttentionFwdArgs& a) {
   if (!(a.softcap >= 0.f) || !std::isfinite(a.softcap)) {  // NaN fails the first test
     return invalid("softcap", "expected 0 (off) or a finite value > 0, got " + std::to_string(a.softcap));
   }
+  if (a.softcap > 0.f) {  // the kernels multiply scores by softmax_scale / softcap
+    const double scale = a.softmax_scale > 0.f ? double(a.softmax_scale) : 1.0 / std::sqrt(double(D));
+    if (!std::isfinite(static_cast<float>(scale / double(a.softcap)))) {
+      char got[64];
+      std::snprintf(got, sizeof(got), "%g", double(a.softcap));
+      return invalid("softcap", std::string("too small: softmax_scale / softcap overflows float32 (softcap = ") +
+                                    got + ")");
+    }
+  }
 
   // 8. Is this variant in the build?
   if (!fwd_variant_compiled(a.q.dtype, static_cast<int>(D))) {

@@ -312,6 +312,7 @@ std::vector<InvalidCase> invalid_cases() {
   add("SoftcapNegative", false, [](auto& a) { a.softcap = -1.f; }, "softcap: ", {"0 (off)", "got -1"});
   add("SoftcapNaN", false, [](auto& a) { a.softcap = std::numeric_limits<float>::quiet_NaN(); }, "softcap: ",
       {"0 (off)", "got nan"});
+  add("SoftcapTooSmall", false, [](auto& a) { a.softcap = 1e-40f; }, "softcap: ", {"too small", "overflows"});
   add("SoftcapInf", true, [](auto& a) { a.softcap = std::numeric_limits<float>::infinity(); }, "softcap: ",
       {"finite", "got inf"});
   return c;

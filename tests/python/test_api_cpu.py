@@ -302,6 +302,8 @@ INVALID = [
     ("softcap_nan", lambda dt, D: dense(dt, D, softcap=math.nan), "softcap", None),
     ("softcap_inf", lambda dt, D: dense(dt, D, softcap=math.inf), "softcap", None),
     ("softcap_beyond_float32", lambda dt, D: dense(dt, D, softcap=1e300), "softcap", None),
+    ("softcap_rounds_to_zero", lambda dt, D: dense(dt, D, softcap=1e-50), "softcap", r"float32"),
+    ("softcap_too_small", lambda dt, D: dense(dt, D, softcap=1e-40), "softcap", r"too small"),
     ("varlen_window_left_below_minus_one",
      lambda dt, D: varlen(dt, D, window_left=-3, softcap=5.0), "window_left", None),
     # varlen

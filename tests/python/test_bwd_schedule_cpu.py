@@ -23,9 +23,11 @@ def cdiv(a, b):  # C++ integer division (truncates toward zero)
     return q if (a >= 0) == (b > 0) else -q
 
 
-def normalize(sq, sk, causal, left, right):
-    """make_fwd_params: windows wider than any sequence are none; causal is right = 0."""
-    big = max(sq, sk)
+def normalize(sq, sk, causal, left, right, total=None):
+    """make_fwd_params: windows wider than the tensors are none; causal is right = 0.
+    Varlen normalizes against the packed totals (``total``), so a sequence can keep a
+    window wider than itself."""
+    big = max(sq, sk) if total is None else total
     r = -1 if right < 0 or right >= big else right
     if causal or r == 0:
         r = 0
@@ -33,8 +35,8 @@ def normalize(sq, sk, causal, left, right):
     return causal, (0 if causal else r), (-1 if left < 0 or left >= big else left)
 
 
-def schedule(sq, sk, causal, left, right, block_m, block_n):
-    causal, wr, wl = normalize(sq, sk, causal, left, right)
+def schedule(sq, sk, causal, left, right, block_m, block_n, total=None):
+    causal, wr, wl = normalize(sq, sk, causal, left, right, total)
     d = sk - sq
     has_right = causal or wr >= 0
 
@@ -82,6 +84,18 @@ def test_backward_schedule_model(seed):
         sk = rng.choice([1, 3, 17, 64, 100, 333, 500])
         schedule(sq, sk, rng.random() < 0.5, rng.choice([-1, -1, 0, 1, 5, 31, 64, 200]),
                  rng.choice([-1, -1, 0, 1, 7, 64, 150]), rng.choice([32, 64]), rng.choice([32, 64, 128]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_backward_schedule_model_varlen_windows(seed):
+    # Windows wider than this sequence but narrower than the packed totals stay windows.
+    rng = random.Random(100 + seed)
+    for _ in range(100):
+        sq = rng.choice([1, 3, 17, 100, 333])
+        sk = rng.choice([1, 3, 17, 100, 333])
+        total = max(sq, sk) + rng.choice([1, 50, 1000])
+        schedule(sq, sk, rng.random() < 0.5, rng.choice([-1, 0, 5, 400, 900]), rng.choice([-1, 0, 7, 400, 900]),
+                 rng.choice([32, 64]), rng.choice([32, 64, 128]), total)
 
 
 def test_causal_square_visits():
