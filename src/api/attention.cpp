@@ -9,6 +9,7 @@
 #include "api/attention_internal.h"
 #include "api/validate_util.h"
 #include "api/index_checks.h"
+#include "api/launch_device.h"
 #include "flashkit/attention.h"
 #include "launch/device_errors.h"
 #include "launch/fwd_dispatch.h"
@@ -151,34 +152,14 @@ FLASHKIT_EXPORT Status attention_fwd(const AttentionFwdArgs& args, cudaStream_t 
   const bool empty = detail::fwd_is_empty(args);
   if (empty && !check) return Status::Ok();  // nothing to compute or write
 
-  // Launch on the tensors' device; restore the caller's current device afterwards.
-  int prev_device = 0;
-  cudaError_t err = cudaGetDevice(&prev_device);
-  if (err != cudaSuccess) {
-    return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
-  }
-  const int device = args.q.device_id;
-  if (device != prev_device) {
-    err = cudaSetDevice(device);
-    if (err != cudaSuccess) {
-      return Status::Unsupported("cannot make CUDA device " + std::to_string(device) +
-                                 " (the device of q) current: " + cudaGetErrorString(err));
-    }
-  }
+  const detail::LaunchDevice launch(args.q.device_id);  // q's device, for this scope
+  if (!launch.status().ok()) return launch.status();
   if (check) status = detail::check_varlen_indices(args, stream);
   if (status.ok() && !empty) {
     FwdParams params = detail::make_fwd_params(args);
-    int word_err = 0;
-    params.error_flag = device_error_word(device, &word_err);
-    if (params.error_flag == nullptr) {
-      status = Status::Unsupported("cannot use CUDA device " + std::to_string(device) +
-                                   " (its FlashKit error word is not available): " +
-                                   cudaGetErrorString(static_cast<cudaError_t>(word_err)));
-    } else {
-      status = run_attention_fwd(params, args.q.dtype, stream);
-    }
+    params.error_flag = launch.error_word();
+    status = run_attention_fwd(params, args.q.dtype, stream);
   }
-  if (device != prev_device) cudaSetDevice(prev_device);
   return status;
 }
 

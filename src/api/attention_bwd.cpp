@@ -7,6 +7,7 @@
 
 #include "api/attention_internal.h"
 #include "api/index_checks.h"
+#include "api/launch_device.h"
 #include "api/validate_util.h"
 #include "flashkit/attention.h"
 #include "kernels/bwd_params.h"
@@ -206,19 +207,8 @@ FLASHKIT_EXPORT Status attention_bwd(const AttentionBwdArgs& args, cudaStream_t 
   const bool check = varlen && (args.check_inputs || checks::check_inputs_from_env());
   if (batch_of(args) == 0 && !check) return Status::Ok();
 
-  int prev_device = 0;
-  cudaError_t err = cudaGetDevice(&prev_device);
-  if (err != cudaSuccess) {
-    return Status::Unsupported(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
-  }
-  const int device = args.q.device_id;
-  if (device != prev_device) {
-    err = cudaSetDevice(device);
-    if (err != cudaSuccess) {
-      return Status::Unsupported("cannot make CUDA device " + std::to_string(device) +
-                                 " (the device of q) current: " + cudaGetErrorString(err));
-    }
-  }
+  const detail::LaunchDevice launch(args.q.device_id);  // q's device, for this scope
+  if (!launch.status().ok()) return launch.status();
   if (check) {
     AttentionFwdArgs f = forward_view(args);
     f.check_inputs = args.check_inputs;
@@ -226,17 +216,9 @@ FLASHKIT_EXPORT Status attention_bwd(const AttentionBwdArgs& args, cudaStream_t 
   }
   if (status.ok() && batch_of(args) > 0) {
     BwdParams params = make_bwd_params(args);
-    int word_err = 0;
-    params.error_flag = device_error_word(device, &word_err);
-    if (params.error_flag == nullptr) {
-      status = Status::Unsupported("cannot use CUDA device " + std::to_string(device) +
-                                   " (its FlashKit error word is not available): " +
-                                   cudaGetErrorString(static_cast<cudaError_t>(word_err)));
-    } else {
-      status = run_attention_bwd(params, args.q.dtype, stream);
-    }
+    params.error_flag = launch.error_word();
+    status = run_attention_bwd(params, args.q.dtype, stream);
   }
-  if (device != prev_device) cudaSetDevice(prev_device);
   return status;
 }
 
