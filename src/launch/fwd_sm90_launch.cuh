@@ -17,11 +17,14 @@ namespace fwd_sm90 {
 // Tile configuration per head dim: FwdTraits<T, D, kBlockN, kKStages, kMinBlocks>
 // (kBlockM = 128, two warpgroups). See docs/kernels/fwd_sm90.md for the measurements.
 // d64 runs 2 CTAs per SM (registers capped at 128: 44 bytes of spills, still 10-20%
-// faster than 1 CTA at 184 registers). Head dims without an instantiation file in
-// fwd_sm90/inst/ (96, 192: not whole 64-column swizzle atoms) run the portable kernel.
+// faster than 1 CTA at 184 registers). d192 (three swizzle atom columns) takes d256's
+// shape. d96 runs d128's tiles with 32 zero columns (Tr::kPadded): a third more MMA work
+// for Q K^T and P V than the data needs, still on wgmma.
 template <typename T, int D> struct Config;
 template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3, 2>; };
+template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 3>; };  // padded to 128
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
+template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
 template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3>; };
 
 }  // namespace fwd_sm90

@@ -37,4 +37,17 @@ struct Swizzle128Tile {
   }
 };
 
+// The first kCols_ columns of a tile, in the tile's own layout: what the copies in
+// tile_copy.cuh move when a tile is wider than the data (a head dim padded up to whole
+// 64-column atoms, e.g. 96 -> 128; the padding columns stay as the kernel set them).
+template <class Tile, int kCols_>
+struct ColumnPrefix {
+  static constexpr int kRows = Tile::kRows;
+  static constexpr int kCols = kCols_;
+  static constexpr int kRowPeriod = Tile::kRowPeriod;
+  static constexpr int kStride = Tile::kStride;
+  static_assert(kCols_ % 8 == 0 && kCols_ <= Tile::kCols, "whole 16-byte chunks inside the tile");
+  __device__ __forceinline__ static constexpr int offset(int row, int col) { return Tile::offset(row, col); }
+};
+
 }  // namespace flashkit::tiles

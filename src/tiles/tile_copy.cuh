@@ -13,7 +13,8 @@ namespace flashkit::tiles {
 
 // Thread -> chunk assignment shared by the copies below: thread `tid` takes column chunk
 // tid % kChunksPerRow of rows tid / kChunksPerRow + i * kRowsPerPass. When the threads
-// don't split evenly into rows (head dims 96 and 192), the few left-over threads idle.
+// don't split evenly into rows (head dims 96 and 192), the few left-over threads repeat
+// rows of the next pass (padded tiles: harmless, same data) or idle (swizzled tiles).
 // Keeping one row pointer per thread (instead of an address per chunk) matters: the
 // per-chunk 64-bit addresses are loop-invariant and would otherwise be hoisted out of
 // the key loop, pinning dozens of registers.
@@ -21,20 +22,23 @@ template <typename Tile, int kThreads, typename T>
 struct TileCopyPlan {
   static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
   static constexpr int kChunksPerRow = Tile::kCols / kElemsPerChunk;
-  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  static constexpr int kPasses = (Tile::kRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kRowsPerPass >= 1, "a row must not need more chunks than there are threads");
+  static constexpr int kRowsPerPassRaw = kThreads / kChunksPerRow;
   // A thread steps kRowsPerPass rows at a constant shared-memory stride, which a swizzled
-  // layout only allows in multiples of its row period.
-  static_assert(kRowsPerPass % Tile::kRowPeriod == 0, "row step must keep the swizzle phase");
-  static constexpr bool kEven = kThreads % kChunksPerRow == 0 && Tile::kRows % kRowsPerPass == 0;
+  // layout only allows in multiples of its row period: the step is rounded down to one
+  // (D = 192 on 256 threads: 10 rows -> 8, the threads of rows 8 and 9 idle).
+  static constexpr int kRowsPerPass = kRowsPerPassRaw / Tile::kRowPeriod * Tile::kRowPeriod;
+  static constexpr bool kTrimmed = kRowsPerPass != kRowsPerPassRaw;
+  static constexpr int kPasses = (Tile::kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kRowsPerPass >= 1, "a row (period) must not need more chunks than there are threads");
+  static constexpr bool kEven =
+      kThreads % kChunksPerRow == 0 && !kTrimmed && Tile::kRows % kRowsPerPass == 0;
 
   int row;  // this thread's first row (may be >= kRows for idle threads)
   int col;  // element column of this thread's chunk
   __device__ __forceinline__ explicit TileCopyPlan(int tid)
       : row(tid / kChunksPerRow), col((tid % kChunksPerRow) * kElemsPerChunk) {}
   __device__ __forceinline__ bool active(int pass) const {
-    return kEven || row + pass * kRowsPerPass < Tile::kRows;
+    return kEven || ((!kTrimmed || row < kRowsPerPass) && row + pass * kRowsPerPass < Tile::kRows);
   }
 };
 

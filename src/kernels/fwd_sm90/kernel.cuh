@@ -100,6 +100,39 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kPSteps][4], const flo
   }
 }
 
+// Padded head dims (96 -> 128): zeros in the padding columns of Q, of every K stage and of
+// every V stage, written once (the copies never touch them), so they add nothing to
+// Q K^T and leave O's data columns alone. Made visible to the async proxy by the writer's
+// fence (the main loop's first CTA barrier follows).
+template <class Tr>
+__device__ __forceinline__ void zero_padding(unsigned char* smem, int tid) {
+  using T = typename Tr::T;
+  constexpr int kPadChunks = (Tr::kHeadDimPadded - Tr::kHeadDim) / 8;  // 16-byte chunks per row
+  constexpr int kRows = Tr::kBlockM + Tr::kKStages * Tr::kBlockN + Tr::kVStages * Tr::kBlockN;
+  for (int i = tid; i < kRows * kPadChunks; i += Tr::kThreads) {
+    const int r = i / kPadChunks;
+    const int col = Tr::kHeadDim + (i % kPadChunks) * 8;
+    T* tile;
+    int row;
+    if (r < Tr::kBlockM) {
+      tile = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+      row = r;
+    } else if (r < Tr::kBlockM + Tr::kKStages * Tr::kBlockN) {
+      const int k = r - Tr::kBlockM;
+      tile = reinterpret_cast<T*>(smem + Tr::kSmemK + (k / Tr::kBlockN) * Tr::KTile::kBytes);
+      row = k % Tr::kBlockN;
+    } else {
+      const int v = r - Tr::kBlockM - Tr::kKStages * Tr::kBlockN;
+      tile = reinterpret_cast<T*>(smem + Tr::kSmemV + (v / Tr::kBlockN) * Tr::VTile::kBytes);
+      row = v % Tr::kBlockN;
+    }
+    // (Q's and K's, V's tiles share the swizzled layout; the offsets only differ in rows.)
+    const int off = r < Tr::kBlockM ? Tr::QTile::offset(row, col) : Tr::KTile::offset(row, col);
+    *reinterpret_cast<uint4*>(tile + off) = make_uint4(0, 0, 0, 0);
+  }
+  prims::fence_proxy_async_smem();
+}
+
 // Per-CTA state of the main loop.
 template <class Tr, bool kMods>
 struct Cta {
@@ -115,13 +148,13 @@ struct Cta {
   __device__ __forceinline__ int key_block(int j) const { return n_tiles - 1 - j; }
   __device__ __forceinline__ void load_k(int j, int stage) const {
     const int n = key_block(j);
-    tiles::load_tile_async<typename Tr::KTile, Tr::kThreads>(
+    tiles::load_tile_async<typename Tr::KTileIO, Tr::kThreads>(
         sK + stage * (Tr::KTile::kBytes / int(sizeof(T))), blk.k + int64_t(n) * Tr::kBlockN * p.k_row_stride,
         p.k_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
   }
   __device__ __forceinline__ void load_v(int j, int stage) const {
     const int n = key_block(j);
-    tiles::load_tile_async<typename Tr::VTile, Tr::kThreads>(
+    tiles::load_tile_async<typename Tr::VTileIO, Tr::kThreads>(
         sV + stage * (Tr::VTile::kBytes / int(sizeof(T))), blk.v + int64_t(n) * Tr::kBlockN * p.v_row_stride,
         p.v_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
   }
@@ -277,7 +310,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   // No row of this block sees a key: O = 0, LSE = -inf (the plain kernel keeps its old
   // test, see fwd_sm80).
   if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) {
-    tiles::zero_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
+    tiles::zero_tile<typename Tr::QTileIO, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
     }
@@ -297,7 +330,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   c.desc_k0 = prims::smem_desc_sw128(prims::smem_addr(c.sK), 16, 1024);
   c.desc_v0 = prims::smem_desc_sw128(prims::smem_addr(c.sV), Tr::VTile::kBlockBytes, 1024);
 
-  tiles::load_tile_async<typename Tr::QTile, kThreads>(c.sQ, blk.q, p.q_row_stride, blk.rows_here, tid);
+  if constexpr (Tr::kPadded) zero_padding<Tr>(smem, tid);
+  tiles::load_tile_async<typename Tr::QTileIO, kThreads>(c.sQ, blk.q, p.q_row_stride, blk.rows_here, tid);
 
   float o[1][Tr::kDTiles][4];
 #pragma unroll
@@ -326,7 +360,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
   }
   __syncthreads();
-  tiles::store_tile<typename Tr::QTile, kThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, tid);
+  tiles::store_tile<typename Tr::QTileIO, kThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, tid);
   attn::report_varlen_errors(p, blk.batch);
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }

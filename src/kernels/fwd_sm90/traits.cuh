@@ -16,6 +16,11 @@ template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinB
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
+  // Tiles and MMAs use the head dim rounded up to whole 64-column swizzle atoms (96 -> 128):
+  // the padding columns of Q and K are zeroed once, so they add nothing to Q K^T, and O's
+  // padding columns are computed but never stored.
+  static constexpr int kHeadDimPadded = (kHeadDim + 63) / 64 * 64;
+  static constexpr bool kPadded = kHeadDimPadded != kHeadDim;
   static constexpr int kWarpGroups = 2;
   static constexpr int kBlockM = 64 * kWarpGroups;
   static constexpr int kBlockN = kBlockN_;
@@ -24,16 +29,22 @@ struct FwdTraits {
   static constexpr int kVStages = 2;
   static constexpr int kThreads = 128 * kWarpGroups;
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
-  static constexpr int kDChunks = kHeadDim / 64;  // n64 wgmmas per k-step of P V
+  static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
   static constexpr int kNTiles = kBlockN / 8;     // 8-key column tiles of S (per lane: 4 floats)
-  static constexpr int kDTiles = kHeadDim / 8;    // 8-column tiles of O
-  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of Q K^T
+  static constexpr int kDTiles = kHeadDimPadded / 8;    // 8-column tiles of O
+  // k16 steps of Q K^T: the data columns only (at D = 96 the last two steps of the padded
+  // tile would multiply zeros; their offsets land in the second atom column as usual).
+  static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kPSteps = kBlockN / 16;    // k16 steps of P V
-  static_assert(kHeadDim % 64 == 0 && kBlockN % 64 == 0, "whole 128-byte swizzle atoms");
+  static_assert(kHeadDim % 16 == 0 && kBlockN % 64 == 0, "k16 steps; whole 128-byte swizzle atoms of keys");
 
-  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // reused for O in the epilogue
-  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
-  using VTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDimPadded>;  // reused for O in the epilogue
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDimPadded>;
+  using VTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDimPadded>;
+  // What the copies move between global and shared memory: the kHeadDim data columns.
+  using QTileIO = tiles::ColumnPrefix<QTile, kHeadDim>;
+  using KTileIO = tiles::ColumnPrefix<KTile, kHeadDim>;
+  using VTileIO = tiles::ColumnPrefix<VTile, kHeadDim>;
 
   // [Q | K stages | V stages | mbarriers], every tile on a 1024-byte boundary (the kernel
   // aligns the base; kSmemBytes includes the slack).

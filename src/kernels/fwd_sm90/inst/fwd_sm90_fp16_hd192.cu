@@ -1,0 +1,3 @@
+// Instantiation: Hopper forward, fp16, head dim 192.
+#include "launch/fwd_sm90_launch.cuh"
+FLASHKIT_INSTANTIATE_FWD_SM90(fp16_t, 192)

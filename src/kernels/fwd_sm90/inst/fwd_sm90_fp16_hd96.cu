@@ -1,0 +1,3 @@
+// Instantiation: Hopper forward, fp16, head dim 96 (tiles padded to 128 columns).
+#include "launch/fwd_sm90_launch.cuh"
+FLASHKIT_INSTANTIATE_FWD_SM90(fp16_t, 96)
