@@ -144,15 +144,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         p.do_row_stride, rows, tid);
     const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
                          head * p.lse_head_stride + m0;
-    // lse and delta as raw values through cp.async (a plain load + shared store stalled
-    // the loading warps, and with them their warpgroup's next wgmma, for a global-memory
-    // round trip every row block). Rows past the end are zero-filled: their Q and dO rows
-    // are zero too, so they contribute nothing, and their dQ is never stored.
     for (int r = tid; r < kBlockM; r += kThreads) {
-      const bool in = r < rows;
-      const int64_t i = stat + (in ? r : 0);
-      prims::cp_async_4(sLse + stage * kBlockM + r, p.lse + i, in);
-      prims::cp_async_4(sDelta + stage * kBlockM + r, p.delta + i, in);
+      float lse = INFINITY, delta = 0.f;
+      if (r < rows) {
+        lse = p.lse[stat + r];
+        delta = p.delta[stat + r];
+        lse = lse == -INFINITY ? INFINITY : lse * kLog2e;
+      }
+      sLse[stage * kBlockM + r] = lse;
+      sDelta[stage * kBlockM + r] = delta;
     }
   };
   if (iters > 0) load_rows(0, 0);
@@ -185,92 +185,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   const int key_row0 = wg_key0 + warp * 16;  // this warp's first key in the block
   constexpr bool capped = kSoftcap;
   float s[8][4], dp[8][4];
-
-  // The dQ product of a row block is issued at the end of its iteration, and its fp32 adds
-  // are done in the next iteration, once that iteration's S^T / dP^T wgmmas are issued, so
-  // they overlap (with kDqChunks > 1 only the last chunk is deferred: the registers of two
-  // pending chunks do not fit). dS^T is double-buffered for this.
-  float dq[8][4];
-  int32_t* sem = nullptr;
-  int turn = 0;
-  // This row block's deterministic turn: the key blocks add into dq in a fixed order.
-  auto take_turn = [&](int head, int m_block) {
-    const int m0 = m_block * kBlockM;
-    const int n_last =
-        descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
-                   : 0;
-    turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
-    sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
-    if (tid == 0) {
-      while (prims::ld_acquire_gpu(sem) != turn) {
-      }
-    }
-    __syncthreads();
-  };
-  // fp32 adds of one 64-column chunk of dQ (rows m0.., query head `head`) into dq_accum.
-  auto add_dq = [&](int head, int m0, int chunk) {
-    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
-    const bool adds = !Tr::kDqSplitKeys || wg == 0;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + g + half * 8;
-      if (adds && m0 + r < seqlen_q) {
-        float* row = acc_base + int64_t(r) * p.h_q * kD + chunk * 64 + 2 * t;
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
-      }
-    }
-  };
-  constexpr int kLastChunk = Tr::kDqChunks - 1;
-  // The deferred (last) dQ chunk of iteration `it`: complete in registers (the caller waited
-  // for its wgmma group); hand-off, turn, adds, release.
-  auto finish_dq = [&](int it) {
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m_block = m_begin + it % per_head;
-    if constexpr (Tr::kDqSplitKeys) {
-      // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial dQ
-      // to warpgroup 0 through shared memory, so each dq element gets one add per CTA
-      // (half the reds, and a fixed order for the deterministic mode).
-      float4* xfer = reinterpret_cast<float4*>(smem + Tr::kSmemXfer);  // [8][128] float4
-      if (wg == 1) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
-      }
-      __syncthreads();
-      if (wg == 0) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float4 o = xfer[j * 128 + tid];
-          dq[j][0] += o.x;
-          dq[j][1] += o.y;
-          dq[j][2] += o.z;
-          dq[j][3] += o.w;
-        }
-      }
-    }
-    if (kLastChunk == 0 && p.deterministic) take_turn(head, m_block);
-    add_dq(head, m_block * kBlockM, Tr::kDqSplitKeys ? 0 : wg + 2 * kLastChunk);
-    if (p.deterministic) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) prims::st_release_gpu(sem, turn + 1);
-    }
-  };
+    for (int e = 0; e < 4; ++e) s[j][e] = dp[j][e] = 0.f;
 
   for (int it = 0; it < iters; ++it) {
     const int stage = it & 1;
     const int head = head_kv * p.h_ratio + it / per_head;
     const int m_block = m_begin + it % per_head;
     const int m0 = m_block * kBlockM;
-    prims::wgmma_wait<1>();  // this warpgroup's dV/dK of the previous block (its dQ may run on)
-#pragma unroll
-    for (int c = 0; c < kWgChunks; ++c) {
-      prims::fence_operands(dv[c]);
-      prims::fence_operands(dk[c]);
-    }
     prims::cp_async_wait<0>();
     prims::fence_proxy_async_smem();
-    __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage is free
+    __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage and sdS are free
     if (it + 1 < iters) load_rows(it + 1, stage ^ 1);
     prims::cp_async_commit();
 
@@ -279,30 +206,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
     const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
 
-    // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites). The
-    // previous block's dQ adds go between the two: they overlap S^T, and dP^T's registers
-    // are not live yet (the fewest live accumulators: dK, dV, S^T, dQ).
+    // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
     prims::wgmma_fence();
-    prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
 #pragma unroll
-    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
       const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, 1);
+      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
     }
     prims::wgmma_commit();
-    if (it > 0) {
-      prims::wgmma_wait<1>();
-      prims::fence_operands(dq);
-      finish_dq(it - 1);
-      prims::wgmma_fence();
-    }
-    prims::wgmma_m64n64k16_ss_first<T, false, false>(dp, desc_vw, desc_do);
 #pragma unroll
-    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
       const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, 1);
+      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
     }
     prims::wgmma_commit();
     prims::wgmma_wait<1>();
@@ -327,9 +244,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * t + (e % 2);
-        const float lse_raw = lse_s[col];  // -inf: a row with no visible key (P = 0)
-        const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
-        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
+        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
         if (masked && !mask.visible(m0 + col, n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
         s[j][e] = v;
       }
@@ -375,52 +290,105 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     }
     prims::wgmma_commit();
 
-    // dS^T to shared memory (buffer it % 2): row = key (this warp's 16), column = query
-    // row (with kSplitD both warpgroups hold the same dS^T: warpgroup 0 writes it).
-    T* ds_buf = sdS + stage * (DsTile::kBytes / int(sizeof(T)));
+    // dS^T to shared memory: row = key (this warp's 16), column = query row (with kSplitD
+    // both warpgroups hold the same dS^T: warpgroup 0 writes it).
     if (!Tr::kSplitD || wg == 0) {
 #pragma unroll
       for (int st = 0; st < 4; ++st) {
         const int c = st * 16 + 2 * t;
-        *reinterpret_cast<uint32_t*>(ds_buf + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
-        *reinterpret_cast<uint32_t*>(ds_buf + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
-        *reinterpret_cast<uint32_t*>(ds_buf + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
-        *reinterpret_cast<uint32_t*>(ds_buf + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
       }
     }
     prims::fence_proxy_async_smem();
     __syncthreads();  // dS^T of both warpgroups visible to the async proxy
 
     // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys), one
-    // chunk at a time; the last one stays in flight into the next iteration.
-    const uint64_t desc_ds_buf = desc_ds + ((stage * DsTile::kBytes) >> 4);
+    // chunk at a time (32 live accumulators: at D = 256 two chunks at once spilled).
+    int32_t* sem = nullptr;
+    int turn = 0;
+    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
 #pragma unroll
     for (int c = 0; c < Tr::kDqChunks; ++c) {
       const int chunk = Tr::kDqSplitKeys ? 0 : wg + 2 * c;
       const int key0 = Tr::kDqSplitKeys ? wg * 64 : 0;
-      prims::wgmma_fence();
-      prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_ds_buf + ((key0 * 128) >> 4),
-                                                     desc_k_mn + ((chunk * KTile::kBlockBytes + key0 * 128) >> 4));
+      float dq[8][4];
 #pragma unroll
-      for (int ks = 1; ks < Tr::kDqKSteps; ++ks) {
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[j][e] = 0.f;
+      prims::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < Tr::kDqKSteps; ++ks) {
         const uint64_t a_off = ((key0 + ks * 16) * 128) >> 4;
         const uint64_t b_off = (chunk * KTile::kBlockBytes + (key0 + ks * 16) * 128) >> 4;
-        prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_ds_buf + a_off, desc_k_mn + b_off);
+        prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
       }
       prims::wgmma_commit();
-      if (c < kLastChunk) {
-        prims::wgmma_wait<0>();
-        prims::fence_operands(dq);
-        if (c == 0 && p.deterministic) take_turn(head, m_block);
-        add_dq(head, m0, chunk);
+      prims::wgmma_wait<0>();  // (the first also completes dV, dK)
+      prims::fence_operands(dq);
+      if (c == 0) {
+#pragma unroll
+        for (int i = 0; i < kWgChunks; ++i) {
+          prims::fence_operands(dv[i]);
+          prims::fence_operands(dk[i]);
+        }
+      }
+
+      if constexpr (Tr::kDqSplitKeys) {
+        // D = 64: each warpgroup multiplied its own 64 keys. Warpgroup 1 hands its partial
+        // dQ to warpgroup 0 through shared memory (the dS^T tile is free once both products
+        // are done), so each dq element gets one add per CTA (fewer reds, a fixed order).
+        float4* xfer = reinterpret_cast<float4*>(sdS);  // [8][128] float4 = the 16 KB tile
+        __syncthreads();  // both warpgroups' dQ products have read dS^T
+        if (wg == 1) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xfer[j * 128 + (tid % 128)] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
+        }
+        __syncthreads();
+        if (wg == 0) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float4 o = xfer[j * 128 + tid];
+            dq[j][0] += o.x;
+            dq[j][1] += o.y;
+            dq[j][2] += o.z;
+            dq[j][3] += o.w;
+          }
+        }
+      }
+      if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+        const int n_last =
+            descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
+                       : 0;
+        turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
+        sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+        if (tid == 0) {
+          while (prims::ld_acquire_gpu(sem) != turn) {
+          }
+        }
+        __syncthreads();
+      }
+      const bool adds = !Tr::kDqSplitKeys || wg == 0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * 16 + g + half * 8;
+        if (adds && m0 + r < seqlen_q) {
+          float* row = acc_base + int64_t(r) * p.h_q * kD + chunk * 64 + 2 * t;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
+        }
       }
     }
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+    }
   }
-  if (iters > 0) {
-    prims::wgmma_wait<0>();
-    prims::fence_operands(dq);
-    finish_dq(iters - 1);
-  }
+
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (both
   // warpgroups are past their last dQ product, which reads K) for 16-byte stores.
   prims::cp_async_wait<0>();

@@ -6,8 +6,7 @@
 // dQ = dS K is split over the warpgroups by output column chunk (D >= 128) or by key
 // half (D = 64). D = 256 (kSplitD): 64 keys per CTA, both warpgroups on the same keys,
 // dK/dV split by columns. Q and dO are double-buffered; every operand uses the 128-byte
-// swizzle. dS^T is double-buffered: a row block's dQ product runs on into the next
-// iteration.
+// swizzle.
 #pragma once
 
 #include "tiles/smem_swizzle.cuh"
@@ -48,10 +47,8 @@ struct BwdTraits {
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
   static constexpr int kSmemQ = kSmemV + KTile::kBytes;        // 2 stages
   static constexpr int kSmemDo = kSmemQ + 2 * QTile::kBytes;   // 2 stages
-  static constexpr int kSmemDs = kSmemDo + 2 * QTile::kBytes;   // 2 buffers (dQ runs on)
-  static constexpr int kSmemXfer = kSmemDs + 2 * DsTile::kBytes;  // D = 64: partial dQ hand-off
-  static constexpr int kXferBytes = kDqSplitKeys ? kBlockM * 64 * 4 : 0;
-  static constexpr int kSmemLse = kSmemXfer + kXferBytes;        // fp32 [2][kBlockM]
+  static constexpr int kSmemDs = kSmemDo + 2 * QTile::kBytes;
+  static constexpr int kSmemLse = kSmemDs + DsTile::kBytes;    // fp32 [2][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
   static constexpr int kSmemBytes = kSmemDelta + 2 * kBlockM * 4 + 1024;  // + alignment slack
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,
