@@ -1,5 +1,5 @@
-// Launcher of the portable backward: the tile configuration per head dim and the four
-// launches. Included only by the instantiation files in src/kernels/bwd_sm80/inst/.
+// Launcher of the portable backward: the tile configuration per head dim and its main
+// kernel's launch (the shared pre/post launches: launch/bwd_prepost_launch.cuh). Included only by the instantiation files in src/kernels/bwd_sm80/inst/.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,8 +7,8 @@
 #include <cuda_runtime.h>
 
 #include "kernels/bwd_sm80/kernel.cuh"
-#include "kernels/bwd_sm80/prepost.cuh"
 #include "launch/bwd_launch.h"
+#include "launch/bwd_prepost_launch.cuh"
 #include "launch/element_type.cuh"
 #include "launch/launch_common.cuh"
 
@@ -35,29 +35,13 @@ int launch_bwd_sm80(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   using T = typename ElementOf<Tag>::type;
   using Tr = typename bwd_sm80::Config<T, kD>::Tr;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
-  constexpr int kThreads = bwd_sm80::kPrePostThreads;
-  constexpr int kGroup = bwd_sm80::RowGroup<kD>::kGroup;
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  const int64_t q_items = int64_t(p.rows_q) * p.h_q;
-  if (q_items > 0) {
-    const int64_t blocks = (q_items * kGroup + kThreads - 1) / kThreads;
-    bwd_sm80::bwd_pre_kernel<T, kD><<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  }
-  if (varlen && p.total_k > 0) {
-    const int64_t chunks = int64_t(p.total_k) * p.h_kv * (kD / 8);
-    bwd_sm80::bwd_zero_rows_kernel<T, kD><<<unsigned((chunks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p);
-  }
-  if (p.batch > 0 && p.seqlen_k > 0) {
+  return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
     cudaError_t err = launch_util::raise_smem_limit<&bwd_sm80::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
     if (err != cudaSuccess) return int(err);
     const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
     bwd_sm80::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-  }
-  if (q_items > 0) {
-    const int64_t blocks = (q_items * kGroup + kThreads - 1) / kThreads;
-    bwd_sm80::bwd_post_kernel<T, kD><<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  }
-  return int(cudaGetLastError());
+    return 0;
+  });
 }
 
 }  // namespace flashkit
