@@ -41,7 +41,7 @@ def compile_one(path, build):
     r = subprocess.run(cmd, capture_output=True, text=True)
     rows, cur = [], None
     for line in (r.stdout + r.stderr).splitlines():
-        if "warning" in line:  # e.g. C7510/C7520: wgmma serialized by ptxas
+        if "warning" in line or "serialized" in line:  # C7510/C7511/C7520: wgmma serialized
             print(f"{path.name}: {line.strip()}", file=sys.stderr)
         m = ENTRY.search(line)
         if m:
