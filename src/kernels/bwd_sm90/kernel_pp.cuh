@@ -10,8 +10,8 @@
 //   wait full[j % 3]                              Q, dO, lse, delta of j landed (mbarrier)
 //   gate A (named barrier 1 + w):  S^T = K_w Q^T, dP^T = V_w dO^T        (SS wgmmas)
 //   P^T, dS^T in registers; dS^T -> this warpgroup's tile; WG barrier (3 + w)
-//   gate B:  dV_w += P^T dO, dK_w += dS^T Q (RS)
-//   wait dV/dK -> arrive empty[j % 3]; dQ_w = dS_w K_w by 64-column chunk (SS, both MN-major)
+//   gate B:  dV_w += P^T dO, dK_w += dS^T Q (RS), dQ_w chunk 0 = dS_w K_w (SS, both MN-major)
+//   wait dV/dK -> arrive empty[j % 3]; further dQ chunks one at a time
 //   per 64-column dQ chunk: warpgroup 0 parks its partial in shared memory (x_full);
 //   warpgroup 1 adds it to its own and does the fp32 reds into dq_accum (x_empty), so each
 //   element gets one add per CTA, in a fixed order (deterministic mode: warpgroup 1 takes
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::fence_proxy_async_smem();
     prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
 
-    // Gate B: dV += P^T dO, dK += dS^T Q (RS).
+    // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
     gate_open();
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -322,10 +322,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     };
+    issue_dq(0);
     // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
     if (wg == 0 || it + 1 < iters) prims::bar_arrive(other_turn, 2 * 128);
 
-    prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage
+    prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -335,10 +336,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      // dQ chunks are issued here, after dV/dK completed, not in gate B: with P^T and dS^T
-      // still held for the RS wgmmas, dQ's 32 accumulators spilled (80/84 bytes at D128).
-      prims::wgmma_fence();
-      issue_dq(c);
+      if (c > 0) {  // chunk 0 went out with gate B
+        prims::wgmma_fence();
+        issue_dq(c);
+      }
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       float4* x = sX + c * 8 * 128;
@@ -389,8 +390,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
 
     // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
-    // warpgroups arrived on its empty barrier before gate B of `it` could open. (Here, with
-    // only dK/dV live, and not inside gate B: the copy addresses cost ~30 registers.)
+    // warpgroups arrived on its empty barrier before gate B of `it` could open.
     if (it + 2 < iters) {
       const int jn = it + 2, sn = jn % QS;
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
