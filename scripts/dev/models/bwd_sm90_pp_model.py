@@ -117,7 +117,7 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pad=True):
+def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pad=True, softcap=0.0):
     assert D in (64, 128)
     rng = np.random.default_rng(seed)
     kBlockM, kBlockN, kStages = 64, 128, 3
@@ -149,6 +149,9 @@ def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pa
     lse = np.zeros((hq, sq)); delta = np.zeros((hq, sq))
     for h in range(hq):
         s = q[h] @ k.T * scale
+        if softcap > 0:
+            th_ref = np.tanh(s / softcap)
+            s = softcap * th_ref
         s = np.where(vis, s, -np.inf)
         m = s.max(1, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)
@@ -160,12 +163,17 @@ def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pa
         delta[h] = (do[h] * o).sum(1)
         dP = do[h] @ v.T
         dS = P * (dP - delta[h][:, None])
+        if softcap > 0:
+            dS = dS * (1 - th_ref ** 2)
         dv_ref += P.T @ do[h]
         dk_ref += dS.T @ q[h] * scale
         dq_ref[h] = dS @ k * scale
     dq_acc = np.zeros((sq, hq, D))
     dk_out = np.zeros((sk, D)); dv_out = np.zeros((sk, D))
     scale_log2 = scale * np.log2(np.e)
+    softcap_scale = scale / softcap if softcap > 0 else 0.0
+    if softcap > 0:  # as api/attention.cpp: the scale goes into softcap_scale
+        scale_log2 = np.log2(np.e)
     n_blocks = cdiv(sk, kBlockN)
     for n_block in range(n_blocks):
         sm = Smem(kSmemDs + 2 * DsBytes + base + 4096)
@@ -236,6 +244,10 @@ def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pa
                     B = operand(sm, desc_do + b_off, 64, 16, False, False, base)
                     DP += A @ B.T
                 s = to_frag(S); dp = to_frag(DP)
+                if softcap > 0:  # kernel: th = tanh(s * softcap_scale), s = softcap * th, th kept as fp16
+                    th = np.tanh(s * softcap_scale)
+                    s = softcap * th
+                    th_h = th.astype(F16).astype(np.float64)
                 for tid in range(128):
                     warp, lane = tid // 32, tid % 32
                     g, t = lane // 4, lane % 4
@@ -249,6 +261,8 @@ def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pa
                                 val = 0.0
                             s[tid, j, e] = val
                             dp[tid, j, e] = val * (dp[tid, j, e] - delta_s[col])
+                            if softcap > 0:
+                                dp[tid, j, e] *= 1 - th_h[tid, j, e] ** 2
                 def pack(c):
                     a = np.zeros((128, 4, 4, 2))
                     for st in range(4):
@@ -324,11 +338,17 @@ def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pa
 if __name__ == "__main__":
     cases = [(64, 64, 128, False, -1, -1, 1), (64, 100, 200, True, -1, -1, 2), (128, 64, 128, False, -1, -1, 1),
              (128, 130, 190, True, -1, -1, 1), (128, 200, 300, True, 40, -1, 2), (64, 3, 1, False, -1, -1, 1)]
+    cases = [c + (0.0,) for c in cases]
+    # softcap with rows past the end of the last row block (the zero-filled lse/delta/Q/dO rows
+    # give P = 1 there, and must still add nothing), and a window whose first key block no row
+    # sees (iters == 0: dK, dV of that block are zero).
+    cases += [(128, 70, 150, False, -1, -1, 1, 30.0), (64, 100, 200, True, -1, -1, 2, 20.0),
+              (128, 90, 200, True, 24, -1, 2, 15.0), (64, 64, 300, False, 10, 5, 1, 0.0)]
     worst = 0.0
-    for D, sq, sk, causal, left, right, hr in cases:
-        r = run(D, sq, sk, causal, left, right, hr)
+    for D, sq, sk, causal, left, right, hr, cap in cases:
+        r = run(D, sq, sk, causal, left, right, hr, softcap=cap)
         worst = max(worst, *r)
-        print(D, sq, sk, causal, left, right, hr, ["%.1e" % x for x in r])
+        print(D, sq, sk, causal, left, right, hr, cap, ["%.1e" % x for x in r])
         sys.stdout.flush()
     print("worst relative error", worst)
     sys.exit(0 if worst < 1e-2 else 1)

@@ -400,7 +400,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
   // including the other warpgroup's dQ products that read K, is done) for 16-byte stores.
+  // The commit matters when iters == 0 (a key block no row sees: window, empty varlen q):
+  // the K and V copies were then never covered by a full[] arrival, and wait_group waits
+  // for committed groups only, so without it they could land on top of the zero dK/dV.
   prims::wgmma_wait<0>();
+  prims::cp_async_commit();
   prims::cp_async_wait<0>();
   __syncthreads();
   const float scale = p.softmax_scale;
