@@ -11,12 +11,12 @@
 //   gate A (named barrier 1 + w):  S^T = K_w Q^T, dP^T = V_w dO^T        (SS wgmmas)
 //   P^T, dS^T in registers; dS^T -> this warpgroup's tile; WG barrier (3 + w)
 //   gate B:  dV_w += P^T dO, dK_w += dS^T Q (RS), dQ_w chunk 0 = dS_w K_w (SS, both MN-major)
-//   wait dV/dK -> arrive empty[j % 3]; further dQ chunks one at a time
+//   wait dV/dK -> arrive empty[j % 3]; copy row block j + 2 into stage (j + 2) % 3 (its
+//   last reader was row block j - 1); further dQ chunks one at a time
 //   per 64-column dQ chunk: warpgroup 0 parks its partial in shared memory (x_full);
 //   warpgroup 1 adds it to its own and does the fp32 reds into dq_accum (x_empty), so each
 //   element gets one add per CTA, in a fixed order (deterministic mode: warpgroup 1 takes
 //   and releases the row block's turn).
-//   copy row block j + 2 into stage (j + 2) % 3 (its last reader was row block j - 1)
 //
 // While one warpgroup runs its softmax and reds, the other's wgmmas keep the tensor pipe
 // busy. No CTA-wide barrier inside the loop.
@@ -333,6 +333,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dk[c]);
     }
     prims::mbarrier_arrive(empty(stage));
+    // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
+    // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
+    // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.)
+    if (it + 2 < iters) {
+      const int jn = it + 2, sn = jn % QS;
+      if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
+      load_rows(jn, sn);
+    }
 
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -389,13 +397,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
     }
 
-    // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
-    // warpgroups arrived on its empty barrier before gate B of `it` could open.
-    if (it + 2 < iters) {
-      const int jn = it + 2, sn = jn % QS;
-      if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
-      load_rows(jn, sn);
-    }
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
