@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/kernel.cuh"
@@ -83,23 +84,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto empty = [&](int s) { return bars + 8 * (QS + s); };
   const uint32_t x_full = bars + 8 * (2 * QS), x_empty = bars + 8 * (2 * QS + 1);
 
-  // Key-block order and the deterministic dq order: as in v1.
-  const bool descending = p.causal || p.window_right >= 0;
-  const int n_block = p.deterministic && descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int head_kv = blockIdx.y;
-  const int batch = blockIdx.z;
-
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
-  if (varlen) {
-    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
-    if (n_block == 0 && head_kv == 0) attn::report_varlen_errors(p, batch);
-    seqlen_q = min(seqlen_q, p.seqlen_q);
-    seqlen_k = min(seqlen_k, p.seqlen_k);
-  }
-  const int n0 = n_block * kBlockN;
-  if (n0 >= seqlen_k) return;
-  const int keys_here = min(kBlockN, seqlen_k - n0);
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  if (cta.n0 >= cta.seqlen_k) return;
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
@@ -111,36 +97,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
 
-  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
-  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
+  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
+  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
   tiles::load_tile_async<KTile, kThreads>(
-      sK, static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride + int64_t(n0) * p.k_row_stride,
-      p.k_row_stride, keys_here, tid);
+      sK, static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride,
+      p.k_row_stride, cta.keys_here, tid);
   tiles::load_tile_async<KTile, kThreads>(
-      sV, static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride + int64_t(n0) * p.v_row_stride,
-      p.v_row_stride, keys_here, tid);
+      sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
+      p.v_row_stride, cta.keys_here, tid);
 
-  const attn::Mask mask{seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right};
-  const int diag = seqlen_k - seqlen_q;
-  const int m_begin = mask.has_right() ? max(0, n0 - mask.right_of(0)) / kBlockM : 0;
-  int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
-  if (p.window_left >= 0) {
-    const int last_row = n0 + kBlockN - 1 - diag + p.window_left;
-    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
-  }
-  const int per_head = max(0, m_end - m_begin);
-  const int iters = per_head * p.h_ratio;
-  const int64_t q_row0 = varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q;
 
   // Row block `it` into stage `stage` by every thread; each thread's copies arrive on
   // full[stage] when they land. lse and delta raw (rows past the end zero-filled: their Q
   // and dO rows are zero too, so they add nothing, and their dQ is never stored).
   auto load_rows = [&](int it, int stage) {
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m0 = (m_begin + it % per_head) * kBlockM;
-    const int rows = min(kBlockM, seqlen_q - m0);
-    const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
-    const int64_t do_off = varlen ? int64_t(q_start) * p.do_row_stride : int64_t(batch) * p.do_batch_stride;
+    const int head = cta.head_of(p, it);
+    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int rows = min(kBlockM, cta.seqlen_q - m0);
+    const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
+    const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
     tiles::load_tile_async<QTile, kThreads>(
         sQ + stage * kQElems,
         static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
@@ -149,8 +124,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         sdO + stage * kQElems,
         static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
-    const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
-                         head * p.lse_head_stride + m0;
+    const int64_t stat = cta.stat_offset(p, head, m0);
     if (tid < 2 * kBlockM) {
       const int r = tid % kBlockM;
       const bool in = r < rows;
@@ -163,8 +137,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::cp_async_mbarrier_arrive(full(stage));
   };
-  if (iters > 0) load_rows(0, 0);  // (its arrival also covers the K and V copies)
-  if (iters > 1) load_rows(1, 1);
+  if (cta.iters > 0) load_rows(0, 0);  // (its arrival also covers the K and V copies)
+  if (cta.iters > 1) load_rows(1, 1);
 
   float dk[kChunks][8][4], dv[kChunks][8][4];
 #pragma unroll
@@ -195,15 +169,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::bar_sync(turn, 2 * 128);
     prims::wgmma_fence();
   };
-  if (wg == 1 && iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+  if (wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
 
   int32_t* sem = nullptr;
   int my_turn = 0;
 
-  for (int it = 0; it < iters; ++it) {
+  for (int it = 0; it < cta.iters; ++it) {
     const int stage = it % QS;
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m_block = m_begin + it % per_head;
+    const int head = cta.head_of(p, it);
+    const int m_block = cta.m_block_of(it);
     const int m0 = m_block * kBlockM;
     prims::mbarrier_wait(full(stage), (it / QS) & 1);
 
@@ -236,7 +210,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::fence_operands(s);
     const float* lse_s = sLse + stage * kBlockM;
     const float* delta_s = sDelta + stage * kBlockM;
-    const bool masked = mask.tile_needs_mask(n0, kBlockN, m0) || mask.tile_needs_left_mask(n0, m0 + kBlockM - 1);
+    const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[8][2];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -256,7 +230,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         const float lse_raw = lse_s[col];  // -inf: a row with no visible key (P = 0)
         const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
         float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-        if (masked && !mask.visible(m0 + col, n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+        if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
         s[j][e] = v;
       }
     }
@@ -324,7 +298,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     };
     issue_dq(0);
     // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
-    if (wg == 0 || it + 1 < iters) prims::bar_arrive(other_turn, 2 * 128);
+    if (wg == 0 || it + 1 < cta.iters) prims::bar_arrive(other_turn, 2 * 128);
 
     prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
 #pragma unroll
@@ -336,7 +310,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
     // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
     // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.)
-    if (it + 2 < iters) {
+    if (it + 2 < cta.iters) {
       const int jn = it + 2, sn = jn % QS;
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
       load_rows(jn, sn);
@@ -368,22 +342,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
         if (c == kChunks - 1) prims::mbarrier_arrive(x_empty);
         if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
-          const int n_last = descending ? max(0, min((seqlen_k - 1) / kBlockN,
-                                                     mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
-                                        : 0;
-          my_turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
-          sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+          my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+          sem = cta.dq_counter(p, head, m_block);
           if (wtid == 0) {
             while (prims::ld_acquire_gpu(sem) != my_turn) {
             }
           }
           prims::bar_sync(5, 128);
         }
-        float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+        float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = warp * 16 + g + half * 8;
-          if (m0 + r < seqlen_q) {
+          if (m0 + r < cta.seqlen_q) {
             float* row = acc_base + int64_t(r) * p.h_q * kD + c * 64 + 2 * t;
 #pragma unroll
             for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
@@ -423,14 +394,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
   }
   __syncthreads();
-  const int64_t dk_off = varlen ? int64_t(k_start) * p.dk_row_stride : int64_t(batch) * p.dk_batch_stride;
-  const int64_t dv_off = varlen ? int64_t(k_start) * p.dv_row_stride : int64_t(batch) * p.dv_batch_stride;
+  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
+  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
   tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dk) + dk_off + head_kv * p.dk_head_stride + int64_t(n0) * p.dk_row_stride, p.dk_row_stride,
-      sK, keys_here, tid);
+      static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride, p.dk_row_stride,
+      sK, cta.keys_here, tid);
   tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dv) + dv_off + head_kv * p.dv_head_stride + int64_t(n0) * p.dv_row_stride, p.dv_row_stride,
-      sV, keys_here, tid);
+      static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride, p.dv_row_stride,
+      sV, cta.keys_here, tid);
 #endif  // FLASHKIT_BWD_SM90_KERNEL_BODY
 }
 
