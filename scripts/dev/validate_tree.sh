@@ -8,7 +8,7 @@
 #
 # Installs the tree with pip (sm_90a only, no C++ tests: ~30 s on 16 cores), runs the given
 # GPU test files from the tree's tests/python (-n 4), scripts/dev/bwd_check.py if the tree
-# has it, and compute-sanitizer memcheck on the tree's sanitize scripts; logs go to OUT_DIR.
+# has it (with the Hopper backward's v1 / ping-pong A/B where the tree has both), and compute-sanitizer memcheck on the tree's sanitize scripts; logs go to OUT_DIR.
 # The installed flashkit package is replaced: install main again afterwards if needed.
 set -u -o pipefail
 TREE=$(cd "${1:?usage: validate_tree.sh TREE OUT_DIR [TEST_FILE...]}" && pwd)
@@ -38,6 +38,12 @@ fi
 if [ -f "$TREE/scripts/dev/bwd_check.py" ]; then
   step bwd_check bash -c "cd /tmp && python3 '$TREE/scripts/dev/bwd_check.py'"
   step bwd_check_portable bash -c "cd /tmp && FLASHKIT_BWD_PORTABLE=1 python3 '$TREE/scripts/dev/bwd_check.py'"
+  if grep -q FLASHKIT_BWD_SM90_V1 "$TREE/src/launch/bwd_sm90_launch.cuh" 2>/dev/null; then
+    # the Hopper backward's two variants (ping-pong default, v1 by env) in one machine session
+    step bwd_check_v1 bash -c "cd /tmp && FLASHKIT_BWD_SM90_V1=1 python3 '$TREE/scripts/dev/bwd_check.py'"
+    step bwd_perf_pp bash -c "cd /tmp && timeout 120 python3 '$TREE/scripts/dev/bwd_check.py' --perf"
+    step bwd_perf_v1 bash -c "cd /tmp && FLASHKIT_BWD_SM90_V1=1 timeout 120 python3 '$TREE/scripts/dev/bwd_check.py' --perf"
+  fi
 fi
 for s in sanitize_small.py sanitize_bwd.py; do
   [ -f "$TREE/scripts/$s" ] || continue
