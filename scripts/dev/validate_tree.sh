@@ -8,7 +8,8 @@
 #
 # Installs the tree with pip (sm_90a only, no C++ tests: ~30 s on 16 cores), runs the given
 # GPU test files from the tree's tests/python (-n 4), scripts/dev/bwd_check.py if the tree
-# has it (with the Hopper backward's v1 / ping-pong A/B where the tree has both), and compute-sanitizer memcheck on the tree's sanitize scripts; logs go to OUT_DIR.
+# has it (with the Hopper backward's v1 / ping-pong A/B where the tree has both), and
+# compute-sanitizer memcheck on the tree's sanitize scripts; logs go to OUT_DIR.
 # The installed flashkit package is replaced: install main again afterwards if needed.
 set -u -o pipefail
 TREE=$(cd "${1:?usage: validate_tree.sh TREE OUT_DIR [TEST_FILE...]}" && pwd)
