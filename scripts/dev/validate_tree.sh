@@ -51,4 +51,8 @@ for s in sanitize_small.py sanitize_bwd.py; do
   step "memcheck_${s%.py}" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 /usr/local/cuda/bin/compute-sanitizer \
     --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/$s" --quick
 done
+if [ -f "$TREE/scripts/sanitize_bwd.py" ]; then
+  step racecheck_sanitize_bwd env PYTORCH_NO_CUDA_MEMORY_CACHING=1 /usr/local/cuda/bin/compute-sanitizer \
+    --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick
+fi
 exit $status
