@@ -1,5 +1,5 @@
 // Host dispatch of the dense attention backward: (dtype, head dim) -> the compiled
-// launcher (bwd_launch.h). The portable family only, for now.
+// launcher (bwd_launch.h): the portable family, or the Hopper one on compute capability 9.0.
 #pragma once
 
 #include <string>
