@@ -7,13 +7,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
 #include "launch/element_type.cuh"
+#include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
 
 namespace flashkit {
@@ -27,10 +26,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
       // once) asks for the lockstep v1 kernel (kept for A/B runs).
-      static const bool v1 = [] {
-        const char* e = std::getenv("FLASHKIT_BWD_SM90_V1");
-        return e != nullptr && e[0] == '1';
-      }();
+      static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
       if (!v1) {
         using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
