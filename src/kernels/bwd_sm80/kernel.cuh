@@ -133,7 +133,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   tiles::load_tile_async<KTile, kThreads>(sK, gK, p.k_row_stride, cta.keys_here, tid);
   tiles::load_tile_async<KTile, kThreads>(sV, gV, p.v_row_stride, cta.keys_here, tid);
 
-
   auto load_rows = [&](int it) {
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(it) * kBlockM;

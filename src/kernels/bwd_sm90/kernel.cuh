@@ -102,7 +102,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
       p.v_row_stride, cta.keys_here, tid);
 
-
   auto load_rows = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(it) * kBlockM;

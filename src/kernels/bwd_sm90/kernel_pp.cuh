@@ -106,7 +106,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
       p.v_row_stride, cta.keys_here, tid);
 
-
   // Row block `it` into stage `stage` by every thread; each thread's copies arrive on
   // full[stage] when they land. lse and delta raw (rows past the end zero-filled: their Q
   // and dO rows are zero too, so they add nothing, and their dQ is never stored).
