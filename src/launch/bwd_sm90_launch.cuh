@@ -48,6 +48,18 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (err != cudaSuccess) return int(err);
       bwd_sm90::bwd_kernel<Tr, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
     } else {
+      if constexpr (Tr::kSplitD) {
+        // D 256: S^T/dP^T split between the warpgroups unless FLASHKIT_BWD_D256_DUP=1 (read
+        // once) asks for the first version's duplicated S^T/dP^T (kept for A/B runs).
+        static const bool dup = dispatch::env_flag("FLASHKIT_BWD_D256_DUP");
+        if (dup) {
+          cudaError_t err =
+              launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr, false, true>>(dev.device, Tr::kSmemBytes);
+          if (err != cudaSuccess) return int(err);
+          bwd_sm90::bwd_kernel<Tr, false, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+          return 0;
+        }
+      }
       cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
       if (err != cudaSuccess) return int(err);
       bwd_sm90::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);

@@ -52,16 +52,18 @@ def test_portable_backward_matches_reference():
 
 @pytest.mark.gpu
 def test_sm90_v1_backward_matches_reference(flashkit_ext):
-    """On a Hopper GPU, D 64/128 run the ping-pong kernel; FLASHKIT_BWD_SM90_V1=1 selects the
-    lockstep v1 kernel (kept for A/B runs): it stays checked against the reference here."""
+    """On a Hopper GPU, D 64/128 run the ping-pong kernel and D 256 splits S^T/dP^T between
+    the warpgroups; FLASHKIT_BWD_SM90_V1=1 and FLASHKIT_BWD_D256_DUP=1 select the first
+    versions (kept for A/B runs): they stay checked against the reference here."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
         pytest.skip("no Hopper backward on this GPU / build")
-    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1")
+    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1", FLASHKIT_BWD_D256_DUP="1")
     env.pop("FLASHKIT_BWD_PORTABLE", None)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--quick"], env=env,
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--quick",
+                        "--dims", "64", "128", "256"], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert "cases passed" in r.stdout, r.stdout[-2000:]

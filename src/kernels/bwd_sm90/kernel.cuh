@@ -60,7 +60,11 @@ __device__ __forceinline__ void pack_a4(uint32_t (&a)[4][4], const float (&c)[8]
 
 // kSoftcap: the instantiation for softcapped calls (the fp16 tanh pairs it keeps from P to
 // dS cost 148/156 bytes of spills at D = 128; the plain kernel has none).
-template <class Tr, bool kSoftcap = false>
+// kDupSdp (D = 256 only): both warpgroups compute S^T and dP^T themselves, as the first
+// version did; otherwise (kExchange) warpgroup 0 computes S^T and warpgroup 1 dP^T and they
+// hand P and dS^T over through shared memory (2/7 fewer MMAs). Softcapped calls keep the
+// duplicated path (the tanh terms would need another buffer that does not fit).
+template <class Tr, bool kSoftcap = false, bool kDupSdp = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -85,7 +89,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   constexpr int kQElems = QTile::kBytes / int(sizeof(T));
 
   const int tid = threadIdx.x;
-  const int wg = tid / 128;
+  // Warp-uniform (shuffled from lane 0), so ptxas sees warpgroup branches as uniform and
+  // keeps the wgmmas around them unserialized.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = (tid % 128) / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -179,70 +185,148 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
     const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
 
-    // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
-    prims::wgmma_fence();
+    constexpr bool kExchange = Tr::kSplitD && !kSoftcap && !kDupSdp;
+    uint32_t pa[4][4], dsa[4][4];
+    if constexpr (kExchange) {
+      // D = 256: warpgroup 0 computes S^T = K Q^T, warpgroup 1 dP^T = V dO^T (same keys,
+      // same fragment layout), into `s` for both: one issue sequence, no branch around it.
+      const uint64_t desc_a = wg == 0 ? desc_kw : desc_vw;
+      const uint64_t desc_b = wg == 0 ? desc_q : desc_do;
+      prims::wgmma_fence();
+      prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_a, desc_b);  // "=f": s not live before
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
-    }
-    prims::wgmma_commit();
+      for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_a + a_off, desc_b + b_off, 1);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();
+      prims::fence_operands(s);
+      const float* lse_s = sLse + stage * kBlockM;
+      const float* delta_s = sDelta + stage * kBlockM;
+      float4* xp = reinterpret_cast<float4*>(smem + Tr::kSmemX);  // [8][128]: P by fragment
+      const int wtid = tid % 128;
+      if (wg == 0) {  // P (fp32) for warpgroup 1; P^T packed for this warpgroup's dV
+        const bool masked =
+            cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
-    }
-    prims::wgmma_commit();
-    prims::wgmma_wait<1>();
-    prims::fence_operands(s);
-
-    const float* lse_s = sLse + stage * kBlockM;
-    const float* delta_s = sDelta + stage * kBlockM;
-    const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
-    uint32_t tanh_h[8][2];
+        for (int j = 0; j < 8; ++j) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if constexpr (capped) {
-        float th[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
-          s[j][e] = p.softcap * th[e];
+          for (int e = 0; e < 4; ++e) {
+            const int col = j * 8 + 2 * t + (e % 2);
+            float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+            if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+            s[j][e] = v;
+          }
+          xp[j * 128 + wtid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
         }
-        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
-        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+        pack_a4<T>(pa, s);
       }
+      __syncthreads();  // P visible to warpgroup 1
+      if (wg == 1) {  // dS = P (dP - delta) from the handed-over P; dS^T to shared memory
+        // Two column tiles of P at a time (pack_a4's pairing), so P is never held whole.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = j * 8 + 2 * t + (e % 2);
-        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
-        if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
-        s[j][e] = v;
+        for (int st = 0; st < 4; ++st) {
+          const float4 p0 = xp[(2 * st) * 128 + wtid], p1 = xp[(2 * st + 1) * 128 + wtid];
+          pa[st][0] = prims::pack2<T>(p0.x, p0.y);
+          pa[st][1] = prims::pack2<T>(p0.z, p0.w);
+          pa[st][2] = prims::pack2<T>(p1.x, p1.y);
+          pa[st][3] = prims::pack2<T>(p1.z, p1.w);
+          const float pv[2][4] = {{p0.x, p0.y, p0.z, p0.w}, {p1.x, p1.y, p1.z, p1.w}};
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = 2 * st + h;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[j][e] = pv[h][e] * (s[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+          }
+        }
+        pack_a4<T>(dsa, s);
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+          const int c = st * 16 + 2 * t;
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+        }
       }
-    }
-    uint32_t pa[4][4];
-    pack_a4<T>(pa, s);
-    prims::wgmma_wait<0>();
-    prims::fence_operands(dp);
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // dS^T visible to warpgroup 0 and to both warpgroups' dQ wgmmas
+      if (wg == 0) {  // this warpgroup's dS^T fragments, read back bit-exact
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+        for (int st = 0; st < 4; ++st) {
+          const int c = st * 16 + 2 * t;
+          dsa[st][0] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g, c));
+          dsa[st][1] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c));
+          dsa[st][2] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8));
+          dsa[st][3] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8));
+        }
+      }
+    } else {
+      // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
+      prims::wgmma_fence();
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
-    if constexpr (capped) {
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
+      }
+      prims::wgmma_commit();
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<1>();
+      prims::fence_operands(s);
+
+      const float* lse_s = sLse + stage * kBlockM;
+      const float* delta_s = sDelta + stage * kBlockM;
+      const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
+      uint32_t tanh_h[8][2];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
+        if constexpr (capped) {
+          float th[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
-          dp[j][2 * h] *= 1.f - th.x * th.x;
-          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+          for (int e = 0; e < 4; ++e) {
+            th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+            s[j][e] = p.softcap * th[e];
+          }
+          tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+          tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = j * 8 + 2 * t + (e % 2);
+          float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+          if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+          s[j][e] = v;
         }
       }
+      pack_a4<T>(pa, s);
+      prims::wgmma_wait<0>();
+      prims::fence_operands(dp);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+      if constexpr (capped) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+            dp[j][2 * h] *= 1.f - th.x * th.x;
+            dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+          }
+        }
+      }
+      pack_a4<T>(dsa, dp);
     }
-    uint32_t dsa[4][4];
-    pack_a4<T>(dsa, dp);
 
     // dV += P^T dO, dK += dS^T Q (k = the 64 query rows, 16 per step: 2048 bytes of an
     // MN-major atom column).
@@ -264,8 +348,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     prims::wgmma_commit();
 
     // dS^T to shared memory: row = key (this warp's 16), column = query row (with kSplitD
-    // both warpgroups hold the same dS^T: warpgroup 0 writes it).
-    if (!Tr::kSplitD || wg == 0) {
+    // both warpgroups hold the same dS^T: warpgroup 0 writes it; with kExchange warpgroup 1
+    // wrote it above).
+    if (!kExchange && (!Tr::kSplitD || wg == 0)) {
 #pragma unroll
       for (int st = 0; st < 4; ++st) {
         const int c = st * 16 + 2 * t;
@@ -275,8 +360,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
       }
     }
-    prims::fence_proxy_async_smem();
-    __syncthreads();  // dS^T of both warpgroups visible to the async proxy
+    if constexpr (!kExchange) {
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // dS^T of both warpgroups visible to the async proxy
+    }
 
     // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys), one
     // chunk at a time (32 live accumulators: at D = 256 two chunks at once spilled).

@@ -50,7 +50,11 @@ struct BwdTraits {
   static constexpr int kSmemDs = kSmemDo + 2 * QTile::kBytes;
   static constexpr int kSmemLse = kSmemDs + DsTile::kBytes;    // fp32 [2][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
-  static constexpr int kSmemBytes = kSmemDelta + 2 * kBlockM * 4 + 1024;  // + alignment slack
+  // D = 256: warpgroup 0's fp32 P handed to warpgroup 1 ([8][128] float4 per thread).
+  static constexpr int kSmemX = kSmemDelta + 2 * kBlockM * 4;
+  static constexpr int kXBytes = kSplitD ? 8 * 128 * 16 : 0;
+  static constexpr int kSmemBytes = kSmemX + kXBytes + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");
 };
