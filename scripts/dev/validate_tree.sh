@@ -54,7 +54,7 @@ for s in sanitize_small.py sanitize_bwd.py; do
     --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/$s" --quick --dims 64 128 256
 done
 if [ -f "$TREE/scripts/sanitize_bwd.py" ]; then
-  step racecheck_sanitize_bwd 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 /usr/local/cuda/bin/compute-sanitizer \
+  step racecheck_sanitize_bwd 300 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 /usr/local/cuda/bin/compute-sanitizer \
     --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 256
 fi
 exit $status

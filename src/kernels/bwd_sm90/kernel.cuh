@@ -15,6 +15,10 @@
 //   dQ   = dS K         wgmma SS, A = dS^T and B = K both MN-major (transposed by the MMA)
 //   fp32 adds into dq_accum (red.global.add.v2.f32), ordered in deterministic mode
 //
+// D = 256 (kExchange): warpgroup 0 issues S^T only and warpgroup 1 dP^T only; warpgroup 0
+// hands its fp32 P to warpgroup 1 through shared memory (sync), warpgroup 1 forms dS^T and
+// stores it before dV/dK (fence, sync), and warpgroup 0 reads its dS^T fragments back.
+//
 // The wgmma accumulator layout is the mma.sync C layout per warp (prims/wgmma.cuh), so the
 // masking, the recomputed softmax and the packing of P^T/dS^T into A operands are those of
 // the portable kernel.

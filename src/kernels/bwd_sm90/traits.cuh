@@ -19,9 +19,10 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;
   // D = 256: dK and dV of 64 keys (2 x 128 fp32 per thread) do not fit one warpgroup's
-  // registers, so both warpgroups take the same 64 keys and split dK/dV by columns; each
-  // computes S^T and dP^T itself (duplicated: 7/5 of the MMA work). Otherwise each
-  // warpgroup owns its own 64 of 128 keys.
+  // registers, so both warpgroups take the same 64 keys and split dK/dV by columns;
+  // warpgroup 0 computes S^T and warpgroup 1 dP^T and they exchange P and dS^T through
+  // shared memory (the kDupSdp / softcap instantiations compute both in each warpgroup: 7/5
+  // of the MMA work). Otherwise each warpgroup owns its own 64 of 128 keys.
   static constexpr bool kSplitD = kHeadDim_ == 256;
   static constexpr int kBlockN = kSplitD ? 64 : 128;
   static constexpr int kWarpGroups = 2;
