@@ -2,7 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
