@@ -52,11 +52,11 @@ std::vector<std::string> bwd_variants() {
 }
 
 std::string bwd_family(DType dtype, int head_dim) {
-  return dispatch::family(kVariants, kSm90Variants, dtype, head_dim, force_portable());
+  return dispatch::family(kVariants, kSm90Variants, dtype, head_dim, force_portable);
 }
 
 Status run_attention_bwd(const BwdParams& params, DType dtype, cudaStream_t stream) {
-  return dispatch::run(kVariants, kSm90Variants, params, dtype, stream, force_portable(), "attention backward");
+  return dispatch::run(kVariants, kSm90Variants, params, dtype, stream, force_portable, "attention backward");
 }
 
 }  // namespace flashkit

@@ -1,5 +1,6 @@
 // Launcher of the portable backward: the tile configuration per head dim and its main
-// kernel's launch (the shared pre/post launches: launch/bwd_prepost_launch.cuh). Included only by the instantiation files in src/kernels/bwd_sm80/inst/.
+// kernel's launch (the shared pre/post launches: launch/bwd_prepost_launch.cuh). Included
+// only by the instantiation files in src/kernels/bwd_sm80/inst/.
 #pragma once
 
 #include <cuda_bf16.h>

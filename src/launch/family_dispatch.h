@@ -37,7 +37,9 @@ const Variant<Params>* find(const Variant<Params> (&table)[N], DType dtype, int 
 template <typename Params, size_t N>
 void list(const Variant<Params> (&table)[N], const char* prefix, std::vector<std::string>* out) {
   for (const Variant<Params>& v : table) {
-    if (v.launch != nullptr) out->push_back(std::string(prefix) + dtype_name(v.dtype) + "/" + std::to_string(v.head_dim));
+    if (v.launch != nullptr) {
+      out->push_back(std::string(prefix) + dtype_name(v.dtype) + "/" + std::to_string(v.head_dim));
+    }
   }
 }
 
@@ -48,17 +50,20 @@ inline bool env_flag(const char* name) {
 }
 
 // The Hopper entry when there is one and the device runs sm_90a code, unless forced off.
+// `force_portable` is called only here, after the device checks (it reads its environment
+// flag on first use, as the dispatchers did before they shared this code).
+using Flag = bool (*)();
 template <typename Params, size_t N>
 const Variant<Params>* hopper_choice(const Variant<Params> (&sm90)[N], DType dtype, int head_dim,
-                                     const DeviceInfo& dev, bool force_portable) {
-  if (force_portable || dev.cc_major != 9 || dev.cc_minor != 0) return nullptr;
+                                     const DeviceInfo& dev, Flag force_portable) {
+  if (dev.cc_major != 9 || dev.cc_minor != 0 || force_portable()) return nullptr;
   return find(sm90, dtype, head_dim);
 }
 
 // "sm90", "sm80" or "" (not compiled, or no usable sm_80+ device).
 template <typename Params, size_t N1, size_t N2>
 std::string family(const Variant<Params> (&sm80)[N1], const Variant<Params> (&sm90)[N2], DType dtype, int head_dim,
-                   bool force_portable) {
+                   Flag force_portable) {
   if (find(sm80, dtype, head_dim) == nullptr) return "";
   DeviceInfo dev;
   if (cached_device_info_status(&dev) != 0 || dev.cc_major < 8) return "";
@@ -70,7 +75,7 @@ std::string family(const Variant<Params> (&sm80)[N1], const Variant<Params> (&sm
 // Cuda on a launch error. `op` names the operation in the messages.
 template <typename Params, size_t N1, size_t N2>
 Status run(const Variant<Params> (&sm80)[N1], const Variant<Params> (&sm90)[N2], const Params& params, DType dtype,
-           cudaStream_t stream, bool force_portable, const char* op) {
+           cudaStream_t stream, Flag force_portable, const char* op) {
   const Variant<Params>* variant = find(sm80, dtype, params.head_dim);
   if (variant == nullptr) {
     return Status::NotCompiled(std::string(op) + " for dtype " + dtype_name(dtype) + " and head_dim " +

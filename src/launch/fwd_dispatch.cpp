@@ -2,7 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -92,11 +91,11 @@ std::vector<std::string> fwd_kernels() {
 }
 
 std::string fwd_family(DType dtype, int head_dim) {
-  return dispatch::family(kVariants, kSm90Variants, dtype, head_dim, force_portable());
+  return dispatch::family(kVariants, kSm90Variants, dtype, head_dim, force_portable);
 }
 
 Status run_attention_fwd(const FwdParams& params, DType dtype, cudaStream_t stream) {
-  return dispatch::run(kVariants, kSm90Variants, params, dtype, stream, force_portable(), "attention forward");
+  return dispatch::run(kVariants, kSm90Variants, params, dtype, stream, force_portable, "attention forward");
 }
 
 }  // namespace flashkit
