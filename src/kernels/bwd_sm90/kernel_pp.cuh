@@ -347,6 +347,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             while (prims::ld_acquire_gpu(sem) != my_turn) {
             }
           }
+          // Reconverge warp 0 before the barrier: bar.sync is .aligned, and with lane 0
+          // still spinning the other 31 lanes would count the whole warp in (racecheck
+          // showed the lagging lane writing its dK/dV staging after store_tile's reads).
+          __syncwarp();
           prims::bar_sync(5, 128);
         }
         float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
