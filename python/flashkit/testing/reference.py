@@ -153,6 +153,13 @@ def _ops_for(x):
     return _TorchOps() if _is_torch(x) else _NumpyOps()
 
 
+def _compute_dtype(x, ops, compute_dtype):
+    """numpy inputs: float64; torch inputs: ``compute_dtype`` (default float32)."""
+    if _is_torch(x):
+        return compute_dtype if compute_dtype is not None else ops.torch.float32
+    return np.float64
+
+
 # ----------------------------------------------------------------------------------------
 # Masks: causal and sliding window
 # ----------------------------------------------------------------------------------------
@@ -254,10 +261,7 @@ def attention_reference(q, k, v, causal=False, softmax_scale=None, compute_dtype
     """
     _check_shapes(q, k, v)
     ops = _ops_for(q)
-    if _is_torch(q):
-        dtype = compute_dtype if compute_dtype is not None else ops.torch.float32
-    else:
-        dtype = np.float64
+    dtype = _compute_dtype(q, ops, compute_dtype)
     B, S_q, H_q, D = q.shape
     S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
     scale = 1.0 / math.sqrt(D) if softmax_scale is None else float(softmax_scale)
@@ -351,10 +355,7 @@ def attention_backward_reference(q, k, v, dout, causal=False, softmax_scale=None
     """
     _check_shapes(q, k, v)
     ops = _ops_for(q)
-    if _is_torch(q):
-        dtype = compute_dtype if compute_dtype is not None else ops.torch.float32
-    else:
-        dtype = np.float64
+    dtype = _compute_dtype(q, ops, compute_dtype)
     B, S_q, H_q, D = q.shape
     S_k, H_kv, D_v = k.shape[1], k.shape[2], v.shape[3]
     if tuple(dout.shape) != (B, S_q, H_q, D_v):
