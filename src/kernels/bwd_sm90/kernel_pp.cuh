@@ -205,10 +205,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::wgmma_commit();
     prims::bar_arrive(other_turn, 2 * 128);
 
-    prims::wgmma_wait<1>();
-    prims::fence_operands(s);
+    // This thread's lse values (columns j * 8 + 2t, +1) read while S^T is computed: read
+    // after the wait (as before), their shared-memory latency sat in front of every exp2
+    // (ncu, D128: ~19% of the warp samples stalled on them).
     const float* lse_s = sLse + stage * kBlockM;
     const float* delta_s = sDelta + stage * kBlockM;
+    float2 lse_v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s);
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[8][2];
 #pragma unroll
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * t + (e % 2);
-        const float lse_raw = lse_s[col];  // -inf: a row with no visible key (P = 0)
+        const float lse_raw = e % 2 ? lse_v[j].y : lse_v[j].x;  // -inf: a row with no visible key (P = 0)
         const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
         float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
         if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
@@ -237,10 +243,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     pack_a4<T>(pa, s);
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
+    float2 delta_v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? delta_v[j].y : delta_v[j].x));
     if constexpr (capped) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -365,6 +374,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
         if (c == kChunks - 1 && p.deterministic) {
           __threadfence();
+          __syncwarp();  // lanes past seqlen_q skipped the reds: reconverge before bar.sync
           prims::bar_sync(5, 128);
           if (wtid == 0) prims::st_release_gpu(sem, my_turn + 1);
         }
