@@ -8,9 +8,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels/bwd_sm90/kernel.cuh"
+#include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
 #include "launch/element_type.cuh"
+#include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
 
 namespace flashkit {
@@ -21,12 +23,46 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   using Tr = bwd_sm90::BwdTraits<T, kD>;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
+    if constexpr (kD == 64 || kD == 128) {
+      // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
+      // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode stays
+      // on v1: compute-sanitizer racecheck reports shared-memory hazards in the ping-pong
+      // kernel's deterministic path (its epilogue staging vs store_tile; open, see
+      // docs/kernels/bwd.md), and that path was no faster than v1's (within +-5%).
+      static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
+      if (!v1 && !p.deterministic) {
+        using Pp = bwd_sm90::BwdPpTraits<T, kD>;
+        const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+        if (p.softcap > 0.f) {
+          cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_pp_kernel<Pp, true>>(dev.device, Pp::kSmemBytes);
+          if (err != cudaSuccess) return int(err);
+          bwd_sm90::bwd_pp_kernel<Pp, true><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);
+        } else {
+          cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_pp_kernel<Pp>>(dev.device, Pp::kSmemBytes);
+          if (err != cudaSuccess) return int(err);
+          bwd_sm90::bwd_pp_kernel<Pp><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);
+        }
+        return 0;
+      }
+    }
     const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
     if (p.softcap > 0.f) {
       cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr, true>>(dev.device, Tr::kSmemBytes);
       if (err != cudaSuccess) return int(err);
       bwd_sm90::bwd_kernel<Tr, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
     } else {
+      if constexpr (Tr::kSplitD) {
+        // D 256: S^T/dP^T split between the warpgroups unless FLASHKIT_BWD_D256_DUP=1 (read
+        // once) asks for the first version's duplicated S^T/dP^T (kept for A/B runs).
+        static const bool dup = dispatch::env_flag("FLASHKIT_BWD_D256_DUP");
+        if (dup) {
+          cudaError_t err =
+              launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr, false, true>>(dev.device, Tr::kSmemBytes);
+          if (err != cudaSuccess) return int(err);
+          bwd_sm90::bwd_kernel<Tr, false, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+          return 0;
+        }
+      }
       cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
       if (err != cudaSuccess) return int(err);
       bwd_sm90::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);

@@ -51,6 +51,8 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 
 // Named barriers: `bar_sync` waits until `count` threads have arrived at barrier `id`
 // (counting itself); `bar_arrive` arrives without waiting.
+// bar.sync / bar.arrive are .aligned: every lane of the calling warp must reach them
+// together. After lane-divergent code (a lane-0 spin loop), __syncwarp() first.
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }

@@ -165,6 +165,38 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspab(float (&d)[8][4], uint
   }
 }
 
+// The first k-step of a chain: d = A * B, both from shared memory (kTransA / kTransB: the
+// operand is MN-major, transposed by the hardware). d is an asm *output* here ("=f", scale-d
+// = 0), so the compiler does not keep d's previous value alive up to this instruction: the
+// "+f" forms above make an accumulator that is overwritten at the start of each iteration
+// occupy its 32 registers through the whole loop. Later k-steps use the accumulating forms.
+#define FLASHKIT_WGMMA_D32_OUT(d)                                                                \
+  "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]),     \
+      "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), \
+      "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), \
+      "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), \
+      "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), \
+      "=f"(d[7][2]), "=f"(d[7][3])
+#define FLASHKIT_WGMMA_N64_SS_FIRST(TY, d, desc_a, desc_b, TA, TB)                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
+               ", %32, %33, p, 1, 1, " TA ", " TB ";\n}\n"                                     \
+               : FLASHKIT_WGMMA_D32_OUT(d)                                                  \
+               : "l"(desc_a), "l"(desc_b), "r"(0))
+
+template <typename T, bool kTransA, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_first(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
+  constexpr bool h = __is_same(T, __half);
+  if constexpr (!kTransA && !kTransB) {
+    if constexpr (h) FLASHKIT_WGMMA_N64_SS_FIRST("f16", d, desc_a, desc_b, "0", "0");
+    else FLASHKIT_WGMMA_N64_SS_FIRST("bf16", d, desc_a, desc_b, "0", "0");
+  } else {
+    static_assert(kTransA && kTransB, "the forms used: K-major x K-major and MN-major x MN-major");
+    if constexpr (h) FLASHKIT_WGMMA_N64_SS_FIRST("f16", d, desc_a, desc_b, "1", "1");
+    else FLASHKIT_WGMMA_N64_SS_FIRST("bf16", d, desc_a, desc_b, "1", "1");
+  }
+}
+
 // d (64 x 64, fp32) += A (64 x 16, registers) * B (16 x 64, shared, K-major: stored
 // [n][k] with k contiguous, like K in Q K^T). Always accumulates.
 template <typename T>

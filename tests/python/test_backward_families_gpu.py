@@ -48,3 +48,60 @@ def test_portable_backward_matches_reference():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py")], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+@pytest.mark.gpu
+def test_sm90_v1_backward_matches_reference(flashkit_ext):
+    """On a Hopper GPU, D 64/128 run the ping-pong kernel and D 256 splits S^T/dP^T between
+    the warpgroups; FLASHKIT_BWD_SM90_V1=1 and FLASHKIT_BWD_D256_DUP=1 select the first
+    versions (kept for A/B runs): they stay checked against the reference here."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
+        pytest.skip("no Hopper backward on this GPU / build")
+    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1", FLASHKIT_BWD_D256_DUP="1")
+    env.pop("FLASHKIT_BWD_PORTABLE", None)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--quick",
+                        "--dims", "64", "128", "256"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert "cases passed" in r.stdout, r.stdout[-2000:]
+
+
+_D256_PROBE = r"""
+import hashlib, math, torch, flashkit
+C = flashkit._C
+g = torch.Generator(device="cuda").manual_seed(7)
+out = []
+for causal in (False, True):
+    B, S, H, Hk, D = 2, 200, 4, 2, 256
+    q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    dq, dk, dv = flashkit.attention_backward(dout, q, k, v, o, lse, causal=causal, deterministic=True)
+    for x in (dq, dk, dv):
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext):
+    """D 256: the kernel that splits S^T / dP^T between the warpgroups (default) computes
+    the same bits as the one where each computes both (FLASHKIT_BWD_D256_DUP=1): the same
+    products, the same fp32 P, the same bf16 dS^T (deterministic mode for dq)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
+        pytest.skip("no Hopper D 256 backward on this GPU / build")
+    runs = []
+    for dup in ("0", "1"):
+        env = dict(os.environ, FLASHKIT_BWD_D256_DUP=dup)
+        env.pop("FLASHKIT_BWD_PORTABLE", None)
+        r = subprocess.run([sys.executable, "-c", _D256_PROBE], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(r.stdout.split())
+    assert len(runs[0]) == 6 and runs[0] == runs[1]

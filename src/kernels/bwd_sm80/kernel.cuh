@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm80/traits.cuh"
@@ -122,65 +123,29 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   const int warp_d = warp / Tr::kWarpsN;
   const int g = lane / 4, t = lane % 4;
 
-  // Key blocks in launch order: ascending (with a causal mask the first ones see the most
-  // rows: heaviest first), except in deterministic causal mode, whose dq order is
-  // descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever
-  // the number of resident CTAs).
-  const bool descending = p.causal || p.window_right >= 0;
-  const int n_block = p.deterministic && descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int head_kv = blockIdx.y;
-  const int batch = blockIdx.z;
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  if (cta.n0 >= cta.seqlen_k) return;
 
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
-  if (varlen) {
-    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
-    if (n_block == 0 && head_kv == 0) attn::report_varlen_errors(p, batch);
-    // Rows past max_seqlen are outside the grid and the dq counters (the forward does not
-    // compute them either); their gradients stay zero (cleared by the preprocessing).
-    seqlen_q = min(seqlen_q, p.seqlen_q);
-    seqlen_k = min(seqlen_k, p.seqlen_k);
-  }
-  const int n0 = n_block * kBlockN;
-  if (n0 >= seqlen_k) return;
-  const int keys_here = min(kBlockN, seqlen_k - n0);
+  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
+  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
+  const T* gK = static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride;
+  const T* gV = static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride;
+  tiles::load_tile_async<KTile, kThreads>(sK, gK, p.k_row_stride, cta.keys_here, tid);
+  tiles::load_tile_async<KTile, kThreads>(sV, gV, p.v_row_stride, cta.keys_here, tid);
 
-  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
-  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
-  const T* gK = static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride + int64_t(n0) * p.k_row_stride;
-  const T* gV = static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride + int64_t(n0) * p.v_row_stride;
-  tiles::load_tile_async<KTile, kThreads>(sK, gK, p.k_row_stride, keys_here, tid);
-  tiles::load_tile_async<KTile, kThreads>(sV, gV, p.v_row_stride, keys_here, tid);
-
-  // Row blocks that see these keys (attn::Mask): with a right bound (causal or window),
-  // rows before n0 - d - right see none; with a left window, rows after
-  // n0 + kBlockN - 1 - d + left see none (d = seqlen_k - seqlen_q).
-  const attn::Mask mask{seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right};
-  const int diag = seqlen_k - seqlen_q;
-  const int m_begin = mask.has_right() ? max(0, n0 - mask.right_of(0)) / kBlockM : 0;
-  int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
-  if (p.window_left >= 0) {
-    const int last_row = n0 + kBlockN - 1 - diag + p.window_left;
-    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
-  }
-  const int per_head = max(0, m_end - m_begin);
-  const int iters = per_head * p.h_ratio;
-
-  const int64_t q_row0 = varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q;  // dq_accum row
   auto load_rows = [&](int it) {
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m0 = (m_begin + it % per_head) * kBlockM;
-    const int rows = min(kBlockM, seqlen_q - m0);
-    const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
-    const int64_t do_off = varlen ? int64_t(q_start) * p.do_row_stride : int64_t(batch) * p.do_batch_stride;
+    const int head = cta.head_of(p, it);
+    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int rows = min(kBlockM, cta.seqlen_q - m0);
+    const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
+    const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
     tiles::load_tile_async<QTile, kThreads>(
         sQ, static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
         p.q_row_stride, rows, tid);
     tiles::load_tile_async<QTile, kThreads>(
         sdO, static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
-    const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
-                         head * p.lse_head_stride + m0;
+    const int64_t stat = cta.stat_offset(p, head, m0);
     for (int r = tid; r < kBlockM; r += kThreads) {
       float lse = INFINITY, delta = 0.f;  // rows past the end: P = 0
       if (r < rows) {
@@ -193,7 +158,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       sDelta[r] = delta;
     }
   };
-  if (iters > 0) load_rows(0);
+  if (cta.iters > 0) load_rows(0);
   prims::cp_async_commit();
 
   float dk[Tr::kSliceTiles][4], dv[Tr::kSliceTiles][4];
@@ -207,9 +172,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   const int dq_warp_m = warp % Tr::kDqWarpsM;
   const int dq_warp_d = warp / Tr::kDqWarpsM;
 
-  for (int it = 0; it < iters; ++it) {
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m_block = m_begin + it % per_head;
+  for (int it = 0; it < cta.iters; ++it) {
+    const int head = cta.head_of(p, it);
+    const int m_block = cta.m_block_of(it);
     const int m0 = m_block * kBlockM;
     prims::cp_async_wait<0>();
     __syncthreads();  // Q, dO, lse, delta of this block visible; dS of the last one consumed
@@ -221,7 +186,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
     gemm_ss_nk<Tr::kDSteps, Tr::kMTiles, KTile, QTile>(s, sK, key_row0, sQ, 0, lane);
-    const bool masked = mask.tile_needs_mask(n0, kBlockN, m0) || mask.tile_needs_left_mask(n0, m0 + kBlockM - 1);
+    const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     // Softcap: scores y = c tanh(x), x = s * scale; tanh kept (fp16 pairs) for dS's factor
     // 1 - tanh^2.
     const bool capped = p.softcap > 0.f;
@@ -242,7 +207,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * t + (e % 2);
         float v = prims::exp2_approx(s[j][e] * scale_log2 - sLse[col]);
-        if (masked && !mask.visible(m0 + col, n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+        if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
         s[j][e] = v;
       }
     }
@@ -286,7 +251,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       }
     }
     __syncthreads();  // dS^T complete; every warp is done with sQ, sdO, sLse, sDelta
-    if (it + 1 < iters) load_rows(it + 1);
+    if (it + 1 < cta.iters) load_rows(it + 1);
     prims::cp_async_commit();
 
     // dQ(rows of this block) = dS K: A = dS from the transposed dS^T tile, B = K (k x n).
@@ -335,24 +300,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       // fast mode instead of ~0.9x).
       // (Rows above the diagonal see no key; key block 0 still visits them: n_last >= 0.)
       // With a left window the ascending order starts at the row block's first key block.
-      const int n_last =
-          descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
-                     : 0;
-      turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
-      sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+      turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+      sem = cta.dq_counter(p, head, m_block);
       if (tid == 0) {
         while (prims::ld_acquire_gpu(sem) != turn) {
         }
       }
       __syncthreads();
     }
-    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+    float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
 #pragma unroll
     for (int rt = 0; rt < Tr::kDqRowTiles; ++rt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = (rt * Tr::kDqWarpsM + dq_warp_m) * 16 + g + half * 8;
-        if (m0 + r < seqlen_q) {
+        if (m0 + r < cta.seqlen_q) {
           float* row = acc_base + int64_t(r) * p.h_q * kD + dq_warp_d * Tr::kDqCols + 2 * t;
 #pragma unroll
           for (int j = 0; j < Tr::kDqTiles; ++j) {
@@ -383,12 +345,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(key_row0 + g + 8, c)) = prims::pack2<T>(dv[j][2], dv[j][3]);
   }
   __syncthreads();
-  const int64_t dk_off = varlen ? int64_t(k_start) * p.dk_row_stride : int64_t(batch) * p.dk_batch_stride;
-  const int64_t dv_off = varlen ? int64_t(k_start) * p.dv_row_stride : int64_t(batch) * p.dv_batch_stride;
-  T* gdK = static_cast<T*>(p.dk) + dk_off + head_kv * p.dk_head_stride + int64_t(n0) * p.dk_row_stride;
-  T* gdV = static_cast<T*>(p.dv) + dv_off + head_kv * p.dv_head_stride + int64_t(n0) * p.dv_row_stride;
-  tiles::store_tile<KTile, kThreads>(gdK, p.dk_row_stride, sK, keys_here, tid);
-  tiles::store_tile<KTile, kThreads>(gdV, p.dv_row_stride, sV, keys_here, tid);
+  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
+  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
+  T* gdK = static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride;
+  T* gdV = static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride;
+  tiles::store_tile<KTile, kThreads>(gdK, p.dk_row_stride, sK, cta.keys_here, tid);
+  tiles::store_tile<KTile, kThreads>(gdV, p.dv_row_stride, sV, cta.keys_here, tid);
 }
 
 }  // namespace flashkit::bwd_sm80

@@ -15,6 +15,10 @@
 //   dQ   = dS K         wgmma SS, A = dS^T and B = K both MN-major (transposed by the MMA)
 //   fp32 adds into dq_accum (red.global.add.v2.f32), ordered in deterministic mode
 //
+// D = 256 (kExchange): warpgroup 0 issues S^T only and warpgroup 1 dP^T only; warpgroup 0
+// hands its fp32 P to warpgroup 1 through shared memory (sync), warpgroup 1 forms dS^T and
+// stores it before dV/dK (fence, sync), and warpgroup 0 reads its dS^T fragments back.
+//
 // The wgmma accumulator layout is the mma.sync C layout per warp (prims/wgmma.cuh), so the
 // masking, the recomputed softmax and the packing of P^T/dS^T into A operands are those of
 // the portable kernel.
@@ -27,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/traits.cuh"
@@ -59,7 +64,11 @@ __device__ __forceinline__ void pack_a4(uint32_t (&a)[4][4], const float (&c)[8]
 
 // kSoftcap: the instantiation for softcapped calls (the fp16 tanh pairs it keeps from P to
 // dS cost 148/156 bytes of spills at D = 128; the plain kernel has none).
-template <class Tr, bool kSoftcap = false>
+// kDupSdp (D = 256 only): both warpgroups compute S^T and dP^T themselves, as the first
+// version did; otherwise (kExchange) warpgroup 0 computes S^T and warpgroup 1 dP^T and they
+// hand P and dS^T over through shared memory (2/7 fewer MMAs). Softcapped calls keep the
+// duplicated path (the tanh terms would need another buffer that does not fit).
+template <class Tr, bool kSoftcap = false, bool kDupSdp = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -84,56 +93,31 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   constexpr int kQElems = QTile::kBytes / int(sizeof(T));
 
   const int tid = threadIdx.x;
-  const int wg = tid / 128;
+  // Warp-uniform (shuffled from lane 0), so ptxas sees warpgroup branches as uniform and
+  // keeps the wgmmas around them unserialized.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = (tid % 128) / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
 
-  // Key-block order and the deterministic dq order: as in the portable kernel.
-  const bool descending = p.causal || p.window_right >= 0;
-  const int n_block = p.deterministic && descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int head_kv = blockIdx.y;
-  const int batch = blockIdx.z;
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  if (cta.n0 >= cta.seqlen_k) return;
 
-  const bool varlen = p.cu_seqlens_q != nullptr;
-  int q_start = 0, k_start = 0, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
-  if (varlen) {
-    attn::varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
-    if (n_block == 0 && head_kv == 0) attn::report_varlen_errors(p, batch);
-    seqlen_q = min(seqlen_q, p.seqlen_q);
-    seqlen_k = min(seqlen_k, p.seqlen_k);
-  }
-  const int n0 = n_block * kBlockN;
-  if (n0 >= seqlen_k) return;
-  const int keys_here = min(kBlockN, seqlen_k - n0);
-
-  const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
-  const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;
+  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
+  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
   tiles::load_tile_async<KTile, kThreads>(
-      sK, static_cast<const T*>(p.k) + k_off + head_kv * p.k_head_stride + int64_t(n0) * p.k_row_stride,
-      p.k_row_stride, keys_here, tid);
+      sK, static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride,
+      p.k_row_stride, cta.keys_here, tid);
   tiles::load_tile_async<KTile, kThreads>(
-      sV, static_cast<const T*>(p.v) + v_off + head_kv * p.v_head_stride + int64_t(n0) * p.v_row_stride,
-      p.v_row_stride, keys_here, tid);
-
-  const attn::Mask mask{seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right};
-  const int diag = seqlen_k - seqlen_q;
-  const int m_begin = mask.has_right() ? max(0, n0 - mask.right_of(0)) / kBlockM : 0;
-  int m_end = (seqlen_q + kBlockM - 1) / kBlockM;
-  if (p.window_left >= 0) {
-    const int last_row = n0 + kBlockN - 1 - diag + p.window_left;
-    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
-  }
-  const int per_head = max(0, m_end - m_begin);
-  const int iters = per_head * p.h_ratio;
-  const int64_t q_row0 = varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q;
+      sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
+      p.v_row_stride, cta.keys_here, tid);
 
   auto load_rows = [&](int it, int stage) {
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m0 = (m_begin + it % per_head) * kBlockM;
-    const int rows = min(kBlockM, seqlen_q - m0);
-    const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
-    const int64_t do_off = varlen ? int64_t(q_start) * p.do_row_stride : int64_t(batch) * p.do_batch_stride;
+    const int head = cta.head_of(p, it);
+    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int rows = min(kBlockM, cta.seqlen_q - m0);
+    const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
+    const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
     tiles::load_tile_async<QTile, kThreads>(
         sQ + stage * kQElems,
         static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
@@ -142,8 +126,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         sdO + stage * kQElems,
         static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
-    const int64_t stat = (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) +
-                         head * p.lse_head_stride + m0;
+    const int64_t stat = cta.stat_offset(p, head, m0);
     for (int r = tid; r < kBlockM; r += kThreads) {
       float lse = INFINITY, delta = 0.f;
       if (r < rows) {
@@ -155,7 +138,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
       sDelta[stage * kBlockM + r] = delta;
     }
   };
-  if (iters > 0) load_rows(0, 0);
+  if (cta.iters > 0) load_rows(0, 0);
   prims::cp_async_commit();
 
   // dK, dV of this warpgroup's 64 keys: kWgChunks n64 column blocks each (all of D, or
@@ -190,15 +173,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[j][e] = dp[j][e] = 0.f;
 
-  for (int it = 0; it < iters; ++it) {
+  for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
-    const int head = head_kv * p.h_ratio + it / per_head;
-    const int m_block = m_begin + it % per_head;
+    const int head = cta.head_of(p, it);
+    const int m_block = cta.m_block_of(it);
     const int m0 = m_block * kBlockM;
     prims::cp_async_wait<0>();
     prims::fence_proxy_async_smem();
     __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage and sdS are free
-    if (it + 1 < iters) load_rows(it + 1, stage ^ 1);
+    if (it + 1 < cta.iters) load_rows(it + 1, stage ^ 1);
     prims::cp_async_commit();
 
     const uint64_t desc_q = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, 16, 1024);
@@ -206,70 +189,148 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
     const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
 
-    // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
-    prims::wgmma_fence();
+    constexpr bool kExchange = Tr::kSplitD && !kSoftcap && !kDupSdp;
+    uint32_t pa[4][4], dsa[4][4];
+    if constexpr (kExchange) {
+      // D = 256: warpgroup 0 computes S^T = K Q^T, warpgroup 1 dP^T = V dO^T (same keys,
+      // same fragment layout), into `s` for both: one issue sequence, no branch around it.
+      const uint64_t desc_a = wg == 0 ? desc_kw : desc_vw;
+      const uint64_t desc_b = wg == 0 ? desc_q : desc_do;
+      prims::wgmma_fence();
+      prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_a, desc_b);  // "=f": s not live before
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
-    }
-    prims::wgmma_commit();
+      for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_a + a_off, desc_b + b_off, 1);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();
+      prims::fence_operands(s);
+      const float* lse_s = sLse + stage * kBlockM;
+      const float* delta_s = sDelta + stage * kBlockM;
+      float4* xp = reinterpret_cast<float4*>(smem + Tr::kSmemX);  // [8][128]: P by fragment
+      const int wtid = tid % 128;
+      if (wg == 0) {  // P (fp32) for warpgroup 1; P^T packed for this warpgroup's dV
+        const bool masked =
+            cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
-    }
-    prims::wgmma_commit();
-    prims::wgmma_wait<1>();
-    prims::fence_operands(s);
-
-    const float* lse_s = sLse + stage * kBlockM;
-    const float* delta_s = sDelta + stage * kBlockM;
-    const bool masked = mask.tile_needs_mask(n0, kBlockN, m0) || mask.tile_needs_left_mask(n0, m0 + kBlockM - 1);
-    uint32_t tanh_h[8][2];
+        for (int j = 0; j < 8; ++j) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if constexpr (capped) {
-        float th[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
-          s[j][e] = p.softcap * th[e];
+          for (int e = 0; e < 4; ++e) {
+            const int col = j * 8 + 2 * t + (e % 2);
+            float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+            if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+            s[j][e] = v;
+          }
+          xp[j * 128 + wtid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
         }
-        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
-        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+        pack_a4<T>(pa, s);
       }
+      __syncthreads();  // P visible to warpgroup 1
+      if (wg == 1) {  // dS = P (dP - delta) from the handed-over P; dS^T to shared memory
+        // Two column tiles of P at a time (pack_a4's pairing), so P is never held whole.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = j * 8 + 2 * t + (e % 2);
-        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
-        if (masked && !mask.visible(m0 + col, n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
-        s[j][e] = v;
+        for (int st = 0; st < 4; ++st) {
+          const float4 p0 = xp[(2 * st) * 128 + wtid], p1 = xp[(2 * st + 1) * 128 + wtid];
+          pa[st][0] = prims::pack2<T>(p0.x, p0.y);
+          pa[st][1] = prims::pack2<T>(p0.z, p0.w);
+          pa[st][2] = prims::pack2<T>(p1.x, p1.y);
+          pa[st][3] = prims::pack2<T>(p1.z, p1.w);
+          const float pv[2][4] = {{p0.x, p0.y, p0.z, p0.w}, {p1.x, p1.y, p1.z, p1.w}};
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = 2 * st + h;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[j][e] = pv[h][e] * (s[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+          }
+        }
+        pack_a4<T>(dsa, s);
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+          const int c = st * 16 + 2 * t;
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c)) = dsa[st][0];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c)) = dsa[st][1];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8)) = dsa[st][2];
+          *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
+        }
       }
-    }
-    uint32_t pa[4][4];
-    pack_a4<T>(pa, s);
-    prims::wgmma_wait<0>();
-    prims::fence_operands(dp);
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // dS^T visible to warpgroup 0 and to both warpgroups' dQ wgmmas
+      if (wg == 0) {  // this warpgroup's dS^T fragments, read back bit-exact
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+        for (int st = 0; st < 4; ++st) {
+          const int c = st * 16 + 2 * t;
+          dsa[st][0] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g, c));
+          dsa[st][1] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c));
+          dsa[st][2] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g, c + 8));
+          dsa[st][3] = *reinterpret_cast<const uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8));
+        }
+      }
+    } else {
+      // S^T and dP^T (64 keys x 64 rows per warpgroup; the first k-step overwrites).
+      prims::wgmma_fence();
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
-    if constexpr (capped) {
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, ks > 0 ? 1 : 0);
+      }
+      prims::wgmma_commit();
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<1>();
+      prims::fence_operands(s);
+
+      const float* lse_s = sLse + stage * kBlockM;
+      const float* delta_s = sDelta + stage * kBlockM;
+      const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
+      uint32_t tanh_h[8][2];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
+        if constexpr (capped) {
+          float th[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
-          dp[j][2 * h] *= 1.f - th.x * th.x;
-          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+          for (int e = 0; e < 4; ++e) {
+            th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+            s[j][e] = p.softcap * th[e];
+          }
+          tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+          tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = j * 8 + 2 * t + (e % 2);
+          float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+          if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
+          s[j][e] = v;
         }
       }
+      pack_a4<T>(pa, s);
+      prims::wgmma_wait<0>();
+      prims::fence_operands(dp);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - delta_s[j * 8 + 2 * t + (e % 2)]);
+      if constexpr (capped) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+            dp[j][2 * h] *= 1.f - th.x * th.x;
+            dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+          }
+        }
+      }
+      pack_a4<T>(dsa, dp);
     }
-    uint32_t dsa[4][4];
-    pack_a4<T>(dsa, dp);
 
     // dV += P^T dO, dK += dS^T Q (k = the 64 query rows, 16 per step: 2048 bytes of an
     // MN-major atom column).
@@ -291,8 +352,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     prims::wgmma_commit();
 
     // dS^T to shared memory: row = key (this warp's 16), column = query row (with kSplitD
-    // both warpgroups hold the same dS^T: warpgroup 0 writes it).
-    if (!Tr::kSplitD || wg == 0) {
+    // both warpgroups hold the same dS^T: warpgroup 0 writes it; with kExchange warpgroup 1
+    // wrote it above).
+    if (!kExchange && (!Tr::kSplitD || wg == 0)) {
 #pragma unroll
       for (int st = 0; st < 4; ++st) {
         const int c = st * 16 + 2 * t;
@@ -302,14 +364,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row0 + g + 8, c + 8)) = dsa[st][3];
       }
     }
-    prims::fence_proxy_async_smem();
-    __syncthreads();  // dS^T of both warpgroups visible to the async proxy
+    if constexpr (!kExchange) {
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // dS^T of both warpgroups visible to the async proxy
+    }
 
     // dQ = dS K for this warpgroup's column chunks (or, at D = 64, its own 64 keys), one
     // chunk at a time (32 live accumulators: at D = 256 two chunks at once spilled).
     int32_t* sem = nullptr;
     int turn = 0;
-    float* acc_base = p.dq_accum + ((q_row0 + m0) * p.h_q + head) * kD;
+    float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
 #pragma unroll
     for (int c = 0; c < Tr::kDqChunks; ++c) {
       const int chunk = Tr::kDqSplitKeys ? 0 : wg + 2 * c;
@@ -360,11 +424,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         }
       }
       if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
-        const int n_last =
-            descending ? max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN))
-                       : 0;
-        turn = descending ? n_last - n_block : n_block - mask.first_key_tile(m0, kBlockN);
-        sem = p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+        turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+        sem = cta.dq_counter(p, head, m_block);
         if (tid == 0) {
           while (prims::ld_acquire_gpu(sem) != turn) {
           }
@@ -375,7 +436,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = warp * 16 + g + half * 8;
-        if (adds && m0 + r < seqlen_q) {
+        if (adds && m0 + r < cta.seqlen_q) {
           float* row = acc_base + int64_t(r) * p.h_q * kD + chunk * 64 + 2 * t;
 #pragma unroll
           for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
@@ -408,14 +469,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
     }
   }
   __syncthreads();
-  const int64_t dk_off = varlen ? int64_t(k_start) * p.dk_row_stride : int64_t(batch) * p.dk_batch_stride;
-  const int64_t dv_off = varlen ? int64_t(k_start) * p.dv_row_stride : int64_t(batch) * p.dv_batch_stride;
+  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
+  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
   tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dk) + dk_off + head_kv * p.dk_head_stride + int64_t(n0) * p.dk_row_stride, p.dk_row_stride,
-      sK, keys_here, tid);
+      static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride, p.dk_row_stride,
+      sK, cta.keys_here, tid);
   tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dv) + dv_off + head_kv * p.dv_head_stride + int64_t(n0) * p.dv_row_stride, p.dv_row_stride,
-      sV, keys_here, tid);
+      static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride, p.dv_row_stride,
+      sV, cta.keys_here, tid);
 #endif  // FLASHKIT_BWD_SM90_KERNEL_BODY
 }
 

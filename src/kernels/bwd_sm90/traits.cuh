@@ -19,9 +19,10 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;
   // D = 256: dK and dV of 64 keys (2 x 128 fp32 per thread) do not fit one warpgroup's
-  // registers, so both warpgroups take the same 64 keys and split dK/dV by columns; each
-  // computes S^T and dP^T itself (duplicated: 7/5 of the MMA work). Otherwise each
-  // warpgroup owns its own 64 of 128 keys.
+  // registers, so both warpgroups take the same 64 keys and split dK/dV by columns;
+  // warpgroup 0 computes S^T and warpgroup 1 dP^T and they exchange P and dS^T through
+  // shared memory (the kDupSdp / softcap instantiations compute both in each warpgroup: 7/5
+  // of the MMA work). Otherwise each warpgroup owns its own 64 of 128 keys.
   static constexpr bool kSplitD = kHeadDim_ == 256;
   static constexpr int kBlockN = kSplitD ? 64 : 128;
   static constexpr int kWarpGroups = 2;
@@ -50,7 +51,11 @@ struct BwdTraits {
   static constexpr int kSmemDs = kSmemDo + 2 * QTile::kBytes;
   static constexpr int kSmemLse = kSmemDs + DsTile::kBytes;    // fp32 [2][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
-  static constexpr int kSmemBytes = kSmemDelta + 2 * kBlockM * 4 + 1024;  // + alignment slack
+  // D = 256: warpgroup 0's fp32 P handed to warpgroup 1 ([8][128] float4 per thread).
+  static constexpr int kSmemX = kSmemDelta + 2 * kBlockM * 4;
+  static constexpr int kXBytes = kSplitD ? 8 * 128 * 16 : 0;
+  static constexpr int kSmemBytes = kSmemX + kXBytes + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");
 };

@@ -1,0 +1,100 @@
+// What every backward kernel family derives the same way from the grid and the
+// parameters: the key block, KV head and batch a CTA owns (in deterministic causal mode the
+// key blocks run in descending order), its sequence extents (varlen clamped to
+// max_seqlen: rows past it are outside the grid and the dq counters, their gradients stay
+// zero), the row blocks that see its keys under the mask, and the deterministic dq turn.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/mask.cuh"
+#include "kernels/bwd_params.h"
+
+namespace flashkit::attn {
+
+struct BwdCta {
+  bool varlen;
+  bool descending;  // causal or a right window bound: the deterministic dq order descends
+  int n_block, head_kv, batch;
+  int q_start, k_start, seqlen_q, seqlen_k;
+  int n0, keys_here;  // first key of the block; keys in it (valid once n0 < seqlen_k)
+  Mask mask;
+  int m_begin;   // first row block that sees these keys
+  int per_head;  // row blocks per query head that see them
+  int iters;     // per_head x the GQA group: the CTA's walk (head-major)
+
+  // The walk's step `it`: query head and row block.
+  __device__ __forceinline__ int head_of(const BwdParams& p, int it) const {
+    return head_kv * p.h_ratio + it / per_head;
+  }
+  __device__ __forceinline__ int m_block_of(int it) const { return m_begin + it % per_head; }
+  // Element offset of this sequence's row 0 in a tensor with these strides.
+  __device__ __forceinline__ int64_t q_side_offset(int64_t row_stride, int64_t batch_stride) const {
+    return varlen ? int64_t(q_start) * row_stride : int64_t(batch) * batch_stride;
+  }
+  __device__ __forceinline__ int64_t k_side_offset(int64_t row_stride, int64_t batch_stride) const {
+    return varlen ? int64_t(k_start) * row_stride : int64_t(batch) * batch_stride;
+  }
+  // Row of dq_accum ([rows][h_q][D]) and of lse/delta's row index for this sequence's row 0.
+  __device__ __forceinline__ int64_t q_row0() const { return varlen ? int64_t(q_start) : int64_t(batch) * seqlen_q; }
+  __device__ __forceinline__ int64_t stat_offset(const BwdParams& p, int head, int m0) const {
+    return (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) + head * p.lse_head_stride + m0;
+  }
+
+  // Deterministic mode: this key block's place in the fixed order of dq adds of the row
+  // block starting at m0, and that row block's counter. Descending: from the last key
+  // block the row block sees (n_last) down; ascending: from its first.
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int dq_turn(int m0) const {
+    if (descending) {
+      const int n_last = max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN));
+      return n_last - n_block;
+    }
+    return n_block - mask.first_key_tile(m0, kBlockN);
+  }
+  __device__ __forceinline__ int32_t* dq_counter(const BwdParams& p, int head, int m_block) const {
+    return p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
+  }
+};
+
+// Key blocks in launch order: ascending (with a causal mask the first ones see the most
+// rows: heaviest first), except in deterministic causal mode, whose dq order is
+// descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever the
+// number of resident CTAs).
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
+  BwdCta c;
+  c.descending = p.causal || p.window_right >= 0;
+  c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  c.head_kv = blockIdx.y;
+  c.batch = blockIdx.z;
+  c.varlen = p.cu_seqlens_q != nullptr;
+  c.q_start = 0;
+  c.k_start = 0;
+  c.seqlen_q = p.seqlen_q;
+  c.seqlen_k = p.seqlen_k;
+  if (c.varlen) {
+    varlen_extents(p, c.batch, c.q_start, c.seqlen_q, c.k_start, c.seqlen_k);
+    if (c.n_block == 0 && c.head_kv == 0) report_varlen_errors(p, c.batch);
+    c.seqlen_q = min(c.seqlen_q, p.seqlen_q);
+    c.seqlen_k = min(c.seqlen_k, p.seqlen_k);
+  }
+  c.n0 = c.n_block * kBlockN;
+  c.keys_here = min(kBlockN, c.seqlen_k - c.n0);
+  c.mask = Mask{c.seqlen_q, c.seqlen_k, p.causal, p.window_left, p.window_right};
+  // Row blocks that see these keys: with a right bound (causal or window), rows before
+  // n0 - d - right see none; with a left window, rows after n0 + kBlockN - 1 - d + left
+  // see none (d = seqlen_k - seqlen_q).
+  c.m_begin = c.mask.has_right() ? max(0, c.n0 - c.mask.right_of(0)) / kBlockM : 0;
+  int m_end = (c.seqlen_q + kBlockM - 1) / kBlockM;
+  if (p.window_left >= 0) {
+    const int last_row = c.n0 + kBlockN - 1 - (c.seqlen_k - c.seqlen_q) + p.window_left;
+    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
+  }
+  c.per_head = max(0, m_end - c.m_begin);
+  c.iters = c.per_head * p.h_ratio;
+  return c;
+}
+
+}  // namespace flashkit::attn

@@ -1,0 +1,421 @@
+// Hopper (sm_90a) attention backward, ping-pong variant for D 64 and 128 (roles and shared
+// memory: pp_traits.cuh). The same math as kernel.cuh (v1); what changes is the schedule.
+//
+// v1 runs both warpgroups in lockstep with two CTA barriers per row block, so the tensor
+// pipe idles through every softmax, wait and barrier (ncu at D128: tensor pipe 36% busy,
+// 0.35 eligible warps per scheduler). Here each warpgroup owns its 64 keys end to end and
+// the two take turns at the tensor pipe (FlashAttention-3's ping-pong, as the forward's
+// mainloop_pingpong does). Per row block j, warpgroup w:
+//
+//   wait full[j % 3]                              Q, dO, lse, delta of j landed (mbarrier)
+//   gate A (named barrier 1 + w):  S^T = K_w Q^T, dP^T = V_w dO^T        (SS wgmmas)
+//   P^T, dS^T in registers; dS^T -> this warpgroup's tile; WG barrier (3 + w)
+//   gate B:  dV_w += P^T dO, dK_w += dS^T Q (RS), dQ_w chunk 0 = dS_w K_w (SS, both MN-major)
+//   wait dV/dK -> arrive empty[j % 3]; copy row block j + 2 into stage (j + 2) % 3 (its
+//   last reader was row block j - 1); further dQ chunks one at a time
+//   per 64-column dQ chunk: warpgroup 0 parks its partial in shared memory (x_full);
+//   warpgroup 1 adds it to its own and does the fp32 reds into dq_accum (x_empty), so each
+//   element gets one add per CTA, in a fixed order (deterministic mode: warpgroup 1 takes
+//   and releases the row block's turn).
+//
+// While one warpgroup runs its softmax and reds, the other's wgmmas keep the tensor pipe
+// busy. No CTA-wide barrier inside the loop.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_cta.cuh"
+#include "kernels/attention_common/mask.cuh"
+#include "kernels/bwd_params.h"
+#include "kernels/bwd_sm90/kernel.cuh"
+#include "kernels/bwd_sm90/pp_traits.cuh"
+#include "prims/atomic.cuh"
+#include "prims/cp_async.cuh"
+#include "prims/mbarrier.cuh"
+#include "prims/numeric.cuh"
+#include "prims/wgmma.cuh"
+#include "tiles/tile_copy.cuh"
+
+namespace flashkit::bwd_sm90 {
+
+template <class Tr, bool kSoftcap = false>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const BwdParams p) {
+#if FLASHKIT_BWD_SM90_KERNEL_BODY
+  using T = typename Tr::T;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kD = Tr::kHeadDim;
+  constexpr int kThreads = Tr::kThreads;
+  constexpr int QS = Tr::kStages;
+  constexpr int kChunks = Tr::kDChunks;
+  using QTile = typename Tr::QTile;
+  using KTile = typename Tr::KTile;
+  using DsTile = typename Tr::DsTile;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sdO = reinterpret_cast<T*>(smem + Tr::kSmemDo);
+  float* sLse = reinterpret_cast<float*>(smem + Tr::kSmemLse);
+  float* sDelta = reinterpret_cast<float*>(smem + Tr::kSmemDelta);
+  float4* sX = reinterpret_cast<float4*>(smem + Tr::kSmemX);  // [kChunks][8][128] float4
+  const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBars);
+  constexpr int kQElems = QTile::kBytes / int(sizeof(T));
+
+  const int tid = threadIdx.x;
+  // Warp-uniform (a shuffle from lane 0), so ptxas sees the warpgroup branches as uniform:
+  // with tid / 128 it treated them as divergent and serialized every wgmma (C7520).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int wtid = tid % 128;  // thread within the warpgroup
+  const int warp = wtid / 32;  // warp within the warpgroup
+  const int lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  T* sdS = reinterpret_cast<T*>(smem + Tr::kSmemDs + wg * DsTile::kBytes);  // this warpgroup's dS^T
+
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (QS + s); };
+  const uint32_t x_full = bars + 8 * (2 * QS), x_empty = bars + 8 * (2 * QS + 1);
+
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  if (cta.n0 >= cta.seqlen_k) return;
+
+  if (tid == 0) {
+    for (int s = 0; s < QS; ++s) {
+      prims::mbarrier_init(full(s), kThreads);
+      prims::mbarrier_init(empty(s), kThreads);
+    }
+    prims::mbarrier_init(x_full, 128);
+    prims::mbarrier_init(x_empty, 128);
+  }
+  __syncthreads();
+
+  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
+  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
+  tiles::load_tile_async<KTile, kThreads>(
+      sK, static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride,
+      p.k_row_stride, cta.keys_here, tid);
+  tiles::load_tile_async<KTile, kThreads>(
+      sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
+      p.v_row_stride, cta.keys_here, tid);
+
+  // Row block `it` into stage `stage` by every thread; each thread's copies arrive on
+  // full[stage] when they land. lse and delta raw (rows past the end zero-filled: their Q
+  // and dO rows are zero too, so they add nothing, and their dQ is never stored).
+  auto load_rows = [&](int it, int stage) {
+    const int head = cta.head_of(p, it);
+    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int rows = min(kBlockM, cta.seqlen_q - m0);
+    const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
+    const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
+    tiles::load_tile_async<QTile, kThreads>(
+        sQ + stage * kQElems,
+        static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
+        rows, tid);
+    tiles::load_tile_async<QTile, kThreads>(
+        sdO + stage * kQElems,
+        static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
+        p.do_row_stride, rows, tid);
+    const int64_t stat = cta.stat_offset(p, head, m0);
+    if (tid < 2 * kBlockM) {
+      const int r = tid % kBlockM;
+      const bool in = r < rows;
+      const int64_t i = stat + (in ? r : 0);
+      if (tid < kBlockM) {
+        prims::cp_async_4(sLse + stage * kBlockM + r, p.lse + i, in);
+      } else {
+        prims::cp_async_4(sDelta + stage * kBlockM + r, p.delta + i, in);
+      }
+    }
+    prims::cp_async_mbarrier_arrive(full(stage));
+  };
+  if (cta.iters > 0) load_rows(0, 0);  // (its arrival also covers the K and V copies)
+  if (cta.iters > 1) load_rows(1, 1);
+
+  float dk[kChunks][8][4], dv[kChunks][8][4];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[c][j][e] = dv[c][j][e] = 0.f;
+
+  // Descriptors: as v1, with this warpgroup's own dS^T tile (64 keys x 64 rows).
+  const uint32_t k_addr = prims::smem_addr(sK), v_addr = prims::smem_addr(sV);
+  const uint32_t q_addr = prims::smem_addr(sQ), do_addr = prims::smem_addr(sdO);
+  const int key0 = wg * 64;  // this warpgroup's first key in the block
+  const uint64_t desc_kw = prims::smem_desc_sw128(k_addr + key0 * 128, 16, 1024);
+  const uint64_t desc_vw = prims::smem_desc_sw128(v_addr + key0 * 128, 16, 1024);
+  const uint64_t desc_ds = prims::smem_desc_sw128(prims::smem_addr(sdS), DsTile::kBlockBytes, 1024);
+  const uint64_t desc_k_mn = prims::smem_desc_sw128(k_addr, KTile::kBlockBytes, 1024);
+
+  const float scale_log2 = p.softmax_scale_log2;
+  const int key_row = warp * 16 + g;  // this thread's first key within the warpgroup's 64
+  constexpr bool capped = kSoftcap;
+  float s[8][4], dp[8][4], dq[8][4];
+
+  // Gates: the warpgroups alternate at named barriers 1 (warpgroup 0's turn) and 2.
+  const int turn = 1 + wg, other_turn = 2 - wg;
+  auto gate_open = [&] {
+    prims::fence_proxy_async_smem();
+    prims::bar_sync(turn, 2 * 128);
+    prims::wgmma_fence();
+  };
+  if (wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+
+  int32_t* sem = nullptr;
+  int my_turn = 0;
+
+  for (int it = 0; it < cta.iters; ++it) {
+    const int stage = it % QS;
+    const int head = cta.head_of(p, it);
+    const int m_block = cta.m_block_of(it);
+    const int m0 = m_block * kBlockM;
+    prims::mbarrier_wait(full(stage), (it / QS) & 1);
+
+    const uint64_t desc_q = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, 16, 1024);
+    const uint64_t desc_do = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, 16, 1024);
+    const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
+    const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
+
+    // Gate A: S^T and dP^T (64 keys x 64 rows; the first k-steps overwrite).
+    gate_open();
+    prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
+#pragma unroll
+    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, 1);
+    }
+    prims::wgmma_commit();
+    prims::wgmma_m64n64k16_ss_first<T, false, false>(dp, desc_vw, desc_do);
+#pragma unroll
+    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, 1);
+    }
+    prims::wgmma_commit();
+    prims::bar_arrive(other_turn, 2 * 128);
+
+    // This thread's lse values (columns j * 8 + 2t, +1) read while S^T is computed: read
+    // after the wait (as before), their shared-memory latency sat in front of every exp2
+    // (ncu, D128: ~19% of the warp samples stalled on them).
+    const float* lse_s = sLse + stage * kBlockM;
+    const float* delta_s = sDelta + stage * kBlockM;
+    float2 lse_v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s);
+    const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
+    uint32_t tanh_h[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (capped) {
+        float th[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+          s[j][e] = p.softcap * th[e];
+        }
+        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = j * 8 + 2 * t + (e % 2);
+        const float lse_raw = e % 2 ? lse_v[j].y : lse_v[j].x;  // -inf: a row with no visible key (P = 0)
+        const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
+        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
+        if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+        s[j][e] = v;
+      }
+    }
+    uint32_t pa[4][4];
+    pack_a4<T>(pa, s);
+    prims::wgmma_wait<0>();
+    prims::fence_operands(dp);
+    float2 delta_v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? delta_v[j].y : delta_v[j].x));
+    if constexpr (capped) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+          dp[j][2 * h] *= 1.f - th.x * th.x;
+          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+        }
+      }
+    }
+    uint32_t dsa[4][4];
+    pack_a4<T>(dsa, dp);
+
+    // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
+    // block's dQ products, its last readers, completed before their partials were used.
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+      const int c = st * 16 + 2 * t;
+      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c)) = dsa[st][0];
+      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c)) = dsa[st][1];
+      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c + 8)) = dsa[st][2];
+      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c + 8)) = dsa[st][3];
+    }
+    prims::fence_proxy_async_smem();
+    prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
+
+    // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
+    gate_open();
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      prims::fence_operands(dv[c]);
+      prims::fence_operands(dk[c]);
+    }
+#pragma unroll
+    for (int ms = 0; ms < Tr::kMSteps; ++ms) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const uint64_t off = (c * QTile::kBlockBytes + ms * 16 * 128) >> 4;
+        prims::wgmma_m64n64k16_rs_tnspb<T>(dv[c], pa[ms], desc_do_mn + off);
+        prims::wgmma_m64n64k16_rs_tnspb<T>(dk[c], dsa[ms], desc_q_mn + off);
+      }
+    }
+    prims::wgmma_commit();
+    auto issue_dq = [&](int c) {  // dQ chunk c (64 columns) over this warpgroup's 64 keys
+      prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_ds, desc_k_mn + ((c * KTile::kBlockBytes + key0 * 128) >> 4));
+#pragma unroll
+      for (int ks = 1; ks < Tr::kDqKSteps; ++ks) {
+        const uint64_t a_off = (ks * 16 * 128) >> 4;
+        const uint64_t b_off = (c * KTile::kBlockBytes + (key0 + ks * 16) * 128) >> 4;
+        prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
+      }
+      prims::wgmma_commit();
+    };
+    issue_dq(0);
+    // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
+    if (wg == 0 || it + 1 < cta.iters) prims::bar_arrive(other_turn, 2 * 128);
+
+    prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      prims::fence_operands(dv[c]);
+      prims::fence_operands(dk[c]);
+    }
+    prims::mbarrier_arrive(empty(stage));
+    // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
+    // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
+    // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.)
+    if (it + 2 < cta.iters) {
+      const int jn = it + 2, sn = jn % QS;
+      if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
+      load_rows(jn, sn);
+    }
+
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (c > 0) {  // chunk 0 went out with gate B
+        prims::wgmma_fence();
+        issue_dq(c);
+      }
+      prims::wgmma_wait<0>();
+      prims::fence_operands(dq);
+      float4* x = sX + c * 8 * 128;
+      if (wg == 0) {  // park the partial for warpgroup 1
+        if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j * 128 + wtid] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
+        if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
+      } else {  // add warpgroup 0's partial, then one fp32 add per element into dq_accum
+        if (c == 0) prims::mbarrier_wait(x_full, it & 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float4 o = x[j * 128 + wtid];
+          dq[j][0] += o.x;
+          dq[j][1] += o.y;
+          dq[j][2] += o.z;
+          dq[j][3] += o.w;
+        }
+        if (c == kChunks - 1) prims::mbarrier_arrive(x_empty);
+        if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+          my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+          sem = cta.dq_counter(p, head, m_block);
+          if (wtid == 0) {
+            while (prims::ld_acquire_gpu(sem) != my_turn) {
+            }
+          }
+          // Reconverge warp 0 before the barrier: bar.sync is .aligned, and with lane 0
+          // still spinning the other 31 lanes would count the whole warp in (racecheck
+          // showed the lagging lane writing its dK/dV staging after store_tile's reads).
+          __syncwarp();
+          prims::bar_sync(5, 128);
+        }
+        float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = warp * 16 + g + half * 8;
+          if (m0 + r < cta.seqlen_q) {
+            float* row = acc_base + int64_t(r) * p.h_q * kD + c * 64 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
+          }
+        }
+        if (c == kChunks - 1 && p.deterministic) {
+          __threadfence();
+          __syncwarp();  // lanes past seqlen_q skipped the reds: reconverge before bar.sync
+          prims::bar_sync(5, 128);
+          if (wtid == 0) prims::st_release_gpu(sem, my_turn + 1);
+        }
+      }
+    }
+
+  }
+
+  // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
+  // including the other warpgroup's dQ products that read K, is done) for 16-byte stores.
+  // The commit matters when iters == 0 (a key block no row sees: window, empty varlen q):
+  // the K and V copies were then never covered by a full[] arrival, and wait_group waits
+  // for committed groups only, so without it they could land on top of the zero dK/dV.
+  prims::wgmma_wait<0>();
+  prims::cp_async_commit();
+  prims::cp_async_wait<0>();
+  __syncthreads();
+  const float scale = p.softmax_scale;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col = c * 64 + j * 8 + 2 * t;
+      const int kr = key0 + key_row;
+      *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr, col)) = prims::pack2<T>(dk[c][j][0] * scale, dk[c][j][1] * scale);
+      *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr + 8, col)) =
+          prims::pack2<T>(dk[c][j][2] * scale, dk[c][j][3] * scale);
+      *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr, col)) = prims::pack2<T>(dv[c][j][0], dv[c][j][1]);
+      *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
+    }
+  }
+  __syncthreads();
+  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
+  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride, p.dk_row_stride,
+      sK, cta.keys_here, tid);
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride, p.dv_row_stride,
+      sV, cta.keys_here, tid);
+#endif  // FLASHKIT_BWD_SM90_KERNEL_BODY
+}
+
+}  // namespace flashkit::bwd_sm90

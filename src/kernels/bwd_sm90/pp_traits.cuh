@@ -1,0 +1,53 @@
+// Tile shapes and shared-memory plan of the Hopper backward's ping-pong variant (D 64 and
+// 128; kernel_pp.cuh).
+//
+// A CTA owns kBlockN = 128 keys of one (batch, KV head); warpgroup w owns keys
+// [64w, 64w + 64) and does everything for them on its own: S^T, dP^T, dV, dK and its
+// partial dQ = dS_w K_w over all D columns (the dS^T tile of each warpgroup is its own).
+// The two warpgroups meet only at the MMA gates (named barriers: their tensor phases
+// alternate), at the Q/dO stages (full/empty mbarriers) and at the dQ hand-off buffer
+// (warpgroup 0's partial dQ goes through shared memory to warpgroup 1, which adds once).
+#pragma once
+
+#include "tiles/smem_swizzle.cuh"
+
+namespace flashkit::bwd_sm90 {
+
+template <typename T_, int kHeadDim_>
+struct BwdPpTraits {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 128;
+  static constexpr int kThreads = 256;
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kStages = 3;               // Q/dO/lse/delta ring (load of j + 2 at gate B of j)
+  static constexpr int kDChunks = kHeadDim / 64;  // n64 column chunks of dK, dV, dQ
+  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of S^T, dP^T
+  static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV, dK (query rows)
+  static constexpr int kDqKSteps = 64 / 16;       // k16 steps of dQ (this warpgroup's keys)
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the ping-pong variant is for D 64 and 128");
+
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
+  using DsTile = tiles::Swizzle128Tile<T, 64, kBlockM>;       // one warpgroup's dS^T [key][row]
+  static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 64 x 64 dQ chunk
+
+  static constexpr int kSmemK = 0;
+  static constexpr int kSmemV = kSmemK + KTile::kBytes;
+  static constexpr int kSmemQ = kSmemV + KTile::kBytes;
+  static constexpr int kSmemDo = kSmemQ + kStages * QTile::kBytes;
+  static constexpr int kSmemDs = kSmemDo + kStages * QTile::kBytes;  // [2 warpgroups]
+  static constexpr int kSmemX = kSmemDs + 2 * DsTile::kBytes;        // [kDChunks] fp32 chunks
+  static constexpr int kSmemLse = kSmemX + kDChunks * kXChunkBytes;  // fp32 [kStages][kBlockM]
+  static constexpr int kSmemDelta = kSmemLse + kStages * kBlockM * 4;
+  // mbarriers: full[kStages], empty[kStages], x_full, x_empty
+  static constexpr int kNumBars = 2 * kStages + 2;
+  static constexpr int kSmemBars = kSmemDelta + kStages * kBlockM * 4;
+  static constexpr int kSmemBytes = kSmemBars + 8 * kNumBars + 1024;  // + alignment slack
+  static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,
+                "1024-byte aligned tiles");
+  static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
+};
+
+}  // namespace flashkit::bwd_sm90
