@@ -25,12 +25,9 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
-      // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode stays
-      // on v1: compute-sanitizer racecheck reports shared-memory hazards in the ping-pong
-      // kernel's deterministic path (its epilogue staging vs store_tile; open, see
-      // docs/kernels/bwd.md), and that path was no faster than v1's (within +-5%).
+      // once) asks for the lockstep v1 kernel (kept for A/B runs).
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
-      if (!v1 && !p.deterministic) {
+      if (!v1) {
         using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
         if (p.softcap > 0.f) {

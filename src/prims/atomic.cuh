@@ -19,6 +19,12 @@ __device__ __forceinline__ void st_release_gpu(int32_t* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" : : "l"(p), "r"(v) : "memory");
 }
 
+// *p += v with release semantics at GPU scope (pairs with ld_acquire_gpu): a counter
+// that several writers advance, each after its own writes.
+__device__ __forceinline__ void red_add_release_gpu(int32_t* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" : : "l"(p), "r"(v) : "memory");
+}
+
 // *p += v without returning the old value (a RED instruction, performed in L2).
 __device__ __forceinline__ void red_add_f32(float* p, float v) {
   asm volatile("red.global.add.f32 [%0], %1;\n" : : "l"(p), "f"(v) : "memory");

@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr int kThreads = Tr::kThreads;
   constexpr int QS = Tr::kStages;
   constexpr int kChunks = Tr::kDChunks;
+  constexpr int kWarpsPerWg = 4;  // deterministic mode: the dq counter advances once per warp
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
   using DsTile = typename Tr::DsTile;
@@ -350,17 +351,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
         if (c == kChunks - 1) prims::mbarrier_arrive(x_empty);
         if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+          // Per warp, no named barrier: each of warpgroup 1's four warps waits until the
+          // four warps of every earlier turn have released (the counter advances by one
+          // per warp), adds its own rows, and releases. The warps own disjoint rows, so
+          // every element still gets its adds in turn order.
           my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
           sem = cta.dq_counter(p, head, m_block);
-          if (wtid == 0) {
-            while (prims::ld_acquire_gpu(sem) != my_turn) {
+          if (lane == 0) {
+            while (prims::ld_acquire_gpu(sem) < kWarpsPerWg * my_turn) {
             }
           }
-          // Reconverge warp 0 before the barrier: bar.sync is .aligned, and with lane 0
-          // still spinning the other 31 lanes would count the whole warp in (racecheck
-          // showed the lagging lane writing its dK/dV staging after store_tile's reads).
           __syncwarp();
-          prims::bar_sync(5, 128);
         }
         float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
 #pragma unroll
@@ -374,9 +375,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
         if (c == kChunks - 1 && p.deterministic) {
           __threadfence();
-          __syncwarp();  // lanes past seqlen_q skipped the reds: reconverge before bar.sync
-          prims::bar_sync(5, 128);
-          if (wtid == 0) prims::st_release_gpu(sem, my_turn + 1);
+          __syncwarp();  // every lane's reds before lane 0's release
+          if (lane == 0) prims::red_add_release_gpu(sem, 1);
         }
       }
     }
