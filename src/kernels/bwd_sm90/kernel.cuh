@@ -205,10 +205,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         prims::wgmma_m64n64k16_ss<T>(s, desc_a + a_off, desc_b + b_off, 1);
       }
       prims::wgmma_commit();
-      prims::wgmma_wait<0>();
-      prims::fence_operands(s);
       const float* lse_s = sLse + stage * kBlockM;
       const float* delta_s = sDelta + stage * kBlockM;
+      // lse into registers while the products run (read after the wait, its shared-memory
+      // latency sat in front of every exp2: the ping-pong kernel's profile, +5% there)
+      float2 lse_v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+      prims::wgmma_wait<0>();
+      prims::fence_operands(s);
       float4* xp = reinterpret_cast<float4*>(smem + Tr::kSmemX);  // [8][128]: P by fragment
       const int wtid = tid % 128;
       if (wg == 0) {  // P (fp32) for warpgroup 1; P^T packed for this warpgroup's dV
@@ -219,7 +224,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = j * 8 + 2 * t + (e % 2);
-            float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+            float v = prims::exp2_approx(s[j][e] * scale_log2 - (e % 2 ? lse_v[j].y : lse_v[j].x));
             if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
             s[j][e] = v;
           }
@@ -284,11 +289,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
         prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, ks > 0 ? 1 : 0);
       }
       prims::wgmma_commit();
+      const float* lse_s = sLse + stage * kBlockM;
+      const float* delta_s = sDelta + stage * kBlockM;
+      float2 lse_v[8];  // read while S^T runs (as above)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
       prims::wgmma_wait<1>();
       prims::fence_operands(s);
 
-      const float* lse_s = sLse + stage * kBlockM;
-      const float* delta_s = sDelta + stage * kBlockM;
       const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
       uint32_t tanh_h[8][2];
 #pragma unroll
@@ -306,7 +314,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = j * 8 + 2 * t + (e % 2);
-          float v = prims::exp2_approx(s[j][e] * scale_log2 - lse_s[col]);
+          float v = prims::exp2_approx(s[j][e] * scale_log2 - (e % 2 ? lse_v[j].y : lse_v[j].x));
           if (masked && !cta.mask.visible(m0 + col, cta.n0 + key_row0 + g + (e / 2) * 8)) v = 0.f;
           s[j][e] = v;
         }
