@@ -8,6 +8,7 @@ Every tensor has its own cudaMalloc, so a read or write past any tensor is seen.
 bf16/fp16; h_q 16 and 72 (two m-blocks, a partial one) with h_kv 1 and 2; s_q 1 and 3
 causal; page sizes 1, 16 and 64 with a permuted block table and NaN in every unused slot;
 lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); the
+FP8 cache (FlashMLA's layout, 0xFF bytes in unused slots) with fp16/bf16 q; the
 metadata kernel for B = 1 and 3000; out-of-range block ids and lengths (error bits, no
 fault). Each result is checked against the float32 reference. ``--quick`` keeps two cases
 (racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
@@ -59,14 +60,25 @@ def main(argv=None) -> int:
         q = torch.randn((len(lens), s_q, h_q, 576), device="cuda", generator=gen).to(dtype)
         return q, kv, bt, torch.tensor(lens, dtype=torch.int32, device="cuda")
 
+    def fp8(q, kv, bt, sl):
+        """The same case over the FP8 cache (0xFF bytes where kv holds NaN)."""
+        kv8 = torch.full((*kv.shape[:3], 656), 0xFF, dtype=torch.uint8, device="cuda")
+        ok = ~torch.isnan(kv).any(-1)
+        kv8[ok] = flash_mla.quantize_kv_cache_fp8(kv[ok])
+        return q, kv8, bt, sl
+
     def run(label, q, kv, bt, sl, causal=True, expect=0, compare=True):
         flashkit.device_errors(clear=True)
         s_q, h_q, h_kv = q.shape[1], q.shape[2], kv.shape[2]
         sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
-        out, lse = flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, 512, sched, splits, causal=causal)
+        is_fp8 = kv.dtype == torch.uint8
+        out, lse = flash_mla.flash_mla_with_kvcache(q, kv, bt, sl, 512, sched, splits, causal=causal,
+                                                    is_fp8_kvcache=is_fp8)
         torch.cuda.synchronize()
         bits = flashkit.device_errors(clear=True)
         assert bits == expect, f"{label}: device error bits {bits:#x}, expected {expect:#x}"
+        if is_fp8:
+            kv = flash_mla.dequantize_kv_cache_fp8(kv, q.dtype)
         if compare:
             ref, lse_ref = mla_reference(q, kv, bt, sl, causal)
             res = check_close(out, ref, mla_pytorch(q, kv, bt, sl, causal))
@@ -90,6 +102,8 @@ def main(argv=None) -> int:
     for dtype in (torch.bfloat16, torch.float16):
         cases.append((f"{dtype} h16 s_q1 page16", lambda d=dtype: run(
             "a", *case([0, 1, 63, 65, 3000], 1, 16, 1, 16, d), causal=False)))
+        cases.append((f"{dtype} FP8 cache h16 s_q2 page16 causal", lambda d=dtype: run(
+            "fp8", *fp8(*case([0, 1, 63, 65, 2000], 2, 16, 1, 16, d)))))
         if args.quick:
             continue
         cases.append((f"{dtype} h72x2 s_q3 page1 causal", lambda d=dtype: run(

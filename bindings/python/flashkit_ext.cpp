@@ -791,14 +791,15 @@ NB_MODULE(_C, m) {
         "arguments only. check_inputs: validate block_table/seqlens_k on the GPU first.");
   m.def(
       "mla_split_kernel_family",
-      [](const std::string& dtype) {
+      [](const std::string& dtype, bool fp8_kv_cache) {
         const DType dt = dtype == "float16" ? DType::kFloat16
                          : dtype == "bfloat16" ? DType::kBFloat16 : DType::kInvalid;
-        return std::string(flashkit::mla_split_kernel_family(dt));
+        return std::string(flashkit::mla_split_kernel_family(dt, fp8_kv_cache));
       },
-      "dtype"_a,
-      "The MLA split kernel for dtype ('float16' / 'bfloat16') on the current device: 'sm90', "
-      "'sm80' (portable; forced by FLASHKIT_MLA_PORTABLE=1, read per call) or ''.");
+      "dtype"_a, "fp8_kv_cache"_a = false,
+      "The MLA split kernel for dtype ('float16' / 'bfloat16', q's) on the current device: "
+      "'sm90', 'sm80' (portable; forced by FLASHKIT_MLA_PORTABLE=1, read per call, and always "
+      "for the FP8 cache) or ''.");
   m.def(
       "read_device_errors",
       [](int device, bool clear) {

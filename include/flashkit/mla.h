@@ -5,6 +5,10 @@
 //   q           [B, s_q, h_q, 576]        s_q = 1..4 new tokens per sequence (MTP)
 //   kv_cache    [num_pages, page_size, h_kv, 576]  K = the whole vector, V = its first
 //                                          512 dims; last dim contiguous, any other strides
+//               or FlashMLA's FP8 layout: uint8 / float8_e4m3fn [num_pages, page_size,
+//               h_kv, 656], per token 512 e4m3 NoPE values, 4 fp32 scales (one per 128:
+//               value = e4m3 * scale), 64 bf16 RoPE values; byte strides multiples of 16.
+//               Dequantized to q's dtype on load (the portable kernel, on every GPU).
 //   block_table [B, max_pages] int32       page ids of each sequence, in order
 //   seqlens_k   [B] int32                  cached tokens, the new ones included
 //   out         [B, s_q, h_q, 512]         lse [B, h_q, s_q] fp32 (natural log)
@@ -62,10 +66,10 @@ int64_t mla_workspace_size(int64_t batch, int64_t s_q, int64_t num_heads_q, int6
 Status validate_mla_decode(const MlaDecodeArgs& args);
 Status mla_decode(const MlaDecodeArgs& args, cudaStream_t stream);
 
-// The split kernel mla_decode runs for `dtype` on the current device: "sm90" (Hopper, where
-// compiled, on compute capability 9.0), "sm80" (the portable kernel; always with
-// FLASHKIT_MLA_PORTABLE=1 in the environment, read on every call), or "" when the dtype is
-// not compiled or there is no usable device.
-const char* mla_split_kernel_family(DType dtype);
+// The split kernel mla_decode runs for `dtype` (q's) on the current device: "sm90" (Hopper,
+// where compiled, on compute capability 9.0), "sm80" (the portable kernel; always with
+// FLASHKIT_MLA_PORTABLE=1 in the environment, read on every call, and for the FP8 cache),
+// or "" when the dtype is not compiled or there is no usable device.
+const char* mla_split_kernel_family(DType dtype, bool fp8_kv_cache = false);
 
 }  // namespace flashkit

@@ -26,6 +26,11 @@ Device-side index data is never trusted: lengths outside ``[0, max_pages * page_
 clamped and block ids outside ``[0, num_pages)`` are skipped; both set a bit of the device
 error word (:func:`flashkit.device_errors`). ``FLASHKIT_MLA_PORTABLE=1`` forces the portable
 split kernel (read on every call).
+
+FP8 cache (FlashMLA's layout, ``is_fp8_kvcache=True``): ``k_cache [num_pages, page_size,
+h_kv, 656]`` uint8 / float8_e4m3fn, per token 512 e4m3 NoPE values, 4 fp32 scales (one per
+128 values) and 64 bf16 RoPE values; :func:`quantize_kv_cache_fp8` writes it,
+:func:`dequantize_kv_cache_fp8` reads it back.
 """
 
 from __future__ import annotations
@@ -76,13 +81,71 @@ def mla_workspace_size(batch, s_q, num_heads_q, num_parts):
     return _native().mla_workspace_size(batch, s_q, num_heads_q, num_parts)
 
 
-def split_kernel_family(dtype):
-    """'sm90' or 'sm80': the split kernel a call in ``dtype`` runs now on the current device
-    ('' if not compiled). ``FLASHKIT_MLA_PORTABLE=1`` gives 'sm80'."""
+def split_kernel_family(dtype, fp8_kv_cache=False):
+    """'sm90' or 'sm80': the split kernel a call with q in ``dtype`` runs now on the current
+    device ('' if not compiled). ``FLASHKIT_MLA_PORTABLE=1`` gives 'sm80', and so does the
+    FP8 cache (``fp8_kv_cache=True``)."""
     import torch
 
     name = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(dtype, str(dtype))
-    return _native().mla_split_kernel_family(name)
+    return _native().mla_split_kernel_family(name, bool(fp8_kv_cache))
+
+
+FP8_TOKEN_BYTES = 656  # 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE values
+
+
+def quantize_kv_cache_fp8(kv_cache):
+    """FlashMLA's FP8 layout of a latent cache.
+
+    Args:
+        kv_cache: ``[..., 576]`` float16/bfloat16/float32 (512 NoPE + 64 RoPE dims).
+
+    Returns:
+        ``[..., 656]`` uint8: per token the 512 NoPE values as float8_e4m3fn, 4 fp32 scales
+        (one per group of 128 values: ``amax / 448``, 1 for an all-zero group; a value
+        reads back as ``e4m3 * scale``), then the 64 RoPE values as bf16 (not quantized).
+        Runs wherever the tensor lives (torch ops, no kernel).
+    """
+    import torch
+
+    if not isinstance(kv_cache, torch.Tensor):
+        raise TypeError(f"flashkit.mla.quantize_kv_cache_fp8: kv_cache must be a torch.Tensor, "
+                        f"got {type(kv_cache).__name__}")
+    if kv_cache.dim() == 0 or kv_cache.shape[-1] != 576:
+        raise ValueError("flashkit.mla.quantize_kv_cache_fp8: expected a last dimension of 576 "
+                         f"(512 NoPE + 64 RoPE), got shape {tuple(kv_cache.shape)}")
+    if kv_cache.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError("flashkit.mla.quantize_kv_cache_fp8: expected float16, bfloat16 or float32, "
+                         f"got {kv_cache.dtype}")
+    lead = kv_cache.shape[:-1]
+    nope = kv_cache[..., :512].float().reshape(*lead, 4, 128)
+    amax = nope.abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    q8 = (nope / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).reshape(*lead, 512)
+    out = torch.empty((*lead, FP8_TOKEN_BYTES), dtype=torch.uint8, device=kv_cache.device)
+    out[..., :512] = q8.view(torch.uint8)
+    out[..., 512:528] = scale.reshape(*lead, 4).contiguous().view(torch.uint8).reshape(*lead, 16)
+    out[..., 528:] = kv_cache[..., 512:].to(torch.bfloat16).contiguous().view(torch.uint8).reshape(*lead, 128)
+    return out
+
+
+def dequantize_kv_cache_fp8(kv_fp8, dtype=None):
+    """The values an FP8 cache (:func:`quantize_kv_cache_fp8`'s layout) stands for:
+    ``[..., 656]`` uint8 / float8_e4m3fn -> ``[..., 576]`` in ``dtype`` (float32 if None),
+    NoPE ``e4m3 * scale`` computed in fp32, RoPE the stored bf16."""
+    import torch
+
+    b = kv_fp8.view(torch.uint8) if kv_fp8.dtype != torch.uint8 else kv_fp8
+    if b.dim() == 0 or b.shape[-1] != FP8_TOKEN_BYTES:
+        raise ValueError("flashkit.mla.dequantize_kv_cache_fp8: expected a last dimension of 656 bytes, "
+                         f"got shape {tuple(kv_fp8.shape)}")
+    lead = b.shape[:-1]
+    b = b.contiguous()
+    nope = b[..., :512].view(torch.float8_e4m3fn).float().reshape(*lead, 4, 128)
+    scale = b[..., 512:528].contiguous().view(torch.float32).reshape(*lead, 4, 1)
+    rope = b[..., 528:].contiguous().view(torch.bfloat16).float()
+    out = torch.cat([(nope * scale).reshape(*lead, 512), rope], dim=-1)
+    return out if dtype is None else out.to(dtype)
 
 
 def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k):
@@ -103,17 +166,23 @@ def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k):
 
 def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
                            tile_scheduler_metadata, num_splits, softmax_scale=None, causal=False,
-                           check_inputs=False):
+                           is_fp8_kvcache=False, indices=None, check_inputs=False):
     """MLA decode over the paged latent cache (split + combine).
 
     Args:
         q: ``[B, s_q, h_q, 576]`` float16/bfloat16.
-        k_cache: ``[num_pages, page_size, h_kv, 576]`` in q's dtype.
+        k_cache: ``[num_pages, page_size, h_kv, 576]`` in q's dtype, or with
+            ``is_fp8_kvcache=True`` FlashMLA's FP8 layout: uint8 / float8_e4m3fn
+            ``[num_pages, page_size, h_kv, 656]`` (:func:`quantize_kv_cache_fp8`),
+            dequantized to q's dtype on load (by the portable kernel, on every GPU).
         block_table: int32 ``[B, max_pages]``;  cache_seqlens: int32 ``[B]``.
         head_dim_v: 512.
         tile_scheduler_metadata, num_splits: from :func:`get_mla_metadata` for these lengths.
         softmax_scale: defaults to ``576 ** -0.5``.
         causal: query token t sees keys ``j < len - (s_q - 1 - t)``.
+        is_fp8_kvcache: the cache is in the FP8 layout (FlashMLA's argument; its dtype must
+            agree).
+        indices: FlashMLA's sparse attention (token indices per query); not supported.
         check_inputs: validate ``block_table`` / ``cache_seqlens`` on the GPU first
             (synchronizes; not inside CUDA-graph capture) and raise ValueError naming the
             first bad entry. Also on with ``FLASHKIT_CHECK_INPUTS=1``.
@@ -121,8 +190,21 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
     Returns:
         ``(out [B, s_q, h_q, 512], lse [B, h_q, s_q] float32, natural log)``.
     """
+    import torch
+
     from .ops import _scale_arg
 
+    if indices is not None:
+        raise NotImplementedError("flashkit.mla.flash_mla_with_kvcache: sparse attention (indices) "
+                                  "is not supported")
+    if isinstance(k_cache, torch.Tensor):
+        fp8_dtype = k_cache.dtype in (torch.uint8, torch.float8_e4m3fn)
+        if bool(is_fp8_kvcache) != fp8_dtype:
+            raise ValueError(
+                "flashkit.mla.flash_mla_with_kvcache: "
+                + (f"is_fp8_kvcache=True needs a uint8 / float8_e4m3fn cache of 656 bytes per token, "
+                   f"got dtype {k_cache.dtype}" if is_fp8_kvcache else
+                   f"a {k_cache.dtype} cache is FP8: pass is_fp8_kvcache=True"))
     scale = _scale_arg(softmax_scale)
     return _tops().mla_decode(q, k_cache, block_table, cache_seqlens,
                               _int_arg("head_dim_v", head_dim_v), tile_scheduler_metadata,

@@ -133,7 +133,13 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   if (a.q.dtype != DType::kFloat16 && a.q.dtype != DType::kBFloat16) {
     return invalid("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(a.q.dtype));
   }
-  FK_RETURN_IF_ERROR(check_dtype("kv_cache", a.kv_cache, a.q.dtype, " (same as q)"));
+  // FlashMLA's FP8 cache: one byte per element (uint8 or float8_e4m3fn), 656 per token.
+  const bool fp8 = a.kv_cache.dtype == DType::kUInt8 || a.kv_cache.dtype == DType::kFloat8E4M3FN;
+  if (!fp8 && a.kv_cache.dtype != a.q.dtype) {
+    return invalid("kv_cache", std::string("expected dtype ") + dtype_name(a.q.dtype) +
+                                   " (same as q), or uint8 / float8_e4m3fn for FlashMLA's FP8 layout; got " +
+                                   dtype_name(a.kv_cache.dtype));
+  }
   FK_RETURN_IF_ERROR(check_dtype("out", a.out, a.q.dtype, " (same as q)"));
   FK_RETURN_IF_ERROR(check_dtype("lse", a.lse, DType::kFloat32, ""));
   FK_RETURN_IF_ERROR(check_dtype("block_table", a.block_table, DType::kInt32, ""));
@@ -142,7 +148,8 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   FK_RETURN_IF_ERROR(check_dtype("num_splits", a.num_splits, DType::kInt32, ""));
 
   FK_RETURN_IF_ERROR(check_ndim("q", a.q, 4, "[B, s_q, h_q, 576]"));
-  FK_RETURN_IF_ERROR(check_ndim("kv_cache", a.kv_cache, 4, "[num_pages, page_size, h_kv, 576]"));
+  FK_RETURN_IF_ERROR(check_ndim("kv_cache", a.kv_cache, 4,
+                                 fp8 ? "[num_pages, page_size, h_kv, 656] (FP8 layout)" : "[num_pages, page_size, h_kv, 576]"));
   FK_RETURN_IF_ERROR(check_ndim("block_table", a.block_table, 2, "[B, max_pages]"));
   FK_RETURN_IF_ERROR(check_ndim("seqlens_k", a.seqlens_k, 1, "[B]"));
   FK_RETURN_IF_ERROR(check_ndim("out", a.out, 4, "[B, s_q, h_q, 512]"));
@@ -155,7 +162,12 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
     return invalid("q", "expected head dim 576 (512 latent + 64 RoPE), got " + str(a.q.shape[3]) +
                             " (shape " + a.q.shape_str() + ")");
   }
-  if (a.kv_cache.shape[3] != kMlaHeadDim) {
+  if (fp8 && a.kv_cache.shape[3] != kMlaFp8TokenBytes) {
+    return invalid("kv_cache", "FP8 layout (dtype " + std::string(dtype_name(a.kv_cache.dtype)) +
+                                   "): expected 656 bytes per token (512 e4m3 + 4 fp32 scales + 64 bf16 RoPE), got " +
+                                   str(a.kv_cache.shape[3]) + " (shape " + a.kv_cache.shape_str() + ")");
+  }
+  if (!fp8 && a.kv_cache.shape[3] != kMlaHeadDim) {
     return invalid("kv_cache", "expected head dim 576 (512 latent + 64 RoPE), got " +
                                    str(a.kv_cache.shape[3]) + " (shape " + a.kv_cache.shape_str() + ")");
   }
@@ -197,7 +209,17 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   }
   FK_RETURN_IF_ERROR(check_metadata_shapes(a.tile_scheduler_metadata, a.num_splits, B, "q"));
   FK_RETURN_IF_ERROR(check_qkvo_layout("q", a.q, false));
-  FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
+  if (fp8) {  // 16-byte loads: the byte strides and the pointer 16-byte aligned
+    FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
+    for (int i = 0; i < 3; ++i) {
+      if (a.kv_cache.shape[i] > 1 && a.kv_cache.stride[i] % 16 != 0) {
+        return invalid("kv_cache", "FP8 layout: stride of dim " + str(i) + " is " + str(a.kv_cache.stride[i]) +
+                                       " bytes, expected a multiple of 16 (16-byte loads)");
+      }
+    }
+  } else {
+    FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
+  }
   FK_RETURN_IF_ERROR(check_qkvo_layout("out", a.out, true));
   FK_RETURN_IF_ERROR(check_contiguous("lse", a.lse));
   FK_RETURN_IF_ERROR(check_contiguous("seqlens_k", a.seqlens_k));
@@ -214,10 +236,10 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   return Status::Ok();
 }
 
-FLASHKIT_EXPORT const char* mla_split_kernel_family(DType dtype) {
+FLASHKIT_EXPORT const char* mla_split_kernel_family(DType dtype, bool fp8_kv_cache) {
   DeviceInfo dev;
   if (cached_device_info_status(&dev) != 0 || dev.cc_major < 8) return "";
-  return mla_split_family(dtype, dev);
+  return mla_split_family(dtype, dev, fp8_kv_cache);
 }
 
 FLASHKIT_EXPORT Status mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
@@ -233,7 +255,8 @@ FLASHKIT_EXPORT Status mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
     return Status::Unsupported("MLA decode needs compute capability 8.0 or newer (device has " +
                                str(dev.cc_major) + ".x)");
   }
-  const int smem = mla_split_smem_bytes(a.q.dtype, dev);
+  const bool fp8 = a.kv_cache.dtype == DType::kUInt8 || a.kv_cache.dtype == DType::kFloat8E4M3FN;
+  const int smem = mla_split_smem_bytes(a.q.dtype, dev, fp8);
   if (smem > dev.smem_optin) {
     return Status::Unsupported("the portable MLA kernel needs " + str(smem) +
                                " bytes of shared memory per block, the device allows " + str(dev.smem_optin));
@@ -274,6 +297,7 @@ FLASHKIT_EXPORT Status mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   p.softmax_scale = scale;
   p.softmax_scale_log2 = static_cast<float>(double(scale) * 1.4426950408889634);
   p.causal = a.causal;
+  p.kv_fp8 = fp8;
   p.errors = device_error_word(a.q.device_id);
   if (p.errors == nullptr) return Status::Cuda("mla_decode: the device error word is not available");
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_mla_split_for(a.q.dtype, p, dev, stream)),

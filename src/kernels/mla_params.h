@@ -30,6 +30,9 @@ constexpr int kMlaBlockM = 64;          // query rows per CTA
 constexpr int kMlaBlockN = 64;          // tokens per KV block (any page size)
 constexpr int kMlaFixedOverhead = 5;    // scheduler cost of starting a sequence, in blocks
 constexpr int kMlaSchedInts = 8;        // ints per part in tile_scheduler_metadata
+constexpr int kMlaFp8TokenBytes = 656;  // FP8 cache: 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE
+constexpr int kMlaFp8ScaleOffset = 512;  // bytes into the token
+constexpr int kMlaFp8RopeOffset = 528;
 
 // One row of tile_scheduler_metadata [num_parts, 8] int32. A part with no work has
 // begin_batch >= batch.
@@ -83,6 +86,11 @@ struct MlaParams {
 
   float softmax_scale, softmax_scale_log2;
   bool causal;
+  // FlashMLA's FP8 latent cache: kv is bytes, [num_pages, page_size, h_kv, 656] with per
+  // token 512 e4m3 values (the NoPE part), 4 fp32 scales (one per 128 of them:
+  // value = e4m3 * scale) and 64 bf16 RoPE values; kv strides are then in bytes. Only the
+  // portable split kernel reads it.
+  bool kv_fp8;
   uint32_t* errors;  // sticky device error word (bits 4: block id, 8: seqlen)
 
   // Hopper kernel only (set by its launcher): TMA map of kv as [num_pages, page_size, h_kv,

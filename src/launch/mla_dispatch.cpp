@@ -47,30 +47,31 @@ bool portable_forced() {
   return e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0;
 }
 
-bool use_sm90(const MlaVariant& v, const DeviceInfo& dev) {
-  return v.sm90 != nullptr && dev.cc_major == 9 && dev.cc_minor == 0 && !portable_forced();
+// The FP8 cache is read by the portable kernel only.
+bool use_sm90(const MlaVariant& v, const DeviceInfo& dev, bool fp8_cache) {
+  return v.sm90 != nullptr && !fp8_cache && dev.cc_major == 9 && dev.cc_minor == 0 && !portable_forced();
 }
 
 }  // namespace
 
 bool mla_variant_compiled(DType dtype) { return find(dtype) != nullptr; }
 
-const char* mla_split_family(DType dtype, const DeviceInfo& dev) {
+const char* mla_split_family(DType dtype, const DeviceInfo& dev, bool fp8_cache) {
   const MlaVariant* v = find(dtype);
   if (v == nullptr) return "";
-  return use_sm90(*v, dev) ? "sm90" : "sm80";
+  return use_sm90(*v, dev, fp8_cache) ? "sm90" : "sm80";
 }
 
-int mla_split_smem_bytes(DType dtype, const DeviceInfo& dev) {
+int mla_split_smem_bytes(DType dtype, const DeviceInfo& dev, bool fp8_cache) {
   const MlaVariant* v = find(dtype);
   if (v == nullptr) return 0;
-  return use_sm90(*v, dev) ? 0 : kMlaSm80SmemBytes;  // the sm90 launcher checks its own needs
+  return use_sm90(*v, dev, fp8_cache) ? 0 : kMlaSm80SmemBytes;  // the sm90 launcher checks its own needs
 }
 
 int launch_mla_split_for(DType dtype, const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   const MlaVariant* v = find(dtype);
   if (v == nullptr) return int(cudaErrorInvalidDeviceFunction);
-  return use_sm90(*v, dev) ? v->sm90(p, dev, stream) : v->sm80(p, dev, stream);
+  return use_sm90(*v, dev, p.kv_fp8) ? v->sm90(p, dev, stream) : v->sm80(p, dev, stream);
 }
 
 int launch_mla_combine_for(DType dtype, const MlaParams& p, bool pdl, cudaStream_t stream) {

@@ -1,5 +1,6 @@
 // Launcher of the portable MLA split kernel (kernels/mla/sm80_kernel.cuh); instantiated per
-// dtype in src/kernels/mla/inst/mla_sm80_<dtype>.cu.
+// dtype in src/kernels/mla/inst/mla_sm80_<dtype>.cu, with its FP8-cache variant
+// (p.kv_fp8).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +19,7 @@ int launch_mla_split_sm80(const MlaParams& p, const DeviceInfo& dev, cudaStream_
   using T = typename ElementOf<Tag>::type;
   if (p.batch <= 0 || p.num_parts <= 0 || p.m_blocks <= 0) return cudaSuccess;
   if (dev.smem_optin < mla::kSm80SmemBytes) return cudaErrorInvalidConfiguration;
-  auto kernel = &mla::mla_split_sm80_kernel<T>;
+  auto kernel = p.kv_fp8 ? &mla::mla_split_sm80_kernel<T, true> : &mla::mla_split_sm80_kernel<T, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          mla::kSm80SmemBytes);
   if (err != cudaSuccess) return err;

@@ -99,6 +99,29 @@ TEST(ValidateMla, Dtypes) {
   expect_invalid(flashkit::validate_mla_decode(a), "workspace", "uint8 or int32");
 }
 
+TEST(ValidateMla, Fp8Cache) {
+  // FlashMLA's FP8 layout: uint8 or float8_e4m3fn, 656 bytes per token, q bf16 or fp16.
+  for (DType cache : {DType::kUInt8, DType::kFloat8E4M3FN}) {
+    MlaDecodeArgs a = make(Sizes{});
+    a.kv_cache = TensorRef::cuda(fake(2), cache, {10, 64, 1, 656});
+    EXPECT_TRUE(flashkit::validate_mla_decode(a).ok()) << flashkit::validate_mla_decode(a).message();
+    a.kv_cache.shape[3] = 576;  // the 16-bit layout's size in bytes is not the FP8 one
+    expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "656 bytes per token");
+  }
+  MlaDecodeArgs a = make(Sizes{});
+  a.kv_cache = TensorRef::cuda(fake(2), DType::kInt8, {10, 64, 1, 656});
+  expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "uint8 / float8_e4m3fn");
+  a = make(Sizes{});  // token slots 664 bytes apart: 8-byte but not 16-byte aligned rows
+  a.kv_cache = TensorRef::cuda_strided(fake(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 664, 664, 664, 1});
+  expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "multiple of 16");
+  a = make(Sizes{});  // a padded slot stride that keeps 16-byte alignment is fine
+  a.kv_cache = TensorRef::cuda_strided(fake(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 672, 672, 672, 1});
+  EXPECT_TRUE(flashkit::validate_mla_decode(a).ok()) << flashkit::validate_mla_decode(a).message();
+  a = make(Sizes{});
+  a.kv_cache = TensorRef::cuda(fake(2), DType::kUInt8, {10, 64, 656});
+  expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "656] (FP8 layout)");
+}
+
 TEST(ValidateMla, ShapesAndLayouts) {
   MlaDecodeArgs a = make(Sizes{});
   a.tile_scheduler_metadata = TensorRef::cuda(fake(5), DType::kInt32, {8, 4});

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", choices=("mla",), default="mla", help=argparse.SUPPRESS)
     p.add_argument("--impls", nargs="+", action="extend", metavar="IMPL",
-                   help=f"any of {', '.join(mla_impls.ALL_IMPLS)} (default: both)")
+                   help=f"any of {', '.join(mla_impls.ALL_IMPLS)} (default: "
+                        f"{' '.join(mla_impls.DEFAULT_IMPLS)})")
     p.add_argument("--batch", nargs="+", action="extend", metavar="B", help="batch sizes (128)")
     p.add_argument("--sq", nargs="+", action="extend", metavar="S_Q",
                    help="query tokens per sequence (1 2)")

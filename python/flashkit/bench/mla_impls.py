@@ -9,6 +9,11 @@ num_splits, causal=True) -> (out, lse)`` timed.
 - ``flashkit``   ``flashkit.mla`` (FlashKit's drop-in for FlashMLA's API), at every page size
 - ``flashmla``   ``flash_mla`` (deepseek-ai/FlashMLA, the 2025-04 version 9edee0c), built for
                  sm_90a (bench/peers/flashmla); page 64 only (its only block size)
+- ``flashkit_fp8`` ``flashkit.mla`` over the same cache in FlashMLA's FP8 layout
+                 (``quantize_kv_cache_fp8``, untimed), ``is_fp8_kvcache=True``; dtype column
+                 ``fp8_e4m3``, GB/s from its 656 bytes per token; checked against the bf16
+                 reference with a looser cosine tolerance (quantization error), not against
+                 FlashMLA's output. Only when asked for (``--impls``).
 
 Where ``flash_mla`` is looked for, first match wins: ``--flashmla-path``, the
 ``FLASHKIT_FLASHMLA_PATH`` environment variable, ``<cwd>/.carry/flashmla_built``,
@@ -28,8 +33,9 @@ from . import mla_sweeps
 
 FLASHKIT = "flashkit"
 FLASHMLA = "flashmla"
-ALL_IMPLS = (FLASHKIT, FLASHMLA)
-DEFAULT_IMPLS = ALL_IMPLS
+FLASHKIT_FP8 = "flashkit_fp8"
+ALL_IMPLS = (FLASHKIT, FLASHMLA, FLASHKIT_FP8)
+DEFAULT_IMPLS = (FLASHKIT, FLASHMLA)
 ENV_VAR = "FLASHKIT_FLASHMLA_PATH"
 CARRY_NAME = "flashmla_built"
 REPO_CARRY = Path(__file__).resolve().parents[3] / ".carry" / CARRY_NAME
@@ -121,6 +127,26 @@ class FlashKitImpl(MlaImpl):
         return None
 
 
+class FlashKitFp8Impl(FlashKitImpl):
+    name = FLASHKIT_FP8
+    dtype = "fp8_e4m3"
+    cos_tol = 5e-3       # the quantization error, not the kernel's
+    compare_peer = False
+
+    def prepare(self, cfg, data, page: int):
+        k_cache, block_table = data.paged(page)
+        k8 = self.mod.quantize_kv_cache_fp8(k_cache)  # untimed
+        meta, splits = self.mod.get_mla_metadata(data.seqlens, cfg.s_q * cfg.H_q // cfg.H_kv,
+                                                 cfg.H_kv)
+        q, seq, dv, fn = data.q, data.seqlens, cfg.Dv, self.mod.flash_mla_with_kvcache
+        return lambda: fn(q, k8, block_table, seq, dv, meta, splits, causal=True,
+                          is_fp8_kvcache=True)
+
+    @staticmethod
+    def nbytes(cfg, total_seqlens: int) -> int:
+        return mla_sweeps.nbytes_fp8(cfg, total_seqlens)
+
+
 class FlashMlaImpl(MlaImpl):
     name = FLASHMLA
     pages = (mla_sweeps.FLASHMLA_PAGE,)
@@ -159,4 +185,6 @@ def make_impl(name: str, flashkit_pages: Sequence[int] = mla_sweeps.FLASHKIT_PAG
         return FlashKitImpl(flashkit_pages)
     if name == FLASHMLA:
         return FlashMlaImpl()
+    if name == FLASHKIT_FP8:
+        return FlashKitFp8Impl(flashkit_pages)
     raise ValueError(f"unknown impl {name!r} (known: {', '.join(ALL_IMPLS)})")

@@ -94,10 +94,19 @@ def flops(cfg: MlaConfig, total_seqlens: int) -> int:
     return 2 * cfg.s_q * total_seqlens * cfg.H_q * (cfg.D + cfg.Dv)
 
 
+FP8_TOKEN_BYTES = 656  # 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE values
+
+
 def nbytes(cfg: MlaConfig, total_seqlens: int) -> int:
     """SPEC §4: (Σseqlens·h_kv·d + b·s_q·h_q·(d + d_v))·2 (the latent cache once, q, out)."""
     return (total_seqlens * cfg.H_kv * cfg.D + cfg.B * cfg.s_q * cfg.H_q * (cfg.D + cfg.Dv)) \
         * DTYPE_BYTES
+
+
+def nbytes_fp8(cfg: MlaConfig, total_seqlens: int) -> int:
+    """nbytes with the cache in FlashMLA's FP8 layout (656 bytes per token and KV head)."""
+    return total_seqlens * cfg.H_kv * FP8_TOKEN_BYTES + \
+        cfg.B * cfg.s_q * cfg.H_q * (cfg.D + cfg.Dv) * DTYPE_BYTES
 
 
 def tflops(cfg: MlaConfig, total_seqlens: int, ms: float) -> float:

@@ -13,13 +13,22 @@
 // dereferenced, error bit kDeviceErrorBlockId), cp.async copies the rows (zero-filled
 // where -1), then S (36 k-steps), masking (invalid tokens; causal: query token t sees keys
 // j < len - (s_q - 1 - t)), online softmax in base 2 (scale * log2 e folded in), P V.
+// kFp8: the cache is FlashMLA's FP8 layout (kMlaFp8TokenBytes per token, mla_params.h); each
+// token's row is dequantized into sK in T (e4m3 -> fp16 exactly, times its fp32 group scale,
+// rounded to T; the bf16 RoPE part converted to T) with 16-byte loads, and the rest of the
+// kernel is unchanged.
 // Results: a sequence with one piece writes out (T) and lse; otherwise the fp32 partial
 // (normalized O and lse, natural log; -inf for a row that saw no key) goes to slot
 // num_splits[b] + split. Rows that saw no key in a single piece: out 0, lse +inf.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/device_errors.cuh"
 #include "kernels/mla_params.h"
@@ -36,7 +45,43 @@ constexpr int kSm80Chunks = kMlaHeadDim / 8;           // 16-byte chunks per row
 constexpr int kSm80TileBytes = kMlaBlockM * kSm80Stride * 2;
 constexpr int kSm80SmemBytes = 2 * kSm80TileBytes + kMlaBlockN * 8;  // sQ, sK, token offsets
 
+// 16 e4m3 bytes (NoPE columns 16c .. 16c + 15 of a token) times `scale` as 16 T values.
 template <typename T>
+__device__ __forceinline__ void dequant_fp8x16(T* dst, const uint4 raw, float scale) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw hr =
+          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[k] >> (16 * h)), __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      out[2 * k + h] = prims::pack2<T>(f.x * scale, f.y * scale);
+    }
+  }
+  *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+  *reinterpret_cast<uint4*>(dst + 8) = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// 8 bf16 RoPE values as 8 T values.
+template <typename T>
+__device__ __forceinline__ void rope_bf16x8(T* dst, const uint4 raw) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    *reinterpret_cast<uint4*>(dst) = raw;
+  } else {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t out[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[k]));
+      out[k] = prims::pack2<T>(f.x, f.y);
+    }
+    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+template <typename T, bool kFp8 = false>
 __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const MlaParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
@@ -54,7 +99,7 @@ __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const M
   const int last_batch = min(end_batch, p.batch - 1);
   const int row0 = mb * kMlaBlockM;
   const T* q_base = static_cast<const T*>(p.q);
-  const T* kv = static_cast<const T*>(p.kv);
+  [[maybe_unused]] const T* kv = static_cast<const T*>(p.kv);  // (kFp8: bytes, read below)
   const uint32_t sQ_addr = prims::smem_addr(sQ), sK_addr = prims::smem_addr(sK);
 
   for (int b = begin_batch; b <= last_batch; ++b) {
@@ -119,13 +164,39 @@ __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const M
         s_off[tid] = off;
       }
       __syncthreads();
-      for (int i = tid; i < kMlaBlockN * kSm80Chunks; i += kSm80Threads) {
-        const int r = i / kSm80Chunks, c = i - r * kSm80Chunks;
-        const int64_t off = s_off[r];
-        prims::cp_async_16(sK + r * kSm80Stride + c * 8, off >= 0 ? kv + off + c * 8 : kv, off >= 0);
+      if constexpr (kFp8) {
+        // Per token 40 source pieces of 16 bytes: 32 of e4m3 (16 NoPE columns each), 8 of
+        // bf16 RoPE (8 columns each). Tokens with no valid slot are zeros (P V reads them).
+        const unsigned char* kvb = static_cast<const unsigned char*>(p.kv);
+        constexpr int kPieces = kMlaHeadDimV / 16 + (kMlaHeadDim - kMlaHeadDimV) / 8;
+        for (int i = tid; i < kMlaBlockN * kPieces; i += kSm80Threads) {
+          const int r = i / kPieces, c = i - r * kPieces;
+          const int64_t off = s_off[r];
+          T* dst = sK + r * kSm80Stride;
+          uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+          if (c < kMlaHeadDimV / 16) {
+            float scale = 0.f;
+            if (off >= 0) {
+              raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + c * 16));
+              scale = __ldg(reinterpret_cast<const float*>(kvb + off + kMlaFp8ScaleOffset) + c / 8);
+            }
+            dequant_fp8x16<T>(dst + c * 16, raw, scale);
+          } else {
+            const int rc = c - kMlaHeadDimV / 16;
+            if (off >= 0) raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + kMlaFp8RopeOffset + rc * 16));
+            rope_bf16x8<T>(dst + kMlaHeadDimV + rc * 8, raw);
+          }
+        }
+        prims::cp_async_wait<0>();  // sQ (first block of a sequence)
+      } else {
+        for (int i = tid; i < kMlaBlockN * kSm80Chunks; i += kSm80Threads) {
+          const int r = i / kSm80Chunks, c = i - r * kSm80Chunks;
+          const int64_t off = s_off[r];
+          prims::cp_async_16(sK + r * kSm80Stride + c * 8, off >= 0 ? kv + off + c * 8 : kv, off >= 0);
+        }
+        prims::cp_async_commit();
+        prims::cp_async_wait<0>();
       }
-      prims::cp_async_commit();
-      prims::cp_async_wait<0>();
       __syncthreads();
 
       // S = Q K^T for this warp's 16 rows x 64 keys.

@@ -1,0 +1,245 @@
+"""GPU tests of the MLA decode over FlashMLA's FP8 latent cache (``is_fp8_kvcache=True``).
+
+The cache: per token 656 bytes, 512 float8_e4m3fn NoPE values, 4 fp32 scales (one per 128
+values), 64 bf16 RoPE values (``flashkit.mla.quantize_kv_cache_fp8``). The kernel
+dequantizes to q's dtype on load, so the reference is the float32 attention over the
+dequantized cache rounded to q's dtype (what the kernel multiplies), with PyTorch's
+attention in q's dtype on the same values as the SPEC §3 baseline. Every case: random
+inputs, a permuted block table, 0xFF bytes (NaN values, NaN scales) in every slot past each
+length and in unused pages, NaN-poisoned outputs, the device error word checked. Plus the
+layout helpers' round trip, the accuracy against the bf16 cache it was made from (random
+data and outlier channels), page sizes 1/16/64, s_q 1..4 causal, empty sequences, bad
+block ids, CUDA-graph replay, torch.compile, and the argument errors.
+
+Run: ``pytest -m gpu tests/python/test_mla_fp8_gpu.py``.
+"""
+
+import math
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+try:
+    import flashkit
+    import flashkit.mla as flash_mla
+    from flashkit.testing import check_close, check_lse, mla_pytorch, mla_reference, poison_
+except ImportError as e:
+    pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+D, DV, TOKEN = 576, 512, 656
+
+
+def _gen(seed):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(zlib.crc32(repr(seed).encode()))
+    return g
+
+
+def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_pages=3, seed=0,
+              outliers=False):
+    """q, the FP8 cache (0xFF bytes in every unused slot), the bf16 cache it was made from
+    (NaN in unused slots), a permuted block table, seqlens."""
+    g = _gen(("mla-fp8", tuple(lens), s_q, h_q, h_kv, page, str(dtype), seed, outliers))
+    B = len(lens)
+    pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
+    max_pages = max(pages_per) + 1
+    num_pages = sum(pages_per) + extra_pages
+    kv16 = torch.full((num_pages, page, h_kv, D), float("nan"), dtype=torch.bfloat16, device="cuda")
+    kv8 = torch.full((num_pages, page, h_kv, TOKEN), 0xFF, dtype=torch.uint8, device="cuda")
+    perm = torch.randperm(num_pages, generator=g, device="cuda").int()
+    bt = torch.full((B, max_pages), -7, dtype=torch.int32, device="cuda")
+    i = 0
+    for b, n in enumerate(lens):
+        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+        i += pages_per[b]
+        if n > 0:
+            pos = torch.arange(n, device="cuda")
+            pg = bt[b].long()[pos // page]
+            x = torch.randn((n, h_kv, D), generator=g, device="cuda")
+            if outliers:  # two channels 30x larger than the rest
+                x[..., 7] *= 30
+                x[..., 300] *= 30
+            x = x.to(torch.bfloat16)
+            kv16[pg, pos % page] = x
+            kv8[pg, pos % page] = flash_mla.quantize_kv_cache_fp8(x)
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn((B, s_q, h_q, D), generator=g, device="cuda").to(dtype)
+    return q, kv8, kv16, bt, sl
+
+
+def run(q, kv8, bt, sl, causal=False, expect_errors=0):
+    flashkit.device_errors(clear=True)
+    B, s_q, h_q, _ = q.shape
+    h_kv = kv8.shape[2]
+    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
+    out = poison_(torch.empty((B, s_q, h_q, DV), dtype=q.dtype, device="cuda"))
+    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device="cuda"))
+    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),),
+                     dtype=torch.uint8, device="cuda")
+    flashkit._C.mla_decode(q, kv8, bt, sl, sched, splits, out, lse, ws, DV, 0.0, causal,
+                           False, torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == expect_errors
+    return out, lse
+
+
+def check(q, kv8, bt, sl, out, lse, causal=False):
+    """Against the float32 reference on the dequantized cache in q's dtype."""
+    torch.cuda.empty_cache()
+    kv = flash_mla.dequantize_kv_cache_fp8(kv8, q.dtype)
+    ref, lse_ref = mla_reference(q, kv, bt, sl, causal)
+    pt = mla_pytorch(q, kv, bt, sl, causal)
+    res = check_close(out, ref, pt)
+    assert res.ok, res.message
+    pos = torch.isposinf(lse_ref)
+    assert torch.equal(torch.isposinf(lse), pos), "lse: +inf rows differ from the reference"
+    a = torch.where(pos, torch.full_like(lse, -math.inf), lse)
+    r = torch.where(pos, torch.full_like(lse_ref, -math.inf), lse_ref)
+    res = check_lse(a, r)
+    assert res.ok, res.message
+
+
+# --- the layout helpers ------------------------------------------------------------------
+
+
+def test_quantize_round_trip_and_layout():
+    g = _gen("round-trip")
+    x = torch.randn((3, 5, 1, D), generator=g, device="cuda").to(torch.bfloat16)
+    x[0, 0, 0, :128] = 0  # an all-zero group: scale 1, values 0
+    q8 = flash_mla.quantize_kv_cache_fp8(x)
+    assert q8.shape == (3, 5, 1, TOKEN) and q8.dtype == torch.uint8
+    scales = q8[..., 512:528].contiguous().view(torch.float32)
+    groups = x[..., :512].float().reshape(3, 5, 1, 4, 128)
+    amax = groups.abs().amax(-1)
+    expect = torch.where(amax > 0, amax / 448, torch.ones_like(amax))
+    assert torch.equal(scales, expect)
+    assert torch.equal(q8[..., 528:].contiguous().view(torch.bfloat16), x[..., 512:])  # RoPE as is
+    y = flash_mla.dequantize_kv_cache_fp8(q8)
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    err = (y[..., :512] - x[..., :512].float()).abs()
+    # e4m3: 3 mantissa bits (half-ulp 2^-4 relative), subnormal step 2^-9 times the scale
+    bound = x[..., :512].float().abs() / 16 + (amax / 448).repeat_interleave(128, -1) * 2 ** -9
+    assert (err <= bound * 1.0001).all()
+    assert (y[0, 0, 0, :128] == 0).all()
+    # float8_e4m3fn views read the same
+    assert torch.equal(flash_mla.dequantize_kv_cache_fp8(q8.view(torch.float8_e4m3fn)), y)
+
+
+# --- accuracy ----------------------------------------------------------------------------
+
+HEADS = [(16, 1), (128, 1), (72, 1), (32, 2)]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("s_q", [1, 4])
+@pytest.mark.parametrize("heads", HEADS, ids=[f"{a}x{b}" for a, b in HEADS])
+@pytest.mark.parametrize("causal", [False, True])
+def test_accuracy(dtype, s_q, heads, causal):
+    h_q, h_kv = heads
+    q, kv8, _, bt, sl = make_case([1, 130, 700, 2100], s_q=s_q, h_q=h_q, h_kv=h_kv, dtype=DT[dtype],
+                                  seed=(s_q, heads, causal))
+    out, lse = run(q, kv8, bt, sl, causal=causal)
+    check(q, kv8, bt, sl, out, lse, causal=causal)
+
+
+@pytest.mark.parametrize("page", [1, 16, 64])
+def test_page_sizes(page):
+    lens = [0, 1, max(2, page - 1), page, page + 1, 777]
+    q, kv8, _, bt, sl = make_case(lens, s_q=2, h_q=16, page=page, seed=page)
+    out, lse = run(q, kv8, bt, sl, causal=True)
+    check(q, kv8, bt, sl, out, lse, causal=True)
+
+
+def test_zero_lengths_and_one_long_sequence():
+    q, kv8, _, bt, sl = make_case([0, 0], h_q=16, seed=1)
+    out, lse = run(q, kv8, bt, sl)
+    assert (out == 0).all() and torch.isposinf(lse).all()
+    q, kv8, _, bt, sl = make_case([60000], h_q=16, seed=2)
+    sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)
+    assert int(splits[1]) > 1  # split across parts: the combine runs
+    out, lse = run(q, kv8, bt, sl)
+    check(q, kv8, bt, sl, out, lse)
+
+
+@pytest.mark.parametrize("outliers", [False, True])
+def test_error_against_the_bf16_cache(outliers):
+    """What the quantization costs: out from the FP8 cache against out from the bf16 cache
+    it was made from (both through flashkit). Per-128 scales keep an outlier channel's
+    damage to its group."""
+    q, kv8, kv16, bt, sl = make_case([500, 3000], s_q=1, h_q=64, seed=("vs-bf16", outliers),
+                                     outliers=outliers)
+    out8, _ = run(q, kv8, bt, sl)
+    out16, _ = run(q, kv16, bt, sl)
+    rel = ((out8.float() - out16.float()).norm() / out16.float().norm()).item()
+    print(f"relative L2 of out, FP8 vs bf16 cache (outliers={outliers}): {rel:.4f}")
+    assert rel < 0.08
+
+
+def test_bad_block_ids_are_skipped_and_reported():
+    q, kv8, _, bt, sl = make_case([200, 500, 33], h_q=16, page=16, seed=12)
+    bad = bt.clone()
+    bad[1, 3] = kv8.shape[0] + 100
+    bad[2, 0] = -5
+    out, lse = run(q, kv8, bad, sl, expect_errors=4)
+    check(q, kv8, bad, sl, out, lse)
+
+
+def test_interface_graph_and_compile():
+    q, kv8, _, bt, sl = make_case([300, 2000], s_q=2, h_q=32, seed=6)
+    sched, splits = flash_mla.get_mla_metadata(sl, 64, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, kv8, bt, sl, DV, sched, splits, causal=True,
+                                                is_fp8_kvcache=True)
+    check(q, kv8, bt, sl, out, lse, causal=True)
+    # float8_e4m3fn storage of the same bytes
+    out2, _ = flash_mla.flash_mla_with_kvcache(q, kv8.view(torch.float8_e4m3fn), bt, sl, DV, sched,
+                                               splits, causal=True, is_fp8_kvcache=True)
+    assert torch.equal(out, out2)
+    # CUDA graph: captured once, replayed with new lengths (metadata re-run inside)
+    sl_buf = sl.clone()
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            flash_mla.flash_mla_with_kvcache(q, kv8, bt, sl_buf, DV, *flash_mla.get_mla_metadata(sl_buf, 64, 1),
+                                             causal=True, is_fp8_kvcache=True)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(graph):
+        g_sched, g_splits = flash_mla.get_mla_metadata(sl_buf, 64, 1)
+        g_out, g_lse = flash_mla.flash_mla_with_kvcache(q, kv8, bt, sl_buf, DV, g_sched, g_splits,
+                                                        causal=True, is_fp8_kvcache=True)
+    sl_buf.copy_(torch.tensor([17, 1999], dtype=torch.int32, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(q, kv8, bt, sl_buf, g_out, g_lse, causal=True)
+
+    @torch.compile(fullgraph=True)
+    def step(q, kv, bt, sl, sched, splits):
+        o, l = flash_mla.flash_mla_with_kvcache(q * 1.0, kv, bt, sl, DV, sched, splits,
+                                                is_fp8_kvcache=True)
+        return o + 0, l
+
+    out, lse = step(q, kv8, bt, sl, sched, splits)
+    check(q, kv8, bt, sl, out, lse)
+
+
+def test_misuse_raises_clear_errors():
+    q, kv8, kv16, bt, sl = make_case([100, 200], h_q=16, seed=15)
+    sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)
+    f = flash_mla.flash_mla_with_kvcache
+    with pytest.raises(ValueError, match="is_fp8_kvcache=True"):
+        f(q, kv8, bt, sl, DV, sched, splits)  # FP8 bytes without the flag
+    with pytest.raises(ValueError, match="656 bytes per token"):
+        f(q, kv16.to(torch.bfloat16), bt, sl, DV, sched, splits, is_fp8_kvcache=True)
+    with pytest.raises(ValueError, match="656 bytes per token"):
+        f(q, kv8[..., :576], bt, sl, DV, sched, splits, is_fp8_kvcache=True)
+    with pytest.raises(NotImplementedError, match="indices"):
+        f(q, kv8, bt, sl, DV, sched, splits, is_fp8_kvcache=True, indices=bt)
+    assert flash_mla.split_kernel_family(q.dtype, fp8_kv_cache=True) == "sm80"
+    with pytest.raises(ValueError, match="576"):
+        flash_mla.quantize_kv_cache_fp8(kv16[..., :512])
