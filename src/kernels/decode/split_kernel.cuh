@@ -39,23 +39,27 @@ namespace flashkit::decode {
 constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
 constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 
-// One cache byte (int8 or fp8 e4m3) as a float; two adjacent ones as a packed T pair.
+// Quantized caches compute both MMAs in fp16 whatever q's dtype (every int8 and e4m3 value
+// is an fp16 value; q is converted once, exactly within fp16's range). Four cache bytes of
+// one 32-bit word as two fp16 pairs (bytes 0-1 -> lo, 2-3 -> hi): e4m3 by the hardware
+// conversion (sm_89+; emulated below), int8 by the magic-number trick (0x64uu is the fp16
+// 1024 + uu: bias the byte to unsigned, place it, subtract 1152).
 template <int kQuant>
-__device__ __forceinline__ float dequant1(uint8_t x) {
-  if constexpr (kQuant == 1) {
-    return float(static_cast<int8_t>(x));
+__device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (kQuant == 2) {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+    lo = *reinterpret_cast<const uint32_t*>(&a);
+    hi = *reinterpret_cast<const uint32_t*>(&b);
   } else {
-    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(x), __NV_E4M3);
-    return __half2float(__half(h));
-  }
-}
-template <typename T, int kQuant>
-__device__ __forceinline__ uint32_t dequant2(uint16_t x) {
-  if constexpr (kQuant == 2 && std::is_same_v<T, __half>) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x), __NV_E4M3);
-    return *reinterpret_cast<const uint32_t*>(&h);  // exact: e4m3 values are fp16 values
-  } else {
-    return prims::pack2<T>(dequant1<kQuant>(uint8_t(x & 0xff)), dequant1<kQuant>(uint8_t(x >> 8)));
+    const uint32_t u = w ^ 0x80808080u;
+    const uint32_t l = __byte_perm(u, 0x64646464u, 0x4140);
+    const uint32_t h = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+    const __half2 lh = __hsub2(*reinterpret_cast<const __half2*>(&l), bias);
+    const __half2 hh = __hsub2(*reinterpret_cast<const __half2*>(&h), bias);
+    lo = *reinterpret_cast<const uint32_t*>(&lh);
+    hi = *reinterpret_cast<const uint32_t*>(&hh);
   }
 }
 
@@ -238,6 +242,31 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
+  if constexpr (kQuant != 0) {
+    // Q to fp16, each 16-column k-step permuted so that a lane's K fragment is one 32-bit
+    // word of its key row: fragment k positions 2tq, 2tq+1 hold dims 4tq, 4tq+1 and
+    // 2tq+8, 2tq+9 hold dims 4tq+2, 4tq+3 (S = Q K^T is unchanged by a common permutation
+    // of the summed dimension). In 32-bit pairs: words 0,2,4,6 then 1,3,5,7 of the step.
+    prims::cp_async_wait<kStages - 2>();  // tile 0's group, with Q
+    __syncthreads();
+    for (int c = tid; c < kRows * (kD / 16); c += kThreads) {
+      const int r = c / (kD / 16), k0 = (c % (kD / 16)) * 16;
+      uint4* q16 = reinterpret_cast<uint4*>(sQ + QTile::offset(r, k0));
+      const uint4 a = q16[0], bq = q16[1];
+      uint32_t w[8] = {a.x, a.y, a.z, a.w, bq.x, bq.y, bq.z, bq.w};
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+          w[i] = prims::pack2<__half>(f.x, f.y);
+        }
+      }
+      q16[0] = make_uint4(w[0], w[2], w[4], w[6]);
+      q16[1] = make_uint4(w[1], w[3], w[5], w[7]);
+    }
+    __syncthreads();
+  }
+
   // Per-row visibility limit (causal: query token t sits at position len - s_q + t).
   const int g = lane / 4, tq = lane % 4;
   int row_limit[kMTiles][2];
@@ -261,6 +290,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
   attn::OnlineSoftmax<kMTiles, true> softmax;
   softmax.init();
+  float v_ref = 0.f;  // quantized caches: the warp's running maximum V scale (O's unit)
   const float scale_log2 = p.softmax_scale_log2;
 
   // ldmatrix lane addresses (see prims/ldmatrix.cuh and the sm80 forward kernel):
@@ -333,13 +363,15 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           }
         }
       } else {
+        // One 32-bit word per key row and k-step: dims 4tq..4tq+3 (Q was permuted to match).
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const uint8_t* row = kst + KVTile::offset(warp * kWarpKeys + nt * 8 + g, ks * 16 + 2 * tq);
-          const uint32_t b0 = dequant2<T, kQuant>(*reinterpret_cast<const uint16_t*>(row));
-          const uint32_t b1 = dequant2<T, kQuant>(*reinterpret_cast<const uint16_t*>(row + 8));
+          const uint32_t w =
+              *reinterpret_cast<const uint32_t*>(kst + KVTile::offset(warp * kWarpKeys + nt * 8 + g, ks * 16 + 4 * tq));
+          uint32_t b0, b1;
+          bytes4_to_f16x2<kQuant>(w, b0, b1);
 #pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<T>(s[mt][nt], qa[mt], b0, b1);
+          for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<__half>(s[mt][nt], qa[mt], b0, b1);
         }
       }
     }
@@ -368,18 +400,50 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
     softmax.update(s, o, scale_log2);
 
-    // P times each key's V scale (after the softmax: its sums use the unscaled P).
-    if constexpr (kQuant != 0) scale_keys(s, sScale + stage * 2 * kBlockN + kBlockN);
+    // P times each key's V scale (after the softmax: its sums use the unscaled P), relative
+    // to the warp's running maximum V scale v_ref, so that the fp16 P stays in [0, 1]
+    // whatever the scales' magnitude; O is kept in units of v_ref (rescaled when it grows,
+    // like the softmax's running max) and multiplied by it at the merge.
+    if constexpr (kQuant != 0) {
+      const float* vsc = sScale + stage * 2 * kBlockN + kBlockN;
+      float vm = vsc[warp * kWarpKeys + lane % kWarpKeys];
+#pragma unroll
+      for (int off = kWarpKeys / 2; off > 0; off /= 2) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, off));
+      if (vm > v_ref) {
+        const float f = v_ref / vm;  // 0 while v_ref is 0 (o is 0 then)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int dt = 0; dt < Tr::kDTiles; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][dt][e] *= f;
+        v_ref = vm;
+      }
+      const float inv_ref = v_ref > 0.f ? 1.f / v_ref : 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float f = vsc[warp * kWarpKeys + nt * 8 + 2 * tq + e] * inv_ref;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            s[mt][nt][e] *= f;
+            s[mt][nt][e + 2] *= f;
+          }
+        }
+      }
+    }
     // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
+    using TP = std::conditional_t<kQuant == 0, T, __half>;  // P and V's MMA type
 #pragma unroll
     for (int ps = 0; ps < Tr::kPSteps; ++ps) {
       uint32_t pa[kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        pa[mt][0] = prims::pack2<T>(s[mt][2 * ps][0], s[mt][2 * ps][1]);
-        pa[mt][1] = prims::pack2<T>(s[mt][2 * ps][2], s[mt][2 * ps][3]);
-        pa[mt][2] = prims::pack2<T>(s[mt][2 * ps + 1][0], s[mt][2 * ps + 1][1]);
-        pa[mt][3] = prims::pack2<T>(s[mt][2 * ps + 1][2], s[mt][2 * ps + 1][3]);
+        pa[mt][0] = prims::pack2<TP>(s[mt][2 * ps][0], s[mt][2 * ps][1]);
+        pa[mt][1] = prims::pack2<TP>(s[mt][2 * ps][2], s[mt][2 * ps][3]);
+        pa[mt][2] = prims::pack2<TP>(s[mt][2 * ps + 1][0], s[mt][2 * ps + 1][1]);
+        pa[mt][3] = prims::pack2<TP>(s[mt][2 * ps + 1][2], s[mt][2 * ps + 1][3]);
       }
       if constexpr (kQuant == 0) {
 #pragma unroll
@@ -393,18 +457,31 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           }
         }
       } else {
-        // B fragment of V (k16 keys x n8 dims): lane (g, tq) needs dim g of keys 2tq, 2tq+1
-        // (b0) and 2tq+8, 2tq+9 (b1): single bytes of four rows.
+        // B fragment of V (k16 keys x n8 dims): lane (g, tq) holds one dim of keys 2tq, 2tq+1
+        // (b0) and 2tq+8, 2tq+9 (b1). With O's columns permuted inside each group of 32
+        // dims (n8 tile 4 grp + d, column j <-> dim 32 grp + 4 j + d), the four tiles of a
+        // group take their bytes from one 32-bit word per key row (dims 32 grp + 4g ..+3):
+        // 4 loads, 4 byte permutes and 8 conversions for 4 tiles. The merge below undoes
+        // the permutation (a thread ends up with dims 32 grp + 8 tq .. + 7).
         const uint8_t* vst = reinterpret_cast<const uint8_t*>(sV + stage * KVTile::kElems);
-        const uint8_t* r0 = vst + KVTile::offset(warp * kWarpKeys + ps * 16 + 2 * tq, g);
+        const uint8_t* r0 = vst + KVTile::offset(warp * kWarpKeys + ps * 16 + 2 * tq, 4 * g);
 #pragma unroll
-        for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-          const uint8_t* c = r0 + dt * 8;
-          const uint32_t b0 = prims::pack2<T>(dequant1<kQuant>(c[0]), dequant1<kQuant>(c[KVTile::kStride]));
-          const uint32_t b1 = prims::pack2<T>(dequant1<kQuant>(c[8 * KVTile::kStride]),
-                                              dequant1<kQuant>(c[9 * KVTile::kStride]));
+        for (int grp = 0; grp < kD / 32; ++grp) {
+          const uint8_t* c = r0 + grp * 32;
+          const uint32_t w0 = *reinterpret_cast<const uint32_t*>(c);
+          const uint32_t w1 = *reinterpret_cast<const uint32_t*>(c + KVTile::kStride);
+          const uint32_t w2 = *reinterpret_cast<const uint32_t*>(c + 8 * KVTile::kStride);
+          const uint32_t w3 = *reinterpret_cast<const uint32_t*>(c + 9 * KVTile::kStride);
+          uint32_t b0[4], b1[4];
+          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1
+          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3
+          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
+          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
 #pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<T>(o[mt][dt], pa[mt], b0, b1);
+          for (int d = 0; d < 4; ++d) {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) prims::mma_m16n8k16<__half>(o[mt][4 * grp + d], pa[mt], b0[d], b1[d]);
+          }
         }
       }
     }
@@ -447,10 +524,24 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       const float m_all = merged_max(r);
       const float m_own = softmax.row_max[mt][h];
       const float f = m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2);
-      float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 2 * tq;
+      if constexpr (kQuant == 0) {
+        float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 2 * tq;
 #pragma unroll
-      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[mt][dt][2 * h] * f, o[mt][dt][2 * h + 1] * f);
+        for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+          *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[mt][dt][2 * h] * f, o[mt][dt][2 * h + 1] * f);
+        }
+      } else {  // permuted columns (see the P V step): o[4 grp + d][2h + e] is dim 32 grp + 8 tq + 4 e + d
+        const float fv = f * v_ref;
+        float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 8 * tq;
+#pragma unroll
+        for (int grp = 0; grp < kD / 32; ++grp) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            *reinterpret_cast<float4*>(dst + grp * 32 + 4 * e) =
+                make_float4(o[mt][4 * grp][2 * h + e] * fv, o[mt][4 * grp + 1][2 * h + e] * fv,
+                            o[mt][4 * grp + 2][2 * h + e] * fv, o[mt][4 * grp + 3][2 * h + e] * fv);
+          }
+        }
       }
     }
   }
