@@ -10,8 +10,8 @@ causal; page sizes 1, 16 and 64 with a permuted block table and NaN in every unu
 lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); the
 FP8 cache (FlashMLA's layout, 0xFF bytes in unused slots) with fp16/bf16 q; the
 metadata kernel for B = 1 and 3000; out-of-range block ids and lengths (error bits, no
-fault). Each result is checked against the float32 reference. ``--quick`` keeps two cases
-(racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
+fault). Each result is checked against the float32 reference. ``--quick`` keeps four cases
+(one 16-bit and one FP8 per dtype; racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
 kernel. Exit 0 when all pass, 1 otherwise, 2 when it cannot run.
 """
 

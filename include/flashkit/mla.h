@@ -8,7 +8,8 @@
 //               or FlashMLA's FP8 layout: uint8 / float8_e4m3fn [num_pages, page_size,
 //               h_kv, 656], per token 512 e4m3 NoPE values, 4 fp32 scales (one per 128:
 //               value = e4m3 * scale), 64 bf16 RoPE values; byte strides multiples of 16.
-//               Dequantized to q's dtype on load (the portable kernel, on every GPU).
+//               Dequantized to q's dtype on load by the portable kernel (also on Hopper;
+//               it needs 150 KB of shared memory per block, as for 16-bit caches).
 //   block_table [B, max_pages] int32       page ids of each sequence, in order
 //   seqlens_k   [B] int32                  cached tokens, the new ones included
 //   out         [B, s_q, h_q, 512]         lse [B, h_q, s_q] fp32 (natural log)

@@ -36,7 +36,7 @@ h_kv, 656]`` uint8 / float8_e4m3fn, per token 512 e4m3 NoPE values, 4 fp32 scale
 from __future__ import annotations
 
 __all__ = ["get_mla_metadata", "flash_mla_with_kvcache", "mla_num_parts", "mla_workspace_size",
-           "split_kernel_family"]
+           "split_kernel_family", "quantize_kv_cache_fp8", "dequantize_kv_cache_fp8"]
 
 _SM_COUNT = {}
 
@@ -135,6 +135,9 @@ def dequantize_kv_cache_fp8(kv_fp8, dtype=None):
     NoPE ``e4m3 * scale`` computed in fp32, RoPE the stored bf16."""
     import torch
 
+    if kv_fp8.dtype not in (torch.uint8, torch.float8_e4m3fn):
+        raise ValueError("flashkit.mla.dequantize_kv_cache_fp8: expected a uint8 or float8_e4m3fn "
+                         f"tensor, got {kv_fp8.dtype}")
     b = kv_fp8.view(torch.uint8) if kv_fp8.dtype != torch.uint8 else kv_fp8
     if b.dim() == 0 or b.shape[-1] != FP8_TOKEN_BYTES:
         raise ValueError("flashkit.mla.dequantize_kv_cache_fp8: expected a last dimension of 656 bytes, "
@@ -148,18 +151,24 @@ def dequantize_kv_cache_fp8(kv_fp8, dtype=None):
     return out if dtype is None else out.to(dtype)
 
 
-def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k):
+def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k, num_heads_q=None,
+                     is_fp8_kvcache=False, topk=None):
     """The tile scheduler, computed on the GPU from ``cache_seqlens`` (no host sync).
 
     Args:
         cache_seqlens: int32 ``[B]`` on the GPU.
         num_heads_per_head_k: ``s_q * h_q // h_kv`` (query rows per KV head).
         num_heads_k: ``h_kv``.
+        num_heads_q, is_fp8_kvcache: accepted for newer FlashMLA callers; the schedule does
+            not depend on them.
+        topk: FlashMLA's sparse attention; not supported (must be None).
 
     Returns:
         ``(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32)``, with
         num_parts from the device's SM count (:func:`mla_num_parts`).
     """
+    if topk is not None:
+        raise NotImplementedError("flashkit.mla.get_mla_metadata: sparse attention (topk) is not supported")
     num_parts = mla_num_parts(_sm_count(cache_seqlens.device), num_heads_per_head_k, num_heads_k)
     return _tops().mla_metadata(cache_seqlens, num_parts)
 
@@ -174,7 +183,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
         k_cache: ``[num_pages, page_size, h_kv, 576]`` in q's dtype, or with
             ``is_fp8_kvcache=True`` FlashMLA's FP8 layout: uint8 / float8_e4m3fn
             ``[num_pages, page_size, h_kv, 656]`` (:func:`quantize_kv_cache_fp8`),
-            dequantized to q's dtype on load (by the portable kernel, on every GPU).
+            dequantized to q's dtype on load (by the portable kernel, also on Hopper).
         block_table: int32 ``[B, max_pages]``;  cache_seqlens: int32 ``[B]``.
         head_dim_v: 512.
         tile_scheduler_metadata, num_splits: from :func:`get_mla_metadata` for these lengths.

@@ -210,13 +210,13 @@ FLASHKIT_EXPORT Status validate_mla_decode(const MlaDecodeArgs& a) {
   FK_RETURN_IF_ERROR(check_metadata_shapes(a.tile_scheduler_metadata, a.num_splits, B, "q"));
   FK_RETURN_IF_ERROR(check_qkvo_layout("q", a.q, false));
   if (fp8) {  // 16-byte loads: the byte strides and the pointer 16-byte aligned
-    FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
     for (int i = 0; i < 3; ++i) {
       if (a.kv_cache.shape[i] > 1 && a.kv_cache.stride[i] % 16 != 0) {
         return invalid("kv_cache", "FP8 layout: stride of dim " + str(i) + " is " + str(a.kv_cache.stride[i]) +
                                        " bytes, expected a multiple of 16 (16-byte loads)");
       }
     }
+    FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
   } else {
     FK_RETURN_IF_ERROR(check_qkvo_layout("kv_cache", a.kv_cache, false));
   }

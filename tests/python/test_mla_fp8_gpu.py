@@ -214,8 +214,12 @@ def test_interface_graph_and_compile():
         g_out, g_lse = flash_mla.flash_mla_with_kvcache(q, kv8, bt, sl_buf, DV, g_sched, g_splits,
                                                         causal=True, is_fp8_kvcache=True)
     sl_buf.copy_(torch.tensor([17, 1999], dtype=torch.int32, device="cuda"))
+    poison_(g_out)
+    poison_(g_lse)
+    flashkit.device_errors(clear=True)
     graph.replay()
     torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == 0
     check(q, kv8, bt, sl_buf, g_out, g_lse, causal=True)
 
     @torch.compile(fullgraph=True)

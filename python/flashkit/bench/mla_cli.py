@@ -119,7 +119,7 @@ def dry_run(sel, names: Sequence[str], seed: int = 0, out=None) -> None:
     out = out or sys.stdout
     n = mla_sweeps.measurements(sel, names)
     secs = mla_sweeps.rough_seconds(sel, names)
-    pages = ", ".join(f"{i} @ {','.join(map(str, sel.flashkit_pages if i == 'flashkit' else (mla_sweeps.FLASHMLA_PAGE,)))}"
+    pages = ", ".join(f"{i} @ {','.join(map(str, sel.flashkit_pages if i in mla_sweeps.FLASHKIT_PAGED_IMPLS else (mla_sweeps.FLASHMLA_PAGE,)))}"
                       for i in names)
     print(f"mla sweep: {len(sel.configs)} configs, {pages}: {n} measurements (x3 rows: "
           f"TFLOPS, GB/s, us); roughly {secs / 60:.1f} min of GPU time", file=out)

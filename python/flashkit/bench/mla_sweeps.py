@@ -95,6 +95,7 @@ def flops(cfg: MlaConfig, total_seqlens: int) -> int:
 
 
 FP8_TOKEN_BYTES = 656  # 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE values
+FLASHKIT_PAGED_IMPLS = ("flashkit", "flashkit_fp8")  # measured at every page size
 
 
 def nbytes(cfg: MlaConfig, total_seqlens: int) -> int:
@@ -171,8 +172,9 @@ def build_selection(*, batches: Optional[Sequence[int]] = None,
 
 
 def measurements(sel: Selection, impls: Sequence[str]) -> int:
-    """How many timings a run makes (flashkit once per page size, flashmla once)."""
-    per = sum(len(sel.flashkit_pages) if i == "flashkit" else 1 for i in impls)
+    """How many timings a run makes (flashkit and flashkit_fp8 once per page size, flashmla
+    once)."""
+    per = sum(len(sel.flashkit_pages) if i in FLASHKIT_PAGED_IMPLS else 1 for i in impls)
     return per * len(sel.configs)
 
 
