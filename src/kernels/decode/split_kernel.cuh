@@ -40,10 +40,11 @@ constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
 constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 
 // Quantized caches compute both MMAs in fp16 whatever q's dtype (every int8 and e4m3 value
-// is an fp16 value; q is converted once, exactly within fp16's range). Four cache bytes of
+// is an fp16 value; q is converted once, exactly within fp16's range, clamped outside it). Four cache bytes of
 // one 32-bit word as two fp16 pairs (bytes 0-1 -> lo, 2-3 -> hi): e4m3 by the hardware
-// conversion (sm_89+; emulated below), int8 by the magic-number trick (0x64uu is the fp16
-// 1024 + uu: bias the byte to unsigned, place it, subtract 1152).
+// conversion, int8 by the magic-number trick (0x64uu is the fp16
+// 1024 + uu: bias the byte to unsigned, place it, subtract 1152). Before sm_89 cuda_fp8.hpp
+// emulates the e4m3 conversion in software (slower; Hopper and Ada have the instruction).
 template <int kQuant>
 __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (kQuant == 2) {
@@ -256,9 +257,9 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       uint32_t w[8] = {a.x, a.y, a.z, a.w, bq.x, bq.y, bq.z, bq.w};
       if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < 8; ++i) {  // clamped to fp16's range: never inf (NaN scores)
           const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
-          w[i] = prims::pack2<__half>(f.x, f.y);
+          w[i] = prims::pack2<__half>(fminf(fmaxf(f.x, -65504.f), 65504.f), fminf(fmaxf(f.y, -65504.f), 65504.f));
         }
       }
       q16[0] = make_uint4(w[0], w[2], w[4], w[6]);
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
   attn::OnlineSoftmax<kMTiles, true> softmax;
   softmax.init();
-  float v_ref = 0.f;  // quantized caches: the warp's running maximum V scale (O's unit)
+  [[maybe_unused]] float v_ref = 0.f;  // quantized caches: the warp's running maximum V scale (O's unit)
   const float scale_log2 = p.softmax_scale_log2;
 
   // ldmatrix lane addresses (see prims/ldmatrix.cuh and the sm80 forward kernel):
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       }
     };
     // Quantized: the K operand straight from the 8-bit tile. Lane (g, tq) needs key g of the
-    // n8 tile, dims 2tq, 2tq+1 (b0) and 2tq+8, 2tq+9 (b1) of the k16 step: two adjacent bytes each.
+    // n8 tile, dims 4tq .. 4tq+3 of the k16 step (Q's k-steps were permuted to match): one word.
     const uint8_t* kst = reinterpret_cast<const uint8_t*>(sK + stage * KVTile::kElems);
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
@@ -401,8 +402,8 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     softmax.update(s, o, scale_log2);
 
     // P times each key's V scale (after the softmax: its sums use the unscaled P), relative
-    // to the warp's running maximum V scale v_ref, so that the fp16 P stays in [0, 1]
-    // whatever the scales' magnitude; O is kept in units of v_ref (rescaled when it grows,
+    // to the warp's running maximum V scale v_ref, so that the fp16 P stays within the
+    // softmax's bound (P <= 2^8 with its conditional rescale) whatever the scales' magnitude; O is kept in units of v_ref (rescaled when it grows,
     // like the softmax's running max) and multiplied by it at the merge.
     if constexpr (kQuant != 0) {
       const float* vsc = sScale + stage * 2 * kBlockN + kBlockN;
@@ -419,7 +420,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
             for (int e = 0; e < 4; ++e) o[mt][dt][e] *= f;
         v_ref = vm;
       }
-      const float inv_ref = v_ref > 0.f ? 1.f / v_ref : 0.f;
+      const float inv_ref = v_ref > 1e-30f ? 1.f / v_ref : 0.f;  // (0 and denormal-tiny scales: P' = 0)
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
