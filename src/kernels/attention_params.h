@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/tma_desc.h"
+
 namespace flashkit {
 
 struct FwdParams {
@@ -52,6 +54,11 @@ struct FwdParams {
   // group, row blocks run heaviest-first (matters with a causal mask).
   int sched_group;
   int num_m_blocks;
+
+  // Hopper forward with TMA loads only (set by its launcher, launch/fwd_sm90_launch.cuh):
+  // maps of K and V with dims (innermost first) head_dim, rows, h_kv, batch (varlen: rows =
+  // total_k and a batch of 1), boxes of 64 columns x kBlockN rows, 128-byte swizzle.
+  TmaDesc k_tmap, v_tmap;
 };
 
 }  // namespace flashkit

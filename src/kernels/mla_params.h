@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "kernels/tma_desc.h"
+
 namespace flashkit {
 
 constexpr int kMlaHeadDim = 576;
@@ -53,11 +55,8 @@ struct MlaMetadataParams {
   int num_parts;
 };
 
-// A CUtensorMap (128 bytes, 64-byte aligned) without cuda.h: filled on the host by the
-// Hopper launcher (launch/mla_sm90_launch.cuh) for TMA loads of the latent cache.
-struct alignas(64) MlaTmaDesc {
-  uint64_t words[16];
-};
+// The TMA map of the latent cache, filled by the Hopper launcher (launch/mla_sm90_launch.cuh).
+using MlaTmaDesc = TmaDesc;
 
 struct MlaParams {
   const void* __restrict__ q;    // [B, s_q, h_q, 576]

@@ -5,10 +5,15 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <type_traits>
+
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "launch/element_type.cuh"
+#include "launch/family_dispatch.h"
 #include "launch/fwd_launch.h"
 #include "launch/launch_common.cuh"
+#include "launch/tma_encode.cuh"
 
 namespace flashkit {
 
@@ -27,13 +32,61 @@ template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 
 template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
 template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3>; };
 
+// TMA maps of K and V for the kTma kernel: dims (innermost first) head_dim, rows, h_kv,
+// batch (varlen: rows = total_k, batch 1), boxes of 64 columns x kBlockN rows, 128-byte
+// swizzle (the Swizzle128Tile layout), zeros outside the tensor. False when a tensor cannot
+// be described (a stride that is 0, not a multiple of 16 bytes or >= 2^40, an unaligned
+// base) or the driver has no encoder: the cp.async kernel runs then.
+template <class Tr>
+bool make_kv_tensor_maps(FwdParams& p) {
+  using T = typename Tr::T;
+  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
+  const auto encode = launch_util::tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const bool varlen = p.cu_seqlens_k != nullptr;
+  const int64_t es = sizeof(T);
+  const int64_t dims[4] = {p.head_dim, p.total_k, p.h_kv, varlen ? 1 : p.batch};
+  auto make = [&](const void* base, int64_t row_s, int64_t head_s, int64_t batch_s, TmaDesc* out) {
+    if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+    int64_t st[3] = {row_s * es, head_s * es, batch_s * es};
+    for (int i = 0; i < 3; ++i) {
+      if (dims[i + 1] == 1) st[i] = 16;  // never stepped: any valid value
+      if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
+    }
+    cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+    cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
+    cuuint32_t box[4] = {64, cuuint32_t(Tr::kBlockN), 1, 1};
+    cuuint32_t estr[4] = {1, 1, 1, 1};
+    CUtensorMap map;
+    const CUresult r = encode(&map, std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                              4, const_cast<void*>(base), gdims, gstrides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return false;
+    std::memcpy(out, &map, sizeof(map));
+    return true;
+  };
+  return make(p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, &p.k_tmap) &&
+         make(p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, &p.v_tmap);
+}
+
 }  // namespace fwd_sm90
 
+// The kernel without windows / softcap loads its K/V tiles with TMA where the maps can be
+// made, unless FLASHKIT_FWD_NO_TMA=1 (read once) asks for the cp.async copies (A/B runs).
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
   if (launch_util::fwd_needs_mods(p)) {
     return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
+  }
+  static const bool no_tma = dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
+  if (!no_tma) {
+    FwdParams q = p;
+    if (fwd_sm90::make_kv_tensor_maps<Tr>(q)) {
+      return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, false, true>, Tr>(q, stream, dev.device, dev.l2_bytes);
+    }
   }
   return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr>, Tr>(p, stream, dev.device, dev.l2_bytes);
 }

@@ -2,8 +2,6 @@
 // src/kernels/mla/inst/mla_sm90_<dtype>.cu.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached at run time)
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -14,25 +12,12 @@
 #include "launch/launch_common.cuh"
 #include "launch/mla_launch.h"
 #include "launch/pdl_launch.cuh"
+#include "launch/tma_encode.cuh"
 
 namespace flashkit {
 namespace mla_sm90 {
 
-// cuTensorMapEncodeTiled from the driver, looked up once through the runtime (no link to
-// libcuda, so the library loads where there is no driver); nullptr when unavailable.
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
+using launch_util::tensor_map_encoder;
 
 inline int gcd_int(int a, int b) {
   while (b != 0) {

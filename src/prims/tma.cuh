@@ -32,6 +32,17 @@ __device__ __forceinline__ void tma_load_4d_if(bool pred, uint32_t dst, const vo
       : "memory");
 }
 
+// The same without an L2 hint (data that other CTAs read again: the forward's K and V).
+__device__ __forceinline__ void tma_load_4d_nohint_if(bool pred, uint32_t dst, const void* tmap, int c0, int c1,
+                                                      int c2, int c3, uint32_t bar) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
+      "@p cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n}\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "r"(int(pred))
+      : "memory");
+}
+
 __device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }

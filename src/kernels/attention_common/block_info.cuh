@@ -65,6 +65,7 @@ template <typename T, int kBlockM>
 struct BlockInfo {
   int batch, head, m0;
   int seqlen_q, seqlen_k;
+  int k_row0;     // row of key 0 in the K/V tensors' row dimension (varlen: cu_seqlens_k[b])
   int rows_here;  // valid query rows of this block (<= kBlockM)
   const T* q;     // row m0 of this (batch, head)
   const T* k;     // key 0 of this (batch, kv head)
@@ -84,6 +85,7 @@ struct BlockInfo {
     seqlen_q = p.seqlen_q;
     seqlen_k = p.seqlen_k;
     if (varlen) varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
+    k_row0 = k_start;
     m0 = m_block * kBlockM;
     if (m0 >= seqlen_q) {
       report_varlen_errors(p, batch);

@@ -52,7 +52,8 @@ struct FwdTraits {
   static constexpr int kSmemK = kSmemQ + QTile::kBytes;
   static constexpr int kSmemV = kSmemK + kKStages * KTile::kBytes;
   static constexpr int kSmemBar = kSmemV + kVStages * VTile::kBytes;
-  static constexpr int kNumBars = 2 * kKStages + 2 * kVStages;  // full/empty per stage
+  // full/empty per stage, and (TMA variant) the "full" barriers of tile 0's cp.async copies
+  static constexpr int kNumBars = 2 * kKStages + 2 * kVStages + 2;
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0, "1024-byte aligned tiles");
 };
