@@ -91,3 +91,52 @@ def test_window_and_softcap_portable_family(flashkit_ext):
                               f"{r.stderr[-2000:]}"
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
     assert "passed" in last, r.stdout[-2000:]
+
+
+_TMA_PROBE = r"""
+import hashlib, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(11)
+out = []
+for dtype in (torch.bfloat16, torch.float16):
+    for D in (64, 96, 128, 192, 256):
+        for causal in (False, True):
+            # S_k = 1000: the last key tile runs past the end (tile 0 of the walk, cp.async);
+            # GQA 4/2; a strided (non-contiguous) K from a wider buffer
+            q = torch.randn(2, 300, 4, D, device="cuda", dtype=dtype, generator=g)
+            kb = torch.randn(2, 1000, 2, D + 64, device="cuda", dtype=dtype, generator=g)
+            k = kb[..., :D]
+            v = torch.randn(2, 1000, 2, D, device="cuda", dtype=dtype, generator=g)
+            o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+            out.append(hashlib.sha256(o.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+            # varlen: sequences of 0, 129, 700 keys packed (the rows after a sequence belong
+            # to the next one: the TMA tiles must never reach them)
+            cu = torch.tensor([0, 0, 129, 829], device="cuda", dtype=torch.int32)
+            qv = torch.randn(829, 4, D, device="cuda", dtype=dtype, generator=g)
+            kv = torch.randn(829, 2, D, device="cuda", dtype=dtype, generator=g)
+            vv = torch.randn(829, 2, D, device="cuda", dtype=dtype, generator=g)
+            ov = flashkit.attention_varlen(qv, kv, vv, cu, cu, 700, 700, causal=causal)
+            out.append(hashlib.sha256(ov.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
+    """The Hopper forward loads K/V tiles after the first with TMA (default) or with
+    cp.async (FLASHKIT_FWD_NO_TMA=1, read once: a subprocess each). The shared-memory tiles
+    are the same bytes either way, so the outputs must be bitwise equal: dense and varlen,
+    every head dim, both dtypes, causal and not, a strided K."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
+        pytest.skip("no Hopper forward on this GPU / build")
+    runs = []
+    for no_tma in ("0", "1"):
+        env = dict(os.environ, FLASHKIT_FWD_NO_TMA=no_tma)
+        env.pop("FLASHKIT_FWD_PORTABLE", None)
+        r = subprocess.run([sys.executable, "-c", _TMA_PROBE], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(r.stdout.split())
+    assert len(runs[0]) == 40 and runs[0] == runs[1]
