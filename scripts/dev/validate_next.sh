@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# First GPU run of branch wip/next-all (main + wip/bwd-next + mla-fp8 + decode-quant-v2), in
-# one or two device calls. Here:
+# First GPU run of branch wip/next-all (main + wip/bwd-next + mla-fp8 + decode-quant-v2 +
+# wip/fwd-tma), in three device calls while the machine stays warm. Here:
 #
 #   git archive wip/next-all | (rm -rf .carry/next && mkdir -p .carry/next && tar -x -C .carry/next)
 #
-# then run(carry=[".carry/next"], command="bash .carry/next/scripts/dev/validate_next.sh A")
-# and, while the machine is warm, the same with B. Part A (~6 min): install, the three
-# changes' quick checks and tests, the sanitizers. Part B (~3 min): timings (backward
-# ping-pong deterministic vs v1, quantized decode vs bf16 cache, MLA FP8 vs bf16).
-# Everything goes to $OUT/next-<part>.tgz plus a summary; every step has a time limit.
+# then run(carry=[".carry/next"], command="bash .carry/next/scripts/dev/validate_next.sh A"),
+# then B, then C. A (~5 min): install; backward (deterministic ping-pong, v1 lse) and
+# forward (TMA) checks, tests, sanitizers. B (~4 min): MLA FP8 and quantized decode tests
+# and sanitizers. C (~4 min): timings (backward pp vs v1, forward TMA vs cp.async with
+# cuDNN, quantized decode vs bf16, MLA FP8 vs bf16). Everything goes to $OUT/next-<part>.tgz
+# plus a summary; every step has a time limit.
 set -u -o pipefail
-PART=${1:?usage: validate_next.sh A|B}
+PART=${1:?usage: validate_next.sh A|B|C}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=/tmp/next-$PART
 mkdir -p "$O"
@@ -42,6 +43,12 @@ if [ "$PART" = A ]; then
   step racecheck_bwd 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 256
   step pytest_bwd 200 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
+  # forward: TMA loads
+  step pytest_fwd 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py test_index_hardening_gpu.py"
+  step memcheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
+    python3 "$TREE/scripts/sanitize_small.py" --quick --dims 64 96 128 192 256
+  grep -h "ALL OK\|SOME FAILED" "$O"/bwd_check*.log >> "$O/summary.txt"
+elif [ "$PART" = B ]; then
   # MLA over the FP8 cache
   step pytest_mla 200 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider -s test_mla_fp8_gpu.py test_mla_gpu.py -k 'not sweep_shape'"
   step memcheck_mla 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
@@ -50,20 +57,21 @@ if [ "$PART" = A ]; then
   step pytest_decode 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_decode_gpu.py"
   step memcheck_decode 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_decode.py" --quick
-  for f in "$O"/pytest_*.log; do echo "$(basename "$f"): $(tail -1 "$f")" >> "$O/summary.txt"; done
   grep -h "relative L2" "$O/pytest_mla.log" >> "$O/summary.txt"
-  grep -h "ALL OK\|SOME FAILED" "$O"/bwd_check*.log >> "$O/summary.txt"
-  for f in "$O"/*check_*.log; do tail -2 "$f" >> "$O/summary.txt"; done
 else
-  # timings: backward (deterministic now ping-pong), quantized decode, MLA FP8
+  # timings
   step bwd_perf 150 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_v1 150 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
+  step fwd_tma 200 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit sdpa_cudnn --out-dir "$O/fwd" --tag tma
+  step fwd_no_tma 200 env FLASHKIT_FWD_NO_TMA=1 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit --out-dir "$O/fwd" --tag notma
   step decode_quant 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --csv "$O/decode-quant.csv"
   step mla_fp8 200 python3 -m flashkit.bench --op mla --quick --impls flashkit flashkit_fp8 --out-dir "$O/mla"
   grep "^D" "$O/bwd_perf.log" | sed 's/^/pp  /' >> "$O/summary.txt"
   grep "^D" "$O/bwd_perf_v1.log" | sed 's/^/v1  /' >> "$O/summary.txt"
   tail -30 "$O/decode_quant.log" >> "$O/summary.txt"
 fi
+for f in "$O"/pytest_*.log; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -1 "$f")" >> "$O/summary.txt"; done
+for f in "$O"/*check_*.log; do [ -f "$f" ] && tail -2 "$f" >> "$O/summary.txt"; done
 cp "$O/summary.txt" "$OUT/summary-$PART.txt"
 tar -czf "$OUT/next-$PART.tgz" -C "$O" .
 cat "$O/summary.txt"
