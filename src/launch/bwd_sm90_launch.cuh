@@ -22,12 +22,18 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   using T = typename ElementOf<Tag>::type;
   using Tr = bwd_sm90::BwdTraits<T, kD>;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
+  if constexpr (kD == 64 || kD == 128) {
+    static_assert(bwd_sm90::BwdPpTraits<T, kD>::kBlockM % kBwdSemBlockM == 0, "dq counters: 32-row blocks");
+  }
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
-      // once) asks for the lockstep v1 kernel (kept for A/B runs).
+      // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode runs
+      // v1 unless FLASHKIT_BWD_PP_DET=1: the ping-pong kernel's deterministic path (per-warp
+      // turns, docs/kernels/bwd.md) is the default once it has passed the tests and racecheck.
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
-      if (!v1) {
+      static const bool pp_det = dispatch::env_flag("FLASHKIT_BWD_PP_DET");
+      if (!v1 && (!p.deterministic || pp_det)) {
         using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
         if (p.softcap > 0.f) {

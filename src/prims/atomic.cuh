@@ -14,6 +14,14 @@ __device__ __forceinline__ int ld_acquire_gpu(const int32_t* p) {
   return v;
 }
 
+// Relaxed load at GPU scope: for polling (ld.acquire invalidates the SM's L1 on every
+// poll); follow the loop with one ld_acquire_gpu.
+__device__ __forceinline__ int ld_relaxed_gpu(const int32_t* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Store with release semantics at GPU scope (pairs with ld_acquire_gpu).
 __device__ __forceinline__ void st_release_gpu(int32_t* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" : : "l"(p), "r"(v) : "memory");

@@ -357,9 +357,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
           // every element still gets its adds in turn order.
           my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
           sem = cta.dq_counter(p, head, m_block);
-          if (lane == 0) {
-            while (prims::ld_acquire_gpu(sem) < kWarpsPerWg * my_turn) {
+          if (lane == 0) {  // relaxed polls (an acquire empties L1 each time), one acquire after
+            while (prims::ld_relaxed_gpu(sem) < kWarpsPerWg * my_turn) {
             }
+            (void)prims::ld_acquire_gpu(sem);
           }
           __syncwarp();
         }
