@@ -38,11 +38,12 @@ cd /tmp
 PY="$TREE/tests/python"
 if [ "$PART" = A ]; then
   # backward: deterministic mode on the ping-pong kernel (per-warp turns), v1 reading lse early
-  step bwd_check 90 python3 "$TREE/scripts/dev/bwd_check.py"
+  # (FLASHKIT_BWD_PP_DET=1: deterministic mode on the ping-pong kernel, the change under test)
+  step bwd_check 90 env FLASHKIT_BWD_PP_DET=1 python3 "$TREE/scripts/dev/bwd_check.py"
   step bwd_check_v1 90 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py"
-  step racecheck_bwd 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck --error-exitcode 1 \
-    python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 256
-  step pytest_bwd 200 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
+  step racecheck_bwd 200 env FLASHKIT_BWD_PP_DET=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck \
+    --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 256
+  step pytest_bwd 200 bash -c "cd $PY && FLASHKIT_BWD_PP_DET=1 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
   # forward: TMA loads
   step pytest_fwd 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py test_index_hardening_gpu.py"
   step memcheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
@@ -60,7 +61,7 @@ elif [ "$PART" = B ]; then
   grep -h "relative L2" "$O/pytest_mla.log" >> "$O/summary.txt"
 else
   # timings
-  step bwd_perf 150 python3 "$TREE/scripts/dev/bwd_check.py" --perf
+  step bwd_perf 150 env FLASHKIT_BWD_PP_DET=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_v1 150 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step fwd_tma 200 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit sdpa_cudnn --out-dir "$O/fwd" --tag tma
   step fwd_no_tma 200 env FLASHKIT_FWD_NO_TMA=1 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit --out-dir "$O/fwd" --tag notma
