@@ -62,6 +62,15 @@ __device__ __forceinline__ void fence_operands(float (&x)[R][C]) {
 #pragma unroll
     for (int j = 0; j < C; ++j) asm volatile("" : "+f"(x[i][j])::"memory");
 }
+// The same for 16-bit A operands in registers (RS wgmma): keeps them live and unmodified
+// until this point (after the wait that retires the wgmma reading them).
+template <int R, int C>
+__device__ __forceinline__ void fence_operands(uint32_t (&x)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < C; ++j) asm volatile("" : "+r"(x[i][j])::"memory");
+}
 
 // d (64 x 64, fp32) (+)= A (64 x 16, shared, K-major) * B (16 x 64, shared, K-major).
 // `accumulate` = 0 overwrites d.

@@ -72,6 +72,17 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kDTiles][4], float scale_log2) {
     float correction[kMTiles][2];
+    const bool any_moved = update_p(s, scale_log2, correction);
+    rescale(o, correction, any_moved);
+  }
+
+  // update() in two halves, for a caller whose O is still being written by an MMA while it
+  // turns S into P (the Hopper forward's intra-warpgroup overlap): update_p leaves O alone
+  // and returns whether any row of the warp moved its reference (with the factors);
+  // rescale applies them once O may be touched.
+  template <int kNTiles>
+  __device__ __forceinline__ bool update_p(float (&s)[kMTiles][kNTiles][4], float scale_log2,
+                                           float (&correction)[kMTiles][2]) {
     bool any_moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -99,7 +110,13 @@ struct OnlineSoftmax {
         row_sum[mt][h] = fmaf(row_sum[mt][h], correction[mt][h], tree_sum(s, mt, h));
       }
     }
-    if (!kConditionalRescale || __any_sync(0xffffffffu, any_moved)) {
+    return !kConditionalRescale || __any_sync(0xffffffffu, any_moved);
+  }
+
+  template <int kDTiles>
+  __device__ __forceinline__ void rescale(float (&o)[kMTiles][kDTiles][4], const float (&correction)[kMTiles][2],
+                                          bool any_moved) {
+    if (any_moved) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll

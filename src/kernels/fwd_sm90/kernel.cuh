@@ -194,6 +194,19 @@ struct Cta {
     softmax.update(s, o, p.softmax_scale_log2);
     pack_p<Tr>(pa, s);
   }
+  // The same without touching O or P's registers (both still read by P V(j-1)): the
+  // rescale factors come back, the caller packs P after the wait.
+  template <class Softmax>
+  __device__ __forceinline__ bool softmax_tile_p(int j, float (&s)[1][Tr::kNTiles][4], Softmax& softmax,
+                                                 float (&corr)[1][2]) const {
+    const int n0 = key_block(j) * Tr::kBlockN;
+    if (kMods && p.softcap > 0.f) attn::apply_softcap(s, p.softcap, p.softcap_scale);
+    if (mask.tile_needs_mask(n0, Tr::kBlockN, blk.m0) ||
+        (kMods && mask.tile_needs_left_mask(n0, blk.m0 + blk.rows_here - 1))) {
+      mask.apply(s, blk.m0 + warp_row0, n0, lane);
+    }
+    return softmax.update_p(s, p.softmax_scale_log2, corr);
+  }
 };
 
 // Ping-pong main loop. The two warpgroups take turns issuing their MMAs ("gates", named
@@ -211,6 +224,8 @@ template <class Tr, bool kMods, bool kTma, class Softmax>
 __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint32_t bars, float (&o)[1][Tr::kDTiles][4],
                                                   Softmax& softmax) {
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages, kThreads = Tr::kThreads;
+  // The overlap needs a second P in registers: not at D 64 (2 CTAs per SM, 128 registers).
+  constexpr bool kOverlap = kTma && Tr::kMinBlocks == 1;
   static_assert(KS >= 3 && VS == 2, "K(j+2) must not overwrite a stage the other warpgroup may read");
   auto full_k = [&](int st) { return bars + 8 * st; };
   auto empty_k = [&](int st) { return bars + 8 * (KS + st); };
@@ -329,15 +344,58 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
   after_gate(0);
+  // Intra-warpgroup overlap (kOverlap, FlashAttention-3 section 3.2): Q K(j)^T and
+  // P V(j-1) go out as two commit groups, Q K^T first; the softmax of tile j (max, exp2,
+  // sums: fp32 on S) starts as soon as Q K(j)^T is done (wait<1>) while P V(j-1) still
+  // runs; O's rescale and P(j)'s packing into the A registers wait until P V(j-1) has
+  // retired (wait<0>), as in FA3 (writing P into a second register buffer during the
+  // P V made ptxas serialize every wgmma, C7513).
+  auto after_gate_overlap = [&](int j) {
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s[0]);
+    prims::mbarrier_arrive(empty_k(j % KS));
+    if (j + 2 <= last) {
+      const int jk = j + 2;
+      if (jk >= KS) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      issue_k(jk);
+    }
+    float corr[1][2];
+    const bool moved = c.softmax_tile_p(j, s, softmax, corr);
+    prims::wgmma_wait<0>();
+    prims::fence_operands(o[0]);
+    prims::fence_operands(pa);  // P(j-1) stays intact until its P V retired
+    prims::mbarrier_arrive(empty_v((j - 1) % VS));
+    softmax.rescale(o, corr, moved);
+    pack_p<Tr>(pa, s);
+    if (j + 1 <= last) {
+      const int jv = j + 1;  // its stage held V(j-1), read at this gate
+      prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      issue_v(jv);
+    }
+  };
   for (int j = 1; j <= last; ++j) {
     wait_k(j);
     wait_v(j - 1);
     gate_open();
-    issue_pv<Tr>(o, pa, c.desc_v((j - 1) % VS));
-    issue_qk<Tr>(s, c.desc_q, c.desc_k(j % KS));
-    prims::wgmma_commit();
-    prims::bar_arrive(other_turn, 2 * 128);
-    after_gate(j);
+    if constexpr (kOverlap) {
+      issue_qk<Tr>(s, c.desc_q, c.desc_k(j % KS));
+      prims::wgmma_commit();
+      // A pipeline stage of its own (warpgroup.arrive) for P V: with both in one, ptxas sees
+      // the softmax define S (an input of the stage's Q K^T) before the stage ends and
+      // serializes every wgmma (C7513).
+      prims::fence_operands(s[0]);
+      prims::wgmma_fence();
+      issue_pv<Tr>(o, pa, c.desc_v((j - 1) % VS));
+      prims::wgmma_commit();
+      prims::bar_arrive(other_turn, 2 * 128);
+      after_gate_overlap(j);
+    } else {
+      issue_pv<Tr>(o, pa, c.desc_v((j - 1) % VS));
+      issue_qk<Tr>(s, c.desc_q, c.desc_k(j % KS));
+      prims::wgmma_commit();
+      prims::bar_arrive(other_turn, 2 * 128);
+      after_gate(j);
+    }
   }
   wait_v(last);
   gate_open();
