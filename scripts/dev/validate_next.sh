@@ -48,6 +48,8 @@ if [ "$PART" = A ]; then
   step pytest_fwd 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py test_index_hardening_gpu.py"
   step memcheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_small.py" --quick --dims 64 96 128 192 256
+  step racecheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck --error-exitcode 1 \
+    python3 "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 256 --dtypes bfloat16
   grep -h "ALL OK\|SOME FAILED" "$O"/bwd_check*.log >> "$O/summary.txt"
 elif [ "$PART" = B ]; then
   # MLA over the FP8 cache
