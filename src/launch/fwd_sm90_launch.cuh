@@ -74,7 +74,9 @@ bool make_kv_tensor_maps(FwdParams& p) {
 }  // namespace fwd_sm90
 
 // The kernel without windows / softcap loads its K/V tiles with TMA where the maps can be
-// made, unless FLASHKIT_FWD_NO_TMA=1 (read once) asks for the cp.async copies (A/B runs).
+// made, unless FLASHKIT_FWD_NO_TMA=1 (read once) asks for the cp.async copies (A/B runs);
+// FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an error instead of the
+// fallback.
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
@@ -82,11 +84,13 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
   static const bool no_tma = dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
+  static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
   if (!no_tma) {
     FwdParams q = p;
     if (fwd_sm90::make_kv_tensor_maps<Tr>(q)) {
       return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, false, true>, Tr>(q, stream, dev.device, dev.l2_bytes);
     }
+    if (require_tma) return cudaErrorNotSupported;
   }
   return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr>, Tr>(p, stream, dev.device, dev.l2_bytes);
 }

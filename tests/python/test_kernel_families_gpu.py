@@ -133,7 +133,8 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
         pytest.skip("no Hopper forward on this GPU / build")
     runs = []
     for no_tma in ("0", "1"):
-        env = dict(os.environ, FLASHKIT_FWD_NO_TMA=no_tma)
+        # the TMA run must really use TMA (a failed map would silently fall back)
+        env = dict(os.environ, FLASHKIT_FWD_NO_TMA=no_tma, FLASHKIT_FWD_REQUIRE_TMA="1" if no_tma == "0" else "0")
         env.pop("FLASHKIT_FWD_PORTABLE", None)
         r = subprocess.run([sys.executable, "-c", _TMA_PROBE], env=env, capture_output=True, text=True,
                            timeout=600)

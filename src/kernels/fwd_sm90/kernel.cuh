@@ -239,13 +239,21 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
       const bool tma_full = kTma && (i < KS || (i >= 2 * KS && i < 2 * KS + VS));
       prims::mbarrier_init(bars + 8 * i, tma_full ? 1 : kThreads);
     }
+    // The initialized barriers visible to the TMA unit (async proxy) before its first
+    // complete_tx (as the MLA kernel does).
+    if (kTma) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   // Tile j's K lives in stage j % KS, V in j % 2. Without TMA tile j is the (j / KS)-th use
   // of its K stage's full barrier (parity (j / KS) & 1); with TMA tile 0 has its own
   // barrier, so tile j >= 1 is the ((j - 1) / KS)-th (KS = 3: stages 1, 2, 0 first see
   // tiles 1, 2, 3), and likewise ((j - 1) / VS) for V.
-  const bool issuer = c.tid == 0;
+  // TMA issuers: K by thread 0 (warpgroup 0), V by thread 128 (warpgroup 1): each waits
+  // for its stage's "empty" barrier alone, and V(j+1)'s stage is freed last by warpgroup
+  // 1's P V(j-1) (it goes second at every gate), so warpgroup 0 never waits for the other
+  // warpgroup's softmax to issue a load. Without TMA every thread copies and waits.
+  const bool k_issuer = c.tid == 0, v_issuer = c.tid == 128;
+  const bool k_waiter = !kTma || c.wg == 0, v_waiter = !kTma || c.wg == 1;
   constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(typename Tr::T));
   // issue_k / issue_v: tile j >= 1 (by TMA with kTma), issue_k0 / issue_v0: tile 0.
   auto issue_k0 = [&] {
@@ -258,7 +266,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   };
   auto issue_k = [&](int j) {
     if constexpr (kTma) {
-      c.load_tma(c.p.k_tmap, c.sK + (j % KS) * kTileElems, j, full_k(j % KS), issuer);
+      c.load_tma(c.p.k_tmap, c.sK + (j % KS) * kTileElems, j, full_k(j % KS), k_issuer);
     } else {
       c.load_k(j, j % KS);
       prims::cp_async_mbarrier_arrive(full_k(j % KS));
@@ -266,16 +274,14 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   };
   auto issue_v = [&](int j) {
     if constexpr (kTma) {
-      c.load_tma(c.p.v_tmap, c.sV + (j % VS) * kTileElems, j, full_v(j % VS), issuer);
+      c.load_tma(c.p.v_tmap, c.sV + (j % VS) * kTileElems, j, full_v(j % VS), v_issuer);
     } else {
       c.load_v(j, j % VS);
       prims::cp_async_mbarrier_arrive(full_v(j % VS));
     }
   };
-  if (kTma && issuer) {
-    prims::tma_prefetch_desc(&c.p.k_tmap);
-    prims::tma_prefetch_desc(&c.p.v_tmap);
-  }
+  if (kTma && k_issuer) prims::tma_prefetch_desc(&c.p.k_tmap);
+  if (kTma && v_issuer) prims::tma_prefetch_desc(&c.p.v_tmap);
   issue_k0();  // (its arrival also covers the Q copies issued before)
   issue_v0();
   if (c.n_tiles - c.n_first > 1) {
@@ -327,13 +333,15 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     if (j > 0) prims::mbarrier_arrive(empty_v((j - 1) % VS));
     if (j + 2 <= last) {
       const int jk = j + 2;
-      if (jk >= KS) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      if (jk >= KS && k_waiter) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      __syncwarp();
       issue_k(jk);
     }
     c.softmax_tile(j, s, o, softmax, pa);
     if (j >= 1 && j + 1 <= last) {
       const int jv = j + 1;  // its stage held V(j-1), read at this gate
-      prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      if (v_waiter) prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      __syncwarp();
       issue_v(jv);
     }
   };
@@ -356,11 +364,16 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     prims::mbarrier_arrive(empty_k(j % KS));
     if (j + 2 <= last) {
       const int jk = j + 2;
-      if (jk >= KS) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      if (jk >= KS && k_waiter) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
+      __syncwarp();
       issue_k(jk);
     }
     float corr[1][2];
     const bool moved = c.softmax_tile_p(j, s, softmax, corr);
+    // A basic-block boundary: without it ptxas hoists the wait below to the top of its
+    // block, above the softmax, and the overlap is gone (SASS: no MUFU.EX2 between the two
+    // WARPGROUP.DEPBARs). The branch is never taken (batch >= 1 here).
+    if (c.p.batch < 0) __trap();
     prims::wgmma_wait<0>();
     prims::fence_operands(o[0]);
     prims::fence_operands(pa);  // P(j-1) stays intact until its P V retired
@@ -369,7 +382,8 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     pack_p<Tr>(pa, s);
     if (j + 1 <= last) {
       const int jv = j + 1;  // its stage held V(j-1), read at this gate
-      prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      if (v_waiter) prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
+      __syncwarp();
       issue_v(jv);
     }
   };
