@@ -31,6 +31,11 @@ struct BwdParams : FwdParams {
   int rows_q;        // rows of q (B * S_q dense, total_q varlen)
   int sem_m_blocks;  // row blocks per (batch, head) counted by dq_semaphore
   bool deterministic;
+
+  // Hopper ping-pong backward with TMA loads only (set by its launcher): maps of Q and dO
+  // with dims (innermost first) head_dim, rows, h_q, batch (varlen: rows = total_q and a
+  // batch of 1), boxes of 64 columns x 64 rows, 128-byte swizzle.
+  TmaDesc q_tmap, do_tmap;
 };
 
 }  // namespace flashkit

@@ -14,6 +14,7 @@
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
+#include "launch/tma_encode.cuh"
 
 namespace flashkit {
 
@@ -41,6 +42,25 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (err != cudaSuccess) return int(err);
           bwd_sm90::bwd_pp_kernel<Pp, true><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);
         } else {
+          // Q and dO by TMA where the maps can be made (FLASHKIT_BWD_NO_TMA=1, read once:
+          // the cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error).
+          static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+          static const bool require_tma = dispatch::env_flag("FLASHKIT_BWD_REQUIRE_TMA");
+          if (!no_tma) {
+            BwdParams q = p;
+            const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+            if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
+                                                p.q_batch_stride, Pp::kBlockM) &&
+                launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                                p.do_batch_stride, Pp::kBlockM)) {
+              constexpr auto kernel = &bwd_sm90::bwd_pp_kernel<Pp, false, true>;
+              cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Pp::kSmemBytes);
+              if (err != cudaSuccess) return int(err);
+              kernel<<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(q);
+              return 0;
+            }
+            if (require_tma) return int(cudaErrorNotSupported);
+          }
           cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_pp_kernel<Pp>>(dev.device, Pp::kSmemBytes);
           if (err != cudaSuccess) return int(err);
           bwd_sm90::bwd_pp_kernel<Pp><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);

@@ -5,9 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstring>
-#include <type_traits>
-
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
@@ -40,35 +37,12 @@ template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3
 template <class Tr>
 bool make_kv_tensor_maps(FwdParams& p) {
   using T = typename Tr::T;
-  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
-  const auto encode = launch_util::tensor_map_encoder();
-  if (encode == nullptr) return false;
   const bool varlen = p.cu_seqlens_k != nullptr;
-  const int64_t es = sizeof(T);
   const int64_t dims[4] = {p.head_dim, p.total_k, p.h_kv, varlen ? 1 : p.batch};
-  auto make = [&](const void* base, int64_t row_s, int64_t head_s, int64_t batch_s, TmaDesc* out) {
-    if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
-    int64_t st[3] = {row_s * es, head_s * es, batch_s * es};
-    for (int i = 0; i < 3; ++i) {
-      if (dims[i + 1] == 1) st[i] = 16;  // never stepped: any valid value
-      if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
-    }
-    cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
-    cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
-    cuuint32_t box[4] = {64, cuuint32_t(Tr::kBlockN), 1, 1};
-    cuuint32_t estr[4] = {1, 1, 1, 1};
-    CUtensorMap map;
-    const CUresult r = encode(&map, std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                              4, const_cast<void*>(base), gdims, gstrides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) return false;
-    std::memcpy(out, &map, sizeof(map));
-    return true;
-  };
-  return make(p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, &p.k_tmap) &&
-         make(p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, &p.v_tmap);
+  return launch_util::make_tma_map_4d<T>(&p.k_tmap, p.k, dims, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
+                                         Tr::kBlockN) &&
+         launch_util::make_tma_map_4d<T>(&p.v_tmap, p.v, dims, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
+                                         Tr::kBlockN);
 }
 
 }  // namespace fwd_sm90

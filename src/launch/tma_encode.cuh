@@ -6,7 +6,15 @@
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached at run time)
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/tma_desc.h"
 
 namespace flashkit::launch_util {
 
@@ -23,6 +31,41 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
+}
+
+// A 4-D map of a 16-bit tensor with dims (innermost first) cols, rows, heads, batch and
+// element strides row_s, head_s, batch_s, for boxes of 64 columns x box_rows rows with the
+// 128-byte swizzle (tiles::Swizzle128Tile's layout), zeros outside the tensor. False when
+// it cannot be described (an unaligned base, a stride that is 0, not a multiple of 16
+// bytes or >= 2^40 on a dim of size > 1) or there is no encoder.
+template <typename T>
+bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
+                     int64_t batch_s, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  constexpr int64_t es = sizeof(T);
+  int64_t st[3] = {row_s * es, head_s * es, batch_s * es};
+  for (int i = 0; i < 4; ++i) {
+    if (dims[i] <= 0 || dims[i] >= (int64_t(1) << 32)) return false;
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i + 1] == 1) st[i] = 16;  // never stepped: any valid value
+    if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
+  }
+  cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+  cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
+  cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode(&map, std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            4, const_cast<void*>(base), gdims, gstrides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  std::memcpy(out, &map, sizeof(map));
+  return true;
 }
 
 }  // namespace flashkit::launch_util

@@ -105,3 +105,59 @@ def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext):
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(r.stdout.split())
     assert len(runs[0]) == 6 and runs[0] == runs[1]
+
+
+_PP_TMA_PROBE = r"""
+import sys, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(5)
+res = {}
+for dtype in (torch.bfloat16, torch.float16):
+    for D in (64, 128):
+        for causal in (False, True):
+            # dense, S not a multiple of the 64-row block (TMA: rows past S_q read as zeros)
+            B, S, H, Hk = 2, 200, 4, 2
+            q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=dtype, generator=g) for _ in range(2))
+            k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=dtype, generator=g) for _ in range(2))
+            o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+            res[f"dense {dtype} {D} {causal}"] = flashkit.attention_backward(dout, q, k, v, o, lse, causal=causal)
+            # varlen: a row block's tail rows hold the next sequence's Q / dO under TMA
+            cu = torch.tensor([0, 70, 200, 333], device="cuda", dtype=torch.int32)
+            qv, dov = (torch.randn(333, H, D, device="cuda", dtype=dtype, generator=g) for _ in range(2))
+            kv, vv = (torch.randn(333, Hk, D, device="cuda", dtype=dtype, generator=g) for _ in range(2))
+            ov, lsev = flashkit.attention_varlen(qv, kv, vv, cu, cu, 133, 133, causal=causal, return_lse=True)
+            res[f"varlen {dtype} {D} {causal}"] = flashkit.attention_varlen_backward(
+                dov, qv, kv, vv, ov, lsev, cu, cu, 133, 133, causal=causal)
+torch.save({k: [x.cpu() for x in v] for k, v in res.items()}, sys.argv[1])
+"""
+
+
+@pytest.mark.gpu
+def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path):
+    """The ping-pong backward loads Q / dO with TMA (default) or cp.async
+    (FLASHKIT_BWD_NO_TMA=1; read once: a subprocess each). dK and dV are reduced inside
+    each CTA, so they must match bitwise; dQ goes through fp32 atomics, whose order varies
+    from run to run, so it is compared within a few ulps. Dense with a partial row block
+    (TMA zero rows) and varlen (tail rows of another sequence, neutralized by lse = -inf)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
+        pytest.skip("no Hopper backward on this GPU / build")
+    runs = []
+    for no_tma in ("0", "1"):
+        path = tmp_path / f"pp-{no_tma}.pt"
+        env = dict(os.environ, FLASHKIT_BWD_NO_TMA=no_tma, FLASHKIT_BWD_REQUIRE_TMA="1" if no_tma == "0" else "0")
+        for k in ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"):
+            env.pop(k, None)
+        r = subprocess.run([sys.executable, "-c", _PP_TMA_PROBE, str(path)], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(torch.load(path))
+    assert runs[0].keys() == runs[1].keys() and len(runs[0]) == 16
+    for key, (a, b) in ((k, (runs[0][k], runs[1][k])) for k in runs[0]):
+        dq_a, dk_a, dv_a = a
+        dq_b, dk_b, dv_b = b
+        assert torch.equal(dk_a, dk_b) and torch.equal(dv_a, dv_b), key
+        assert torch.isfinite(dq_a).all(), key
+        tol = 4 * torch.finfo(dq_a.dtype).eps * dq_b.float().abs().max().item() + 1e-3
+        assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key

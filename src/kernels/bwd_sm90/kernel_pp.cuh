@@ -38,13 +38,32 @@
 #include "prims/cp_async.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
+#include "prims/tma.cuh"
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
 namespace flashkit::bwd_sm90 {
 
-template <class Tr, bool kSoftcap = false>
-__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const BwdParams p) {
+// One fp32 row statistic into shared memory, arriving on `bar` (one arrival per thread):
+// where `in`, a 4-byte cp.async whose completion arrives (noinc); else `fill` stored and a
+// plain (release) arrival. Predicated instructions only.
+__device__ __forceinline__ void stat_row_load(bool in, uint32_t dst, const float* src, float fill, uint32_t bar) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n"
+      "@p cp.async.ca.shared.global [%1], [%2], 4;\n"
+      "@p cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%4];\n"
+      "@!p st.shared.f32 [%1], %3;\n"
+      "@!p mbarrier.arrive.shared::cta.b64 _, [%4];\n}\n" ::"r"(int(in)),
+      "r"(dst), "l"(src), "f"(fill), "r"(bar)
+      : "memory");
+}
+
+// kTma: Q and dO tiles by the TMA unit (thread 0 issues, maps in p.q_tmap / p.do_tmap);
+// lse and delta stay 4-byte copies by threads 0..127, which write lse = -inf for rows past
+// the sequence (a varlen row block's tail rows then hold the next sequence's Q / dO: with
+// P = 0 and dS = 0 they add nothing); K and V copied once before the loop and waited for.
+template <class Tr, bool kSoftcap = false, bool kTma = false>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
@@ -90,11 +109,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
-      prims::mbarrier_init(full(s), kThreads);
+      // kTma: 2 * kBlockM lse/delta arrivals + thread 0's expect_tx arrival for Q and dO
+      prims::mbarrier_init(full(s), kTma ? 2 * kBlockM + 1 : kThreads);
       prims::mbarrier_init(empty(s), kThreads);
     }
     prims::mbarrier_init(x_full, 128);
     prims::mbarrier_init(x_empty, 128);
+    if (kTma) {
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      prims::tma_prefetch_desc(&p.q_tmap);
+      prims::tma_prefetch_desc(&p.do_tmap);
+    }
   }
   __syncthreads();
 
@@ -114,6 +139,28 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
+    if constexpr (kTma) {  // only threads 0..2 * kBlockM - 1 come here (see the callers)
+      const bool issuer = tid == 0;
+      prims::mbarrier_arrive_expect_tx_if(issuer, full(stage), 2 * QTile::kBytes);
+      const uint32_t dq_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
+      const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
+#pragma unroll
+      for (int a = 0; a < kD / 64; ++a) {
+        prims::tma_load_4d_nohint_if(issuer, dq_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, row, head, batch,
+                                     full(stage));
+        prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, row, head, batch,
+                                     full(stage));
+      }
+      // lse (threads 0..63) or delta (64..127) of row r; past the sequence lse = -inf (P = 0:
+      // "no visible key") and delta = 0, stored instead of copied. Predicated, no branch
+      // (a divergent branch near in-flight wgmmas makes ptxas serialize them).
+      const int r = tid % kBlockM;
+      const int64_t stat = cta.stat_offset(p, head, m0) + r;
+      const bool is_lse = tid < kBlockM;
+      stat_row_load(r < rows, prims::smem_addr((is_lse ? sLse : sDelta) + stage * kBlockM + r),
+                    (is_lse ? p.lse : p.delta) + (r < rows ? stat : 0), is_lse ? -INFINITY : 0.f, full(stage));
+      return;
+    }
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
     const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
     tiles::load_tile_async<QTile, kThreads>(
@@ -137,8 +184,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::cp_async_mbarrier_arrive(full(stage));
   };
-  if (cta.iters > 0) load_rows(0, 0);  // (its arrival also covers the K and V copies)
-  if (cta.iters > 1) load_rows(1, 1);
+  static_assert(2 * kBlockM == 128, "kTma: warpgroup 0's 128 threads load lse and delta");
+  const bool loader = !kTma || wg == 0;  // kTma: warpgroup 0 loads the row blocks
+  if (cta.iters > 0 && loader) load_rows(0, 0);  // (without TMA its arrival covers K and V too)
+  if (cta.iters > 1 && loader) load_rows(1, 1);
+  if constexpr (kTma) {  // K and V: every thread's own copies, then visible to the wgmmas
+    prims::cp_async_commit();
+    prims::cp_async_wait<0>();
+    prims::fence_proxy_async_smem();
+    __syncthreads();
+  }
 
   float dk[kChunks][8][4], dv[kChunks][8][4];
 #pragma unroll
@@ -319,7 +374,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
     // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
     // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.)
-    if (it + 2 < cta.iters) {
+    if (it + 2 < cta.iters && loader) {
       const int jn = it + 2, sn = jn % QS;
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
       load_rows(jn, sn);
