@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # First GPU run of branch wip/next-all (main + wip/bwd-next + mla-fp8 + decode-quant-v2 +
-# wip/fwd-tma), in three device calls while the machine stays warm. Here:
+# wip/fwd-tma + the ping-pong backward's TMA loads), in three device calls while the
+# machine stays warm. Here:
 #
 #   git archive wip/next-all | (rm -rf .carry/next && mkdir -p .carry/next && tar -x -C .carry/next)
 #
