@@ -4,8 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstring>
-#include <mutex>
+#include <cstdlib>
 
 #include "kernels/mla/sm90_kernel.cuh"
 #include "launch/element_type.cuh"
@@ -16,8 +15,6 @@
 
 namespace flashkit {
 namespace mla_sm90 {
-
-using launch_util::tensor_map_encoder;
 
 inline int gcd_int(int a, int b) {
   while (b != 0) {
@@ -33,31 +30,13 @@ inline int gcd_int(int a, int b) {
 // copies per block) and caches the map cannot describe keep the cp.async loads (0).
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
-  static_assert(sizeof(CUtensorMap) == sizeof(MlaTmaDesc), "MlaTmaDesc mirrors CUtensorMap");
   const int box = gcd_int(p.page_size, kMlaBlockN);
   if (box < 16) return 0;
-  const auto encode = tensor_map_encoder();
-  if (encode == nullptr) return 0;
-  const int64_t es = sizeof(T);
-  const int64_t strides[3] = {p.kv_slot_stride * es, p.kv_head_stride * es, p.kv_page_stride * es};
-  for (int64_t st : strides) {
-    if (st <= 0 || st % 16 != 0 || st >= (int64_t(1) << 40)) return 0;
-  }
-  if (reinterpret_cast<uintptr_t>(p.kv) % 16 != 0) return 0;
-  cuuint64_t dims[4] = {cuuint64_t(kMlaHeadDim), cuuint64_t(p.page_size), cuuint64_t(p.h_kv),
-                        cuuint64_t(p.num_pages)};
-  cuuint64_t gstrides[3] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]), cuuint64_t(strides[2])};
-  cuuint32_t boxdim[4] = {64, cuuint32_t(box), 1, 1};
-  cuuint32_t estr[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult r = encode(&map, std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                            4, const_cast<void*>(p.kv), dims, gstrides, boxdim, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return 0;
-  std::memcpy(&p.kv_tmap, &map, sizeof(map));
-  return box;
+  const int64_t dims[4] = {kMlaHeadDim, p.page_size, p.h_kv, p.num_pages};
+  return launch_util::make_tma_map_4d<T>(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                         p.kv_page_stride, box)
+             ? box
+             : 0;
 }
 
 template <class Tr>
