@@ -44,24 +44,10 @@
 
 namespace flashkit::bwd_sm90 {
 
-// One fp32 row statistic into shared memory, arriving on `bar` (one arrival per thread):
-// where `in`, a 4-byte cp.async whose completion arrives (noinc); else `fill` stored and a
-// plain (release) arrival. Predicated instructions only.
-__device__ __forceinline__ void stat_row_load(bool in, uint32_t dst, const float* src, float fill, uint32_t bar) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n"
-      "@p cp.async.ca.shared.global [%1], [%2], 4;\n"
-      "@p cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%4];\n"
-      "@!p st.shared.f32 [%1], %3;\n"
-      "@!p mbarrier.arrive.shared::cta.b64 _, [%4];\n}\n" ::"r"(int(in)),
-      "r"(dst), "l"(src), "f"(fill), "r"(bar)
-      : "memory");
-}
+// What the kTma variant copies for the lse / delta of rows past the sequence: lse = -inf
+// (read as "no visible key": P = 0) and delta = 0.
+static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 
-// kTma: Q and dO tiles by the TMA unit (thread 0 issues, maps in p.q_tmap / p.do_tmap);
-// lse and delta stay 4-byte copies by threads 0..127, which write lse = -inf for rows past
-// the sequence (a varlen row block's tail rows then hold the next sequence's Q / dO: with
-// P = 0 and dS = 0 they add nothing); K and V copied once before the loop and waited for.
 template <class Tr, bool kSoftcap = false, bool kTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
@@ -132,33 +118,51 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
       p.v_row_stride, cta.keys_here, tid);
 
-  // Row block `it` into stage `stage` by every thread; each thread's copies arrive on
-  // full[stage] when they land. lse and delta raw (rows past the end zero-filled: their Q
-  // and dO rows are zero too, so they add nothing, and their dQ is never stored).
+  // Row block `it` into stage `stage`; each thread's copies arrive on full[stage] when they
+  // land. Without TMA every thread copies part of it, lse and delta raw (rows past the end
+  // zero-filled: their Q and dO rows are zero too, so they add nothing, and their dQ is
+  // never stored). kTma (warpgroup 0 only, see the callers): thread 0 brings Q and dO with
+  // TMA (rows past a dense tensor's end arrive as zeros), except for a varlen row block
+  // that runs past its sequence: there the next sequence's rows would come along (an Inf
+  // or NaN in them would turn 0 * x into NaN), so warpgroup 0 copies it with the tail rows
+  // zero-filled; lse / delta come by 4-byte copies, for rows past the end from kStatFill;
+  // each of the 128 threads arrives once after its copies, thread 0 once more (with the
+  // TMA bytes or none): 129 arrivals.
   auto load_rows = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
-    if constexpr (kTma) {  // only threads 0..2 * kBlockM - 1 come here (see the callers)
-      const bool issuer = tid == 0;
-      prims::mbarrier_arrive_expect_tx_if(issuer, full(stage), 2 * QTile::kBytes);
-      const uint32_t dq_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
+    if constexpr (kTma) {
+      const bool tail = cta.varlen && rows < kBlockM;
+      if (tail) {
+        tiles::load_tile_async<QTile, 2 * kBlockM>(
+            sQ + stage * kQElems,
+            static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
+                head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
+            p.q_row_stride, rows, tid);
+        tiles::load_tile_async<QTile, 2 * kBlockM>(
+            sdO + stage * kQElems,
+            static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
+                head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
+            p.do_row_stride, rows, tid);
+      }
+      const bool issuer = tid == 0 && !tail;
+      prims::mbarrier_arrive_expect_tx_if(tid == 0, full(stage), tail ? 0 : 2 * QTile::kBytes);
+      const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
       const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
 #pragma unroll
       for (int a = 0; a < kD / 64; ++a) {
-        prims::tma_load_4d_nohint_if(issuer, dq_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, row, head, batch,
+        prims::tma_load_4d_nohint_if(issuer, q_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, row, head, batch,
                                      full(stage));
         prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, row, head, batch,
                                      full(stage));
       }
-      // lse (threads 0..63) or delta (64..127) of row r; past the sequence lse = -inf (P = 0:
-      // "no visible key") and delta = 0, stored instead of copied. Predicated, no branch
-      // (a divergent branch near in-flight wgmmas makes ptxas serialize them).
       const int r = tid % kBlockM;
-      const int64_t stat = cta.stat_offset(p, head, m0) + r;
       const bool is_lse = tid < kBlockM;
-      stat_row_load(r < rows, prims::smem_addr((is_lse ? sLse : sDelta) + stage * kBlockM + r),
-                    (is_lse ? p.lse : p.delta) + (r < rows ? stat : 0), is_lse ? -INFINITY : 0.f, full(stage));
+      const float* src = r < rows ? (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r
+                                  : &kStatFill[is_lse ? 0 : 1];
+      prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, src, true);
+      prims::cp_async_mbarrier_arrive(full(stage));  // (also covers the tail copies above)
       return;
     }
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
@@ -442,8 +446,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
   // including the other warpgroup's dQ products that read K, is done) for 16-byte stores.
   // The commit matters when iters == 0 (a key block no row sees: window, empty varlen q):
-  // the K and V copies were then never covered by a full[] arrival, and wait_group waits
-  // for committed groups only, so without it they could land on top of the zero dK/dV.
+  // without TMA the K and V copies were then never covered by a full[] arrival, and
+  // wait_group waits for committed groups only, so without it they could land on top of
+  // the zero dK/dV (kTma waited for them before the loop).
   prims::wgmma_wait<0>();
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
