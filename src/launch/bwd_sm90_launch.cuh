@@ -38,59 +38,45 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
         if (p.softcap > 0.f) {
-          cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_pp_kernel<Pp, true>>(dev.device, Pp::kSmemBytes);
-          if (err != cudaSuccess) return int(err);
-          bwd_sm90::bwd_pp_kernel<Pp, true><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);
-        } else {
-          // Q and dO by TMA where the maps can be made (FLASHKIT_BWD_NO_TMA=1, read once:
-          // the cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error).
-          static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
-          static const bool require_tma = dispatch::env_flag("FLASHKIT_BWD_REQUIRE_TMA");
-          if (!no_tma) {
-            BwdParams q = p;
-            const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
-            if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
-                                                p.q_batch_stride, Pp::kBlockM) &&
-                launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
-                                                p.do_batch_stride, Pp::kBlockM)) {
-              constexpr auto kernel = &bwd_sm90::bwd_pp_kernel<Pp, false, true>;
-              cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Pp::kSmemBytes);
-              if (err != cudaSuccess) return int(err);
-              kernel<<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(q);
-              return 0;
-            }
-            if (require_tma) return int(cudaErrorNotSupported);
-          }
-          cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_pp_kernel<Pp>>(dev.device, Pp::kSmemBytes);
-          if (err != cudaSuccess) return int(err);
-          bwd_sm90::bwd_pp_kernel<Pp><<<grid, Pp::kThreads, Pp::kSmemBytes, stream>>>(p);
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, true>>(p, grid, Pp::kThreads,
+                                                                                   Pp::kSmemBytes, stream, dev.device);
         }
-        return 0;
+        // Q and dO by TMA where the maps can be made (FLASHKIT_BWD_NO_TMA=1, read once: the
+        // cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error).
+        static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+        static const bool require_tma = dispatch::env_flag("FLASHKIT_BWD_REQUIRE_TMA");
+        if (!no_tma) {
+          BwdParams q = p;
+          const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+          if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
+                                              p.q_batch_stride, Pp::kBlockM) &&
+              launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                              p.do_batch_stride, Pp::kBlockM)) {
+            return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true>>(
+                q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
+          }
+          if (require_tma) return int(cudaErrorNotSupported);
+        }
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp>>(p, grid, Pp::kThreads, Pp::kSmemBytes,
+                                                                           stream, dev.device);
       }
     }
     const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
     if (p.softcap > 0.f) {
-      cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr, true>>(dev.device, Tr::kSmemBytes);
-      if (err != cudaSuccess) return int(err);
-      bwd_sm90::bwd_kernel<Tr, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-    } else {
-      if constexpr (Tr::kSplitD) {
-        // D 256: S^T/dP^T split between the warpgroups unless FLASHKIT_BWD_D256_DUP=1 (read
-        // once) asks for the first version's duplicated S^T/dP^T (kept for A/B runs).
-        static const bool dup = dispatch::env_flag("FLASHKIT_BWD_D256_DUP");
-        if (dup) {
-          cudaError_t err =
-              launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr, false, true>>(dev.device, Tr::kSmemBytes);
-          if (err != cudaSuccess) return int(err);
-          bwd_sm90::bwd_kernel<Tr, false, true><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-          return 0;
-        }
-      }
-      cudaError_t err = launch_util::raise_smem_limit<&bwd_sm90::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
-      if (err != cudaSuccess) return int(err);
-      bwd_sm90::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+      return launch_util::launch_with_smem<&bwd_sm90::bwd_kernel<Tr, true>>(p, grid, Tr::kThreads, Tr::kSmemBytes,
+                                                                            stream, dev.device);
     }
-    return 0;
+    if constexpr (Tr::kSplitD) {
+      // D 256: S^T/dP^T split between the warpgroups unless FLASHKIT_BWD_D256_DUP=1 (read
+      // once) asks for the first version's duplicated S^T/dP^T (kept for A/B runs).
+      static const bool dup = dispatch::env_flag("FLASHKIT_BWD_D256_DUP");
+      if (dup) {
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_kernel<Tr, false, true>>(p, grid, Tr::kThreads,
+                                                                                      Tr::kSmemBytes, stream, dev.device);
+      }
+    }
+    return launch_util::launch_with_smem<&bwd_sm90::bwd_kernel<Tr>>(p, grid, Tr::kThreads, Tr::kSmemBytes, stream,
+                                                                    dev.device);
   });
 }
 

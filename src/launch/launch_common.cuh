@@ -24,6 +24,16 @@ cudaError_t raise_smem_limit(int device, int bytes) {
   return err;
 }
 
+// Raises Kernel's shared-memory limit (once per device) and launches it; a cudaError_t as
+// int (the launchers' convention).
+template <auto Kernel, class Params>
+int launch_with_smem(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, int device) {
+  const cudaError_t err = raise_smem_limit<Kernel>(device, smem);
+  if (err != cudaSuccess) return int(err);
+  Kernel<<<grid, threads, smem, stream>>>(p);
+  return int(cudaGetLastError());
+}
+
 // (batch, head) pairs per scheduling group. Causal: as many as keep their K and V within
 // the L2, at least one, split into groups of equal size (a small last group would put its
 // heaviest row blocks at the very end, in the tail); measured +6-27% over per-head order
