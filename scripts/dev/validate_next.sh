@@ -63,7 +63,11 @@ elif [ "$PART" = B ]; then
     python3 "$TREE/scripts/sanitize_decode.py" --quick
   grep -h "relative L2" "$O/pytest_mla.log" >> "$O/summary.txt"
 else
-  # timings
+  # timings: the SPEC-format CSVs with peers (bench), and A/B prints (bwd_check --perf)
+  step bwd_bench 200 env FLASHKIT_BWD_PP_DET=1 python3 -m flashkit.bench --sweep fa3 --quick --mode bwd \
+    --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bwd" --tag fast
+  step bwd_bench_det 120 env FLASHKIT_BWD_PP_DET=1 python3 -m flashkit.bench --sweep fa3 --quick --mode bwd \
+    --deterministic --impls flashkit --out-dir "$O/bwd" --tag det
   step bwd_perf 150 env FLASHKIT_BWD_PP_DET=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_v1 150 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_notma 150 env FLASHKIT_BWD_PP_DET=1 FLASHKIT_BWD_NO_TMA=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
