@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # First GPU run of branch wip/next-all (main + wip/bwd-next + mla-fp8 + decode-quant-v2 +
-# wip/fwd-tma + the ping-pong backward's TMA loads), in three device calls while the
+# wip/fwd-tma + the ping-pong backward's TMA loads), in four device calls while the
 # machine stays warm. Here:
 #
 #   git archive wip/next-all | (rm -rf .carry/next && mkdir -p .carry/next && tar -x -C .carry/next)
 #
 # then run(carry=[".carry/next"], command="bash .carry/next/scripts/dev/validate_next.sh A"),
-# then B, then C. A (~5 min): install; backward (deterministic ping-pong, v1 lse) and
-# forward (TMA) checks, tests, sanitizers. B (~4 min): MLA FP8 and quantized decode tests
-# and sanitizers. C (~4 min): timings (backward pp vs v1, forward TMA vs cp.async with
-# cuDNN, quantized decode vs bf16, MLA FP8 vs bf16). Everything goes to $OUT/next-<part>.tgz
-# plus a summary; every step has a time limit.
+# then B, C and D (each call under 10 minutes; the install is kept while the machine stays
+# warm, redone otherwise). A (~5 min): install; backward checks, racecheck, tests. B (~5
+# min): forward tests and sanitizers. C (~4 min): MLA FP8 and quantized decode tests and
+# sanitizers. D (~6 min): timings (backward bench with peers and A/B vs v1 and cp.async,
+# forward TMA vs cp.async with cuDNN, quantized decode vs bf16, MLA FP8 vs bf16).
+# Everything goes to $OUT/next-<part>.tgz plus a summary; every step has a time limit.
 set -u -o pipefail
-PART=${1:?usage: validate_next.sh A|B|C}
+PART=${1:?usage: validate_next.sh A|B|C|D}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=/tmp/next-$PART
 mkdir -p "$O"
@@ -38,26 +39,26 @@ fi
 cd /tmp
 PY="$TREE/tests/python"
 if [ "$PART" = A ]; then
-  # backward: deterministic mode on the ping-pong kernel (per-warp turns), v1 reading lse early
-  # (FLASHKIT_BWD_PP_DET=1: deterministic mode on the ping-pong kernel, the change under test)
+  # backward: deterministic mode on the ping-pong kernel (per-warp turns), v1 reading lse
+  # early, Q/dO by TMA (FLASHKIT_BWD_PP_DET=1: the deterministic path under test)
   step bwd_check 90 env FLASHKIT_BWD_PP_DET=1 python3 "$TREE/scripts/dev/bwd_check.py"
   step bwd_check_v1 90 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py"
   step racecheck_bwd 200 env FLASHKIT_BWD_PP_DET=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck \
     --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 256
   step pytest_bwd 200 bash -c "cd $PY && FLASHKIT_BWD_PP_DET=1 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
-  # forward: TMA loads
+  grep -h "ALL OK\|SOME FAILED" "$O"/bwd_check*.log >> "$O/summary.txt"
+elif [ "$PART" = B ]; then
+  # forward: TMA loads and the intra-warpgroup overlap
   step pytest_fwd 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py test_index_hardening_gpu.py"
   step memcheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_small.py" --quick --dims 64 96 128 192 256
   step racecheck_fwd 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 256 --dtypes bfloat16
-  grep -h "ALL OK\|SOME FAILED" "$O"/bwd_check*.log >> "$O/summary.txt"
-elif [ "$PART" = B ]; then
-  # MLA over the FP8 cache
+elif [ "$PART" = C ]; then
+  # MLA over the FP8 cache; quantized decode v2
   step pytest_mla 200 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider -s test_mla_fp8_gpu.py test_mla_gpu.py -k 'not sweep_shape'"
   step memcheck_mla 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_mla.py" --quick
-  # quantized decode v2
   step pytest_decode 240 bash -c "cd $PY && python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_decode_gpu.py"
   step memcheck_decode 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 \
     python3 "$TREE/scripts/sanitize_decode.py" --quick
