@@ -10,111 +10,16 @@ them (start/LBO/SBO decoded from the 64-bit value after the kernel's integer add
 the 128-byte swizzle applied to absolute byte addresses. Fragments follow the mma.sync C /
 A layouts. Compares dK, dV, dQ with a float64 reference.
 """
+import itertools
+import sys
+from pathlib import Path
+
 import numpy as np
-import itertools, sys
 
-F16 = np.float16
-
-
-def swz(b):
-    return b ^ (((b >> 7) & 7) << 4)
-
-
-def tile_offset(kRows, row, col):  # Swizzle128Tile::offset, elements
-    return (col // 64) * (kRows * 64) + row * 64 + ((((col % 64) // 8) ^ (row % 8)) * 8) + (col % 8)
-
-
-def desc(addr, lbo, sbo):
-    d = ((addr & 0x3FFFF) >> 4)
-    d |= ((lbo >> 4) & 0x3FFF) << 16
-    d |= ((sbo >> 4) & 0x3FFF) << 32
-    d |= 1 << 62
-    return d
-
-
-def dec(d):
-    return ((d & 0x3FFF) << 4, ((d >> 16) & 0x3FFF) << 4, ((d >> 32) & 0x3FFF) << 4)
-
-
-class Smem:
-    def __init__(self, nbytes):
-        self.v = np.full(nbytes // 2, np.nan, dtype=np.float64)  # poison: unwritten reads show up as NaN
-
-    def rd(self, byte):
-        assert byte % 2 == 0
-        return self.v[byte // 2]
-
-
-def operand(sm, d, rows, cols16, mn_major, is_a, base):
-    """Matrix of one wgmma operand. A: rows = M (64) x K (16). B returned as K (16) x N (64)."""
-    start, lbo, sbo = dec(d)
-    mn = np.arange(64)[:, None]; k = np.arange(16)[None, :]
-    if not mn_major:
-        lin = start + (mn // 8) * sbo + (mn % 8) * 128 + 2 * k
-    else:
-        lin = start + (mn // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (mn % 64)
-    return sm.v[swz(lin) // 2]  # [mn][k]
-
-
-_tid = np.arange(128)[:, None, None]; _j = np.arange(8)[None, :, None]; _e = np.arange(4)[None, None, :]
-_R = 16 * (_tid // 32) + (_tid % 32) // 4 + 8 * (_e // 2) + 0 * _j
-_C = 8 * _j + 2 * ((_tid % 32) % 4) + _e % 2 + 0 * _tid
-
-
-def to_frag(D):  # 64x64 -> per thread of a warpgroup [128][8][4]
-    return D[_R, _C]
-
-
-def from_frag(fr):
-    D = np.full((64, 64), np.nan)
-    D[_R, _C] = fr
-    return D
-
-
-def a_from_regs(a):  # a[128][4 regs][2 halves] -> 64x16
-    A = np.zeros((64, 16))
-    for tid in range(128):
-        w, lane = tid // 32, tid % 32
-        g, t = lane // 4, lane % 4
-        r0 = 16 * w
-        for reg, (dr, dk) in enumerate([(0, 0), (8, 0), (0, 8), (8, 8)]):
-            for h in range(2):
-                A[r0 + g + dr, 2 * t + dk + h] = a[tid, reg, h]
-    return A
-
-
-def rnd(x):
-    return x.astype(F16).astype(np.float64)
-
-
-class Mask:
-    def __init__(s, sq, sk, causal, left=-1, right=-1):
-        s.sq, s.sk, s.causal, s.left, s.right = sq, sk, causal, left, right
-
-    def has_right(s):
-        return s.causal or s.right >= 0
-
-    def right_of(s, row):
-        return row + s.sk - s.sq + (0 if s.causal else s.right)
-
-    def tile_needs_mask(s, n0, bn, m0):
-        return n0 + bn > s.sk or (s.has_right() and n0 + bn - 1 > s.right_of(m0))
-
-    def tile_needs_left_mask(s, n0, m_last):
-        return s.left >= 0 and n0 < m_last + s.sk - s.sq - s.left
-
-    def first_key_tile(s, m0, bn):
-        if s.left < 0:
-            return 0
-        return max(0, m0 + s.sk - s.sq - s.left) // bn
-
-    def visible(s, row, key):
-        return key < s.sk and (not s.has_right() or key <= s.right_of(row)) and (
-            s.left < 0 or key >= row + s.sk - s.sq - s.left)
-
-
-def cdiv(a, b):
-    return -(-a // b)
+# The shared-memory, descriptor, fragment and mask helpers are the v1 model's.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bwd_sm90_model import (F16, Mask, Smem, a_from_regs, cdiv, dec, desc, from_frag, operand,  # noqa: E402,F401
+                            rnd, swz, tile_offset, to_frag)
 
 
 def run(D, sq, sk, causal=False, left=-1, right=-1, h_ratio=1, seed=0, poison_pad=True, softcap=0.0):
