@@ -37,11 +37,9 @@ int launch_bwd_sm80(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   using Tr = typename bwd_sm80::Config<T, kD>::Tr;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
-    cudaError_t err = launch_util::raise_smem_limit<&bwd_sm80::bwd_kernel<Tr>>(dev.device, Tr::kSmemBytes);
-    if (err != cudaSuccess) return int(err);
     const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
-    bwd_sm80::bwd_kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-    return 0;
+    return launch_util::launch_with_smem<&bwd_sm80::bwd_kernel<Tr>>(p, grid, Tr::kThreads, Tr::kSmemBytes, stream,
+                                                                     dev.device);
   });
 }
 
