@@ -72,8 +72,8 @@ else
   step bwd_perf 150 env FLASHKIT_BWD_PP_DET=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_v1 150 env FLASHKIT_BWD_SM90_V1=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
   step bwd_perf_notma 150 env FLASHKIT_BWD_PP_DET=1 FLASHKIT_BWD_NO_TMA=1 python3 "$TREE/scripts/dev/bwd_check.py" --perf
-  step fwd_tma 200 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit sdpa_cudnn --out-dir "$O/fwd" --tag tma
-  step fwd_no_tma 200 env FLASHKIT_FWD_NO_TMA=1 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit --out-dir "$O/fwd" --tag notma
+  step fwd_tma 200 env FLASHKIT_FWD_TMA=1 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit sdpa_cudnn --out-dir "$O/fwd" --tag tma
+  step fwd_no_tma 200 python3 -m flashkit.bench --sweep fa3 --quick --mode fwd --impls flashkit --out-dir "$O/fwd" --tag notma
   step decode_quant 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --csv "$O/decode-quant.csv"
   step mla_fp8 200 python3 -m flashkit.bench --op mla --quick --impls flashkit flashkit_fp8 --out-dir "$O/mla"
   grep "^D" "$O/bwd_perf.log" | sed 's/^/pp  /' >> "$O/summary.txt"

@@ -47,19 +47,21 @@ bool make_kv_tensor_maps(FwdParams& p) {
 
 }  // namespace fwd_sm90
 
-// The kernel without windows / softcap loads its K/V tiles with TMA where the maps can be
-// made, unless FLASHKIT_FWD_NO_TMA=1 (read once) asks for the cp.async copies (A/B runs);
-// FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an error instead of the
-// fallback.
+// The kernel loads its K/V tiles with cp.async. FLASHKIT_FWD_TMA=1 (read once) runs the
+// variant that loads them with TMA and overlaps the softmax with P V inside a warpgroup
+// (kernel without windows / softcap, where the maps can be made): measured slower on an
+// H100 (D64 -9..-14%, D128 within noise, D256 -2..-6%; docs/kernels/fwd_sm90.md), so it
+// is opt-in. FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an error instead
+// of the fallback.
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
   if (launch_util::fwd_needs_mods(p)) {
     return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
-  static const bool no_tma = dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
   static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
-  if (!no_tma) {
+  static const bool use_tma = require_tma || dispatch::env_flag("FLASHKIT_FWD_TMA");
+  if (use_tma) {
     FwdParams q = p;
     if (fwd_sm90::make_kv_tensor_maps<Tr>(q)) {
       return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, false, true>, Tr>(q, stream, dev.device, dev.l2_bytes);

@@ -122,8 +122,8 @@ print(" ".join(out))
 
 @pytest.mark.gpu
 def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
-    """The Hopper forward loads K/V tiles after the first with TMA (default) or with
-    cp.async (FLASHKIT_FWD_NO_TMA=1, read once: a subprocess each). The shared-memory tiles
+    """The Hopper forward loads K/V tiles with cp.async (default) or, after the first, with
+    TMA (FLASHKIT_FWD_TMA=1, read once: a subprocess each). The shared-memory tiles
     are the same bytes either way, so the outputs must be bitwise equal: dense and varlen,
     every head dim, both dtypes, causal and not, a strided K."""
     import torch
@@ -132,9 +132,9 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
         pytest.skip("no Hopper forward on this GPU / build")
     runs = []
-    for no_tma in ("0", "1"):
+    for tma in ("1", "0"):
         # the TMA run must really use TMA (a failed map would silently fall back)
-        env = dict(os.environ, FLASHKIT_FWD_NO_TMA=no_tma, FLASHKIT_FWD_REQUIRE_TMA="1" if no_tma == "0" else "0")
+        env = dict(os.environ, FLASHKIT_FWD_TMA=tma, FLASHKIT_FWD_REQUIRE_TMA=tma)
         env.pop("FLASHKIT_FWD_PORTABLE", None)
         r = subprocess.run([sys.executable, "-c", _TMA_PROBE], env=env, capture_output=True, text=True,
                            timeout=600)
