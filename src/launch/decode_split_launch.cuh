@@ -54,9 +54,12 @@ template <typename T, int M> struct Config<T, 256, M> {
 #ifndef FLASHKIT_DECODE_QSTAGES_128
 #define FLASHKIT_DECODE_QSTAGES_128 2  // 2: fp8 1.19x, int8 1.11x bf16 at B=64 8k; 3: 1.05x; 5: 0.99x (decode.md)
 #endif
+#ifndef FLASHKIT_DECODE_QBLOCKN_128
+#define FLASHKIT_DECODE_QBLOCKN_128 64
+#endif
 template <typename T, int D, int kMTiles, int kQuant> struct QConfig;
 template <typename T, int M, int Q> struct QConfig<T, 64, M, Q> { using Tr = DecodeTraits<T, 64, M, 8, 64, Q>; };
-template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTraits<T, 128, 1, FLASHKIT_DECODE_QSTAGES_128, 64, Q>; };
+template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTraits<T, 128, 1, FLASHKIT_DECODE_QSTAGES_128, FLASHKIT_DECODE_QBLOCKN_128, Q>; };
 template <typename T, int Q> struct QConfig<T, 128, 2, Q> { using Tr = DecodeTraits<T, 128, 2, 4, 64, Q>; };
 template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = DecodeTraits<T, 256, 1, 3, 64, Q>; };
 
