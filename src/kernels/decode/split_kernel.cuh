@@ -36,12 +36,6 @@ namespace flashkit::decode {
 #ifndef FLASHKIT_DECODE_L2HINT
 #define FLASHKIT_DECODE_L2HINT 2  // evict-first: +1% at B=64, +4% at B=1 (decode.md v6)
 #endif
-// K and V of a tile in separate cp.async groups (tuning switch): the loop waits for K(n)
-// only before Q K^T and for V(n) (plus a barrier) before P V, so V's latency hides behind
-// the scores and the softmax.
-#ifndef FLASHKIT_DECODE_SPLIT_KV_WAIT
-#define FLASHKIT_DECODE_SPLIT_KV_WAIT 0
-#endif
 constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
 constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 
@@ -183,11 +177,6 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   constexpr int kPasses = kBlockN / kRowsPerPass;
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
-  // Groups per tile: K then V (kSplitKV), or one. Pending groups allowed when waiting for
-  // K(n) (Q's copies ride in K(0)'s group) and for V(n) (after tile n+S-1 was issued).
-  constexpr bool kSplitKV = FLASHKIT_DECODE_SPLIT_KV_WAIT != 0;
-  constexpr int kWaitK = kSplitKV ? 2 * kStages - 3 : kStages - 2;
-  constexpr int kWaitV = 2 * kStages - 2;
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
   // (Quantized caches: no cache-hint copies. With them the int8 d128 kernel hit an illegal
@@ -209,36 +198,16 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           prims::cp_async_4(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base, ovs >= 0);
         }
       }
-      if constexpr (kSplitKV) {
 #pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const int r = ld_row + i * kRowsPerPass;
-          const int64_t ok = sOffK[slot * kBlockN + r];
-          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-              dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-        }
-        prims::cp_async_commit();  // K (and the scales)
-#pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const int r = ld_row + i * kRowsPerPass;
-          const int64_t ov = sOffV[slot * kBlockN + r];
-          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-              dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const int r = ld_row + i * kRowsPerPass;
-          const int64_t ok = sOffK[slot * kBlockN + r];
-          const int64_t ov = sOffV[slot * kBlockN + r];
-          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-              dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-              dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
-        }
+      for (int i = 0; i < kPasses; ++i) {
+        const int r = ld_row + i * kRowsPerPass;
+        const int64_t ok = sOffK[slot * kBlockN + r];
+        const int64_t ov = sOffV[slot * kBlockN + r];
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
+            dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
+            dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
-    } else if constexpr (kSplitKV) {
-      prims::cp_async_commit();  // the empty K group of a tile past the end
     }
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
   };
@@ -279,7 +248,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     // word of its key row: fragment k positions 2tq, 2tq+1 hold dims 4tq, 4tq+1 and
     // 2tq+8, 2tq+9 hold dims 4tq+2, 4tq+3 (S = Q K^T is unchanged by a common permutation
     // of the summed dimension). In 32-bit pairs: words 0,2,4,6 then 1,3,5,7 of the step.
-    prims::cp_async_wait<kWaitK>();  // tile 0's (K) group, with Q
+    prims::cp_async_wait<kStages - 2>();  // tile 0's group, with Q
     __syncthreads();
     for (int c = tid; c < kRows * (kD / 16); c += kThreads) {
       const int r = c / (kD / 16), k0 = (c % (kD / 16)) * 16;
@@ -337,8 +306,8 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    prims::cp_async_wait<kWaitK>();
-    __syncthreads();  // tile (its K) visible; all warps done with tile-1 (its stage and offset slot)
+    prims::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
     load_tile(tile + kStages - 1);
     if (tid < kBlockN) {
       write_offsets(tile + kStages, next_page);
@@ -464,10 +433,6 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
           }
         }
       }
-    }
-    if constexpr (kSplitKV) {
-      prims::cp_async_wait<kWaitV>();
-      __syncthreads();  // V(tile), copied by every thread, visible
     }
     // O += P V: the C fragments of two n8 key tiles are the A fragment of one k16 step.
     using TP = std::conditional_t<kQuant == 0, T, __half>;  // P and V's MMA type
