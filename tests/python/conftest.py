@@ -133,3 +133,25 @@ def _load_reference_module():
 def R():
     """flashkit.testing.reference (loaded from the source tree if flashkit won't import)."""
     return _load_reference_module()
+
+
+def _run_probe(code: str, env_set: dict, env_drop=(), args=(), timeout: int = 600) -> str:
+    """Runs `code` in a fresh Python (environment switches are read once per process) with
+    `env_set` added to and `env_drop` removed from this environment; returns its stdout,
+    failing the test with the child's stderr if it exits non-zero."""
+    import subprocess
+
+    env = dict(os.environ, **env_set)
+    for name in env_drop:
+        env.pop(name, None)
+    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.fixture
+def run_probe():
+    """The subprocess runner of the A/B tests that compare two kernel variants chosen by
+    environment switches (see _run_probe)."""
+    return _run_probe

@@ -87,7 +87,7 @@ print(" ".join(out))
 
 
 @pytest.mark.gpu
-def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext):
+def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext, run_probe):
     """D 256: the kernel that splits S^T / dP^T between the warpgroups (default) computes
     the same bits as the one where each computes both (FLASHKIT_BWD_D256_DUP=1): the same
     products, the same fp32 P, the same bf16 dS^T (deterministic mode for dq)."""
@@ -96,14 +96,8 @@ def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext):
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
         pytest.skip("no Hopper D 256 backward on this GPU / build")
-    runs = []
-    for dup in ("0", "1"):
-        env = dict(os.environ, FLASHKIT_BWD_D256_DUP=dup)
-        env.pop("FLASHKIT_BWD_PORTABLE", None)
-        r = subprocess.run([sys.executable, "-c", _D256_PROBE], env=env, capture_output=True, text=True,
-                           timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-        runs.append(r.stdout.split())
+    runs = [run_probe(_D256_PROBE, {"FLASHKIT_BWD_D256_DUP": dup}, ["FLASHKIT_BWD_PORTABLE"], timeout=300).split()
+            for dup in ("0", "1")]
     assert len(runs[0]) == 6 and runs[0] == runs[1]
 
 
@@ -136,7 +130,7 @@ torch.save({k: [x.cpu() for x in v] for k, v in res.items()}, sys.argv[1])
 
 
 @pytest.mark.gpu
-def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path):
+def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path, run_probe):
     """The ping-pong backward loads Q / dO with TMA (default) or cp.async
     (FLASHKIT_BWD_NO_TMA=1; read once: a subprocess each). dK and dV are reduced inside
     each CTA, so they must match bitwise; dQ goes through fp32 atomics, whose order varies
@@ -151,12 +145,8 @@ def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path):
     runs = []
     for no_tma in ("0", "1"):
         path = tmp_path / f"pp-{no_tma}.pt"
-        env = dict(os.environ, FLASHKIT_BWD_NO_TMA=no_tma, FLASHKIT_BWD_REQUIRE_TMA="1" if no_tma == "0" else "0")
-        for k in ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"):
-            env.pop(k, None)
-        r = subprocess.run([sys.executable, "-c", _PP_TMA_PROBE, str(path)], env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
+        run_probe(_PP_TMA_PROBE, {"FLASHKIT_BWD_NO_TMA": no_tma, "FLASHKIT_BWD_REQUIRE_TMA": "1" if no_tma == "0" else "0"},
+                  ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"], args=[path])
         runs.append(torch.load(path))
     assert runs[0].keys() == runs[1].keys() and len(runs[0]) == 16
     for key, (a, b) in ((k, (runs[0][k], runs[1][k])) for k in runs[0]):

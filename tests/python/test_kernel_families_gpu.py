@@ -121,7 +121,7 @@ print(" ".join(out))
 
 
 @pytest.mark.gpu
-def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
+def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     """The Hopper forward loads K/V tiles with cp.async (default) or, after the first, with
     TMA (FLASHKIT_FWD_TMA=1, read once: a subprocess each). The shared-memory tiles
     are the same bytes either way, so the outputs must be bitwise equal: dense and varlen,
@@ -131,13 +131,7 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext):
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
         pytest.skip("no Hopper forward on this GPU / build")
-    runs = []
-    for tma in ("1", "0"):
-        # the TMA run must really use TMA (a failed map would silently fall back)
-        env = dict(os.environ, FLASHKIT_FWD_TMA=tma, FLASHKIT_FWD_REQUIRE_TMA=tma)
-        env.pop("FLASHKIT_FWD_PORTABLE", None)
-        r = subprocess.run([sys.executable, "-c", _TMA_PROBE], env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        runs.append(r.stdout.split())
+    # the TMA run must really use TMA (a failed map would silently fall back)
+    runs = [run_probe(_TMA_PROBE, {"FLASHKIT_FWD_TMA": tma, "FLASHKIT_FWD_REQUIRE_TMA": tma}, ["FLASHKIT_FWD_PORTABLE"]).split()
+            for tma in ("1", "0")]
     assert len(runs[0]) == 40 and runs[0] == runs[1]

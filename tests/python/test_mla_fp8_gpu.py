@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 try:
     import flashkit
     import flashkit.mla as flash_mla
-    from flashkit.testing import check_close, check_lse, mla_pytorch, mla_reference, poison_
+    from flashkit.testing import check_close, check_lse, mla_pytorch, mla_reference, poison_, run_mla_decode_poisoned
 except ImportError as e:
     pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
 
@@ -73,19 +73,7 @@ def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_
 
 
 def run(q, kv8, bt, sl, causal=False, expect_errors=0):
-    flashkit.device_errors(clear=True)
-    B, s_q, h_q, _ = q.shape
-    h_kv = kv8.shape[2]
-    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
-    out = poison_(torch.empty((B, s_q, h_q, DV), dtype=q.dtype, device="cuda"))
-    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device="cuda"))
-    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),),
-                     dtype=torch.uint8, device="cuda")
-    flashkit._C.mla_decode(q, kv8, bt, sl, sched, splits, out, lse, ws, DV, 0.0, causal,
-                           False, torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
-    assert flashkit.device_errors(clear=True) == expect_errors
-    return out, lse
+    return run_mla_decode_poisoned(q, kv8, bt, sl, causal, expect_errors=expect_errors, head_dim_v=DV)
 
 
 def check(q, kv8, bt, sl, out, lse, causal=False):

@@ -28,7 +28,7 @@ try:
     import flashkit
     import flashkit.mla as flash_mla
     from flashkit.testing import (check_close, check_lse, check_mla_schedule, mla_pytorch,
-                                  mla_reference, mla_schedule_reference, poison_)
+                                  mla_reference, mla_schedule_reference, run_mla_decode_poisoned)
 except ImportError as e:
     pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
 
@@ -82,21 +82,8 @@ def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_
 
 
 def run(q, kv, bt, sl, causal=False, scale=None, expect_errors=0):
-    """get_mla_metadata + the decode into NaN-poisoned out / lse (through _C, so that the
-    poisoned tensors are the ones written); checks the error word."""
-    flashkit.device_errors(clear=True)
-    B, s_q, h_q, _ = q.shape
-    h_kv = kv.shape[2]
-    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
-    out = poison_(torch.empty((B, s_q, h_q, DV), dtype=q.dtype, device="cuda"))
-    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device="cuda"))
-    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),),
-                     dtype=torch.uint8, device="cuda")
-    flashkit._C.mla_decode(q, kv, bt, sl, sched, splits, out, lse, ws, DV, scale or 0.0, causal,
-                           False, torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
-    assert flashkit.device_errors(clear=True) == expect_errors
-    return out, lse
+    """get_mla_metadata + the decode into NaN-poisoned out / lse; checks the error word."""
+    return run_mla_decode_poisoned(q, kv, bt, sl, causal, scale, expect_errors, head_dim_v=DV)
 
 
 def check_mla_lse(lse, lse_ref):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["MLA_BLOCK_N", "MLA_FIXED_OVERHEAD", "mla_schedule_reference", "check_mla_schedule",
-           "mla_reference", "mla_pytorch", "mla_gather"]
+           "mla_reference", "mla_pytorch", "mla_gather", "run_mla_decode_poisoned"]
 
 MLA_BLOCK_N = 64          # tokens per scheduler block (kMlaBlockN)
 MLA_FIXED_OVERHEAD = 5    # scheduler cost of starting a sequence, in blocks (kMlaFixedOverhead)
@@ -183,3 +183,29 @@ def mla_pytorch(q, kv_cache, block_table, seqlens, causal=False, softmax_scale=N
     outs, _ = _per_sequence(lambda q1, k, v, c, s: (attention_pytorch(q1, k, v, c, s), None), q,
                             kv_cache, block_table, seqlens, causal, softmax_scale, head_dim_v)
     return torch.cat(outs)
+
+
+def run_mla_decode_poisoned(q, kv, block_table, seqlens, causal=False, scale=None, expect_errors=0, head_dim_v=512):
+    """get_mla_metadata + the decode (through ``flashkit._C``, so that the NaN-poisoned out
+    and lse are the tensors written) over a 16-bit or FP8 (656-byte) cache; asserts the
+    device error word equals ``expect_errors``. Returns (out, lse). CUDA tensors only."""
+    import torch
+
+    import flashkit
+    import flashkit.mla as flash_mla
+    from .reference import poison_
+
+    flashkit.device_errors(clear=True)
+    B, s_q, h_q, _ = q.shape
+    h_kv = kv.shape[2]
+    sched, splits = flash_mla.get_mla_metadata(seqlens, s_q * h_q // h_kv, h_kv)
+    out = poison_(torch.empty((B, s_q, h_q, head_dim_v), dtype=q.dtype, device=q.device))
+    lse = poison_(torch.empty((B, h_q, s_q), dtype=torch.float32, device=q.device))
+    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),), dtype=torch.uint8,
+                     device=q.device)
+    flashkit._C.mla_decode(q, kv, block_table, seqlens, sched, splits, out, lse, ws, head_dim_v, scale or 0.0,
+                           causal, False, torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    errors = flashkit.device_errors(clear=True)
+    assert errors == expect_errors, f"device error word {errors:#x}, expected {expect_errors:#x}"
+    return out, lse
