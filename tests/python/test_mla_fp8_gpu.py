@@ -220,6 +220,48 @@ def test_interface_graph_and_compile():
     check(q, kv8, bt, sl, out, lse)
 
 
+_STAGING_PROBE = r"""
+import hashlib, math, torch, flashkit, flashkit.mla as flash_mla
+g = torch.Generator(device="cuda").manual_seed(21)
+out = []
+for lens, s_q, h_q, page, causal in (([0, 77, 1000, 5000], 1, 16, 64, False), ([300, 2049], 2, 32, 16, True),
+                                     ([64, 1], 4, 128, 1, True)):
+    pages_per = [max(1, math.ceil(n / page)) for n in lens]
+    kv8 = torch.full((sum(pages_per) + 2, page, 1, 656), 0xFF, dtype=torch.uint8, device="cuda")
+    perm = torch.randperm(kv8.shape[0], generator=g, device="cuda").int()
+    bt = torch.full((len(lens), max(pages_per) + 1), -7, dtype=torch.int32, device="cuda")
+    i = 0
+    for b, n in enumerate(lens):
+        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+        i += pages_per[b]
+        if n > 0:
+            pos = torch.arange(n, device="cuda")
+            x = torch.randn((n, 1, 576), generator=g, device="cuda").to(torch.bfloat16)
+            kv8[bt[b].long()[pos // page], pos % page] = flash_mla.quantize_kv_cache_fp8(x)
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn((len(lens), s_q, h_q, 576), generator=g, device="cuda").to(torch.bfloat16)
+    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q, 1)
+    o, lse = flash_mla.flash_mla_with_kvcache(q, kv8, bt, sl, 512, sched, splits, causal=causal,
+                                              is_fp8_kvcache=True)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == 0
+    for x in (o, lse):
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_staged_and_direct_fp8_loads_match_bitwise(run_probe):
+    """The portable kernel's two FP8 variants (raw tokens staged one block ahead by
+    cp.async where the shared memory allows, or dequantized straight from global memory:
+    FLASHKIT_MLA_FP8_SYNC=1, read once, so a subprocess each) write the same bytes into
+    the same tile: bitwise equal out and lse (empty, split, page 1 and causal cases)."""
+    runs = [run_probe(_STAGING_PROBE, {"FLASHKIT_MLA_FP8_SYNC": v}, ["FLASHKIT_MLA_PORTABLE"]).split()
+            for v in ("0", "1")]
+    assert len(runs[0]) == 6 and runs[0] == runs[1]
+
+
 def test_misuse_raises_clear_errors():
     q, kv8, kv16, bt, sl = make_case([100, 200], h_q=16, seed=15)
     sched, splits = flash_mla.get_mla_metadata(sl, 16, 1)

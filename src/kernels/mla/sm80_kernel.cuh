@@ -16,7 +16,10 @@
 // kFp8: the cache is FlashMLA's FP8 layout (kMlaFp8TokenBytes per token, mla_params.h); each
 // token's row is dequantized into sK in T (e4m3 -> fp16 exactly, times its fp32 group scale,
 // rounded to T; the bf16 RoPE part converted to T) with 16-byte loads, and the rest of the
-// kernel is unchanged.
+// kernel is unchanged. kFp8Async (GPUs with kSm80Fp8AsyncSmemBytes of shared memory per
+// block: Hopper): the block's raw 656-byte tokens are copied by cp.async into a staging
+// area one block ahead (block n+1's copy runs during block n's math; its block-table
+// entries are loaded before block n's dequantization), and dequantized from shared memory.
 // Results: a sequence with one piece writes out (T) and lse; otherwise the fp32 partial
 // (normalized O and lse, natural log; -inf for a row that saw no key) goes to slot
 // num_splits[b] + split. Rows that saw no key in a single piece: out 0, lse +inf.
@@ -44,6 +47,9 @@ constexpr int kSm80Stride = kMlaHeadDim + 8;           // elements per shared ro
 constexpr int kSm80Chunks = kMlaHeadDim / 8;           // 16-byte chunks per row (72)
 constexpr int kSm80TileBytes = kMlaBlockM * kSm80Stride * 2;
 constexpr int kSm80SmemBytes = 2 * kSm80TileBytes + kMlaBlockN * 8;  // sQ, sK, token offsets
+// kFp8Async: sQ, sK, two token-offset buffers (block n and n + 1), the raw FP8 block.
+constexpr int kSm80Fp8RawBytes = kMlaBlockN * kMlaFp8TokenBytes;
+constexpr int kSm80Fp8AsyncSmemBytes = 2 * kSm80TileBytes + 2 * kMlaBlockN * 8 + kSm80Fp8RawBytes;
 
 // 16 e4m3 bytes (NoPE columns 16c .. 16c + 15 of a token) times `scale` as 16 T values.
 template <typename T>
@@ -81,12 +87,14 @@ __device__ __forceinline__ void rope_bf16x8(T* dst, const uint4 raw) {
   }
 }
 
-template <typename T, bool kFp8 = false>
+template <typename T, bool kFp8 = false, bool kFp8Async = false>
 __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const MlaParams p) {
+  static_assert(kFp8 || !kFp8Async, "kFp8Async is a variant of the FP8 path");
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
   T* sK = reinterpret_cast<T*>(smem + kSm80TileBytes);
-  int64_t* s_off = reinterpret_cast<int64_t*>(smem + 2 * kSm80TileBytes);
+  int64_t* s_off = reinterpret_cast<int64_t*>(smem + 2 * kSm80TileBytes);  // kFp8Async: [2][64]
+  [[maybe_unused]] unsigned char* sRaw = smem + 2 * kSm80TileBytes + 2 * kMlaBlockN * 8;  // kFp8Async
   const int mb = blockIdx.x, kvh = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int rg = warp & 3, ch = warp >> 2;
@@ -146,58 +154,105 @@ __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const M
       }
       prims::cp_async_commit();
     }
-    for (int blk = blk0; blk < blk1; ++blk) {
-      __syncthreads();  // sK and s_off of the previous block are consumed
-      if (tid < kMlaBlockN) {
-        const int64_t j = int64_t(blk) * kMlaBlockN + tid;
-        int64_t off = -1;
-        if (j < len) {
-          const int64_t page = j / p.page_size;
-          const int32_t id = p.block_table[int64_t(b) * p.bt_row_stride + page];
-          if (id >= 0 && id < p.num_pages) {
-            off = int64_t(id) * p.kv_page_stride + (j - page * p.page_size) * p.kv_slot_stride +
-                  int64_t(kvh) * p.kv_head_stride;
-          } else {
-            report_device_error(p.errors, kDeviceErrorBlockId);
-          }
+    // Cache offset of this thread's token of block `blk` (threads 0..63): -1 at or past the
+    // length, or for a block id outside [0, num_pages) (never dereferenced; error bit).
+    auto token_offset = [&](int blk) -> int64_t {
+      const int64_t j = int64_t(blk) * kMlaBlockN + tid;
+      int64_t off = -1;
+      if (j < len) {
+        const int64_t page = j / p.page_size;
+        const int32_t id = p.block_table[int64_t(b) * p.bt_row_stride + page];
+        if (id >= 0 && id < p.num_pages) {
+          off = int64_t(id) * p.kv_page_stride + (j - page * p.page_size) * p.kv_slot_stride +
+                int64_t(kvh) * p.kv_head_stride;
+        } else {
+          report_device_error(p.errors, kDeviceErrorBlockId);
         }
-        s_off[tid] = off;
       }
-      __syncthreads();
-      if constexpr (kFp8) {
-        // Per token 40 source pieces of 16 bytes: 32 of e4m3 (16 NoPE columns each), 8 of
-        // bf16 RoPE (8 columns each). Tokens with no valid slot are zeros (P V reads them).
-        const unsigned char* kvb = static_cast<const unsigned char*>(p.kv);
+      return off;
+    };
+    [[maybe_unused]] const unsigned char* kvb = static_cast<const unsigned char*>(p.kv);
+    // kFp8Async: the raw tokens of a block into sRaw (41 pieces of 16 bytes each; zeros for
+    // a token with no valid slot: e4m3 0 times scale 0, RoPE 0).
+    [[maybe_unused]] auto issue_raw = [&](const int64_t* offs) {
+      constexpr int kRawChunks = kMlaFp8TokenBytes / 16;
+      for (int i = tid; i < kMlaBlockN * kRawChunks; i += kSm80Threads) {
+        const int r = i / kRawChunks, c = i - r * kRawChunks;
+        const int64_t off = offs[r];
+        prims::cp_async_16(sRaw + r * kMlaFp8TokenBytes + c * 16, off >= 0 ? kvb + off + c * 16 : kvb, off >= 0);
+      }
+      prims::cp_async_commit();
+    };
+    if constexpr (kFp8Async) {
+      if (blk0 < blk1) {
+        if (tid < kMlaBlockN) s_off[(blk0 & 1) * kMlaBlockN + tid] = token_offset(blk0);
+        __syncthreads();
+        issue_raw(s_off + (blk0 & 1) * kMlaBlockN);
+      }
+    }
+    for (int blk = blk0; blk < blk1; ++blk) {
+      const int64_t* offs = s_off + (kFp8Async ? (blk & 1) * kMlaBlockN : 0);  // this block's
+      if constexpr (kFp8Async) {
+        const bool has_next = blk + 1 < blk1;
+        int64_t next_off = -1;
+        if (tid < kMlaBlockN && has_next) next_off = token_offset(blk + 1);  // in flight during the dequant
+        prims::cp_async_wait<0>();  // this block's raw tokens (and sQ)
+        __syncthreads();            // ... visible; the previous block's math is done with sK and its offsets
         constexpr int kPieces = kMlaHeadDimV / 16 + (kMlaHeadDim - kMlaHeadDimV) / 8;
         for (int i = tid; i < kMlaBlockN * kPieces; i += kSm80Threads) {
           const int r = i / kPieces, c = i - r * kPieces;
-          const int64_t off = s_off[r];
+          const unsigned char* tok = sRaw + r * kMlaFp8TokenBytes;
           T* dst = sK + r * kSm80Stride;
-          uint4 raw = make_uint4(0u, 0u, 0u, 0u);
           if (c < kMlaHeadDimV / 16) {
-            float scale = 0.f;
-            if (off >= 0) {
-              raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + c * 16));
-              scale = __ldg(reinterpret_cast<const float*>(kvb + off + kMlaFp8ScaleOffset) + c / 8);
-            }
-            dequant_fp8x16<T>(dst + c * 16, raw, scale);
+            const float scale = reinterpret_cast<const float*>(tok + kMlaFp8ScaleOffset)[c / 8];
+            dequant_fp8x16<T>(dst + c * 16, *reinterpret_cast<const uint4*>(tok + c * 16), scale);
           } else {
             const int rc = c - kMlaHeadDimV / 16;
-            if (off >= 0) raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + kMlaFp8RopeOffset + rc * 16));
-            rope_bf16x8<T>(dst + kMlaHeadDimV + rc * 8, raw);
+            rope_bf16x8<T>(dst + kMlaHeadDimV + rc * 8,
+                           *reinterpret_cast<const uint4*>(tok + kMlaFp8RopeOffset + rc * 16));
           }
         }
-        prims::cp_async_wait<0>();  // sQ (first block of a sequence)
+        if (tid < kMlaBlockN && has_next) s_off[((blk + 1) & 1) * kMlaBlockN + tid] = next_off;
+        __syncthreads();  // sK ready, sRaw consumed, the next block's offsets visible
+        if (has_next) issue_raw(s_off + ((blk + 1) & 1) * kMlaBlockN);
       } else {
-        for (int i = tid; i < kMlaBlockN * kSm80Chunks; i += kSm80Threads) {
-          const int r = i / kSm80Chunks, c = i - r * kSm80Chunks;
-          const int64_t off = s_off[r];
-          prims::cp_async_16(sK + r * kSm80Stride + c * 8, off >= 0 ? kv + off + c * 8 : kv, off >= 0);
+        __syncthreads();  // sK and s_off of the previous block are consumed
+        if (tid < kMlaBlockN) s_off[tid] = token_offset(blk);
+        __syncthreads();
+        if constexpr (kFp8) {
+          // Per token 40 source pieces of 16 bytes: 32 of e4m3 (16 NoPE columns each), 8 of
+          // bf16 RoPE (8 columns each). Tokens with no valid slot are zeros (P V reads them).
+          constexpr int kPieces = kMlaHeadDimV / 16 + (kMlaHeadDim - kMlaHeadDimV) / 8;
+          for (int i = tid; i < kMlaBlockN * kPieces; i += kSm80Threads) {
+            const int r = i / kPieces, c = i - r * kPieces;
+            const int64_t off = s_off[r];
+            T* dst = sK + r * kSm80Stride;
+            uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+            if (c < kMlaHeadDimV / 16) {
+              float scale = 0.f;
+              if (off >= 0) {
+                raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + c * 16));
+                scale = __ldg(reinterpret_cast<const float*>(kvb + off + kMlaFp8ScaleOffset) + c / 8);
+              }
+              dequant_fp8x16<T>(dst + c * 16, raw, scale);
+            } else {
+              const int rc = c - kMlaHeadDimV / 16;
+              if (off >= 0) raw = __ldg(reinterpret_cast<const uint4*>(kvb + off + kMlaFp8RopeOffset + rc * 16));
+              rope_bf16x8<T>(dst + kMlaHeadDimV + rc * 8, raw);
+            }
+          }
+          prims::cp_async_wait<0>();  // sQ (first block of a sequence)
+        } else {
+          for (int i = tid; i < kMlaBlockN * kSm80Chunks; i += kSm80Threads) {
+            const int r = i / kSm80Chunks, c = i - r * kSm80Chunks;
+            const int64_t off = s_off[r];
+            prims::cp_async_16(sK + r * kSm80Stride + c * 8, off >= 0 ? kv + off + c * 8 : kv, off >= 0);
+          }
+          prims::cp_async_commit();
+          prims::cp_async_wait<0>();
         }
-        prims::cp_async_commit();
-        prims::cp_async_wait<0>();
+        __syncthreads();
       }
-      __syncthreads();
 
       // S = Q K^T for this warp's 16 rows x 64 keys.
       float s[8][4];
@@ -228,7 +283,7 @@ __global__ void __launch_bounds__(kSm80Threads, 1) mla_split_sm80_kernel(const M
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = nt * 8 + 2 * tq + e;
-            const bool valid = s_off[key] >= 0 && key0 + key < lim[i];
+            const bool valid = offs[key] >= 0 && key0 + key < lim[i];
             const float x = valid ? s[nt][2 * i + e] * p.softmax_scale_log2 : -INFINITY;
             s[nt][2 * i + e] = x;
             mx = fmaxf(mx, x);
