@@ -48,25 +48,29 @@ bool make_kv_tensor_maps(FwdParams& p) {
 }  // namespace fwd_sm90
 
 // The kernel loads its K/V tiles with cp.async. FLASHKIT_FWD_TMA=1 (read once) runs the
-// variant that loads them with TMA and overlaps the softmax with P V inside a warpgroup
-// (kernel without windows / softcap, where the maps can be made): measured slower on an
-// H100 (D64 -9..-14%, D128 within noise, D256 -2..-6%; docs/kernels/fwd_sm90.md), so it
-// is opt-in. FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an error instead
-// of the fallback.
+// variant with a producer warpgroup that loads them with TMA, and the softmax overlapped
+// with P V inside each consumer warpgroup (kernel without windows / softcap, head dims
+// with one CTA per SM, where the maps can be made). Opt-in until measured faster
+// (docs/kernels/fwd_sm90.md). FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into
+// an error instead of the fallback (D 64 has no TMA variant and runs the cp.async kernel).
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
   if (launch_util::fwd_needs_mods(p)) {
     return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
-  static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
-  static const bool use_tma = require_tma || dispatch::env_flag("FLASHKIT_FWD_TMA");
-  if (use_tma) {
-    FwdParams q = p;
-    if (fwd_sm90::make_kv_tensor_maps<Tr>(q)) {
-      return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, false, true>, Tr>(q, stream, dev.device, dev.l2_bytes);
+  if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
+    using TrP = fwd_sm90::WithProducer<Tr>;
+    static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
+    static const bool use_tma = require_tma || dispatch::env_flag("FLASHKIT_FWD_TMA");
+    if (use_tma) {
+      FwdParams q = p;
+      if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
+        return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,
+                                                                                      dev.l2_bytes);
+      }
+      if (require_tma) return cudaErrorNotSupported;
     }
-    if (require_tma) return cudaErrorNotSupported;
   }
   return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr>, Tr>(p, stream, dev.device, dev.l2_bytes);
 }

@@ -114,7 +114,7 @@ __device__ __forceinline__ void zero_padding(unsigned char* smem, int tid) {
   using T = typename Tr::T;
   constexpr int kPadChunks = (Tr::kHeadDimPadded - Tr::kHeadDim) / 8;  // 16-byte chunks per row
   constexpr int kRows = Tr::kBlockM + Tr::kKStages * Tr::kBlockN + Tr::kVStages * Tr::kBlockN;
-  for (int i = tid; i < kRows * kPadChunks; i += Tr::kThreads) {
+  for (int i = tid; i < kRows * kPadChunks; i += Tr::kConsumerThreads) {
     const int r = i / kPadChunks;
     const int col = Tr::kHeadDim + (i % kPadChunks) * 8;
     T* tile;
@@ -145,7 +145,7 @@ struct Cta {
   const FwdParams& p;
   const attn::BlockInfo<T, Tr::kBlockM>& blk;
   const attn::Mask& mask;
-  int n_tiles, n_first, tid, lane, wg, warp_row0;  // the walk: key tiles n_tiles-1 .. n_first
+  int n_tiles, n_first, tid, lane, wg, warp_row0;  // the walk: key tiles n_tiles-1 .. n_first; tid, wg: consumer
   T *sQ, *sK, *sV;
   uint64_t desc_q, desc_k0, desc_v0;
 
@@ -153,13 +153,13 @@ struct Cta {
   __device__ __forceinline__ int key_block(int j) const { return n_tiles - 1 - j; }
   __device__ __forceinline__ void load_k(int j, int stage) const {
     const int n = key_block(j);
-    tiles::load_tile_async<typename Tr::KTileIO, Tr::kThreads>(
+    tiles::load_tile_async<typename Tr::KTileIO, Tr::kConsumerThreads>(
         sK + stage * (Tr::KTile::kBytes / int(sizeof(T))), blk.k + int64_t(n) * Tr::kBlockN * p.k_row_stride,
         p.k_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
   }
   __device__ __forceinline__ void load_v(int j, int stage) const {
     const int n = key_block(j);
-    tiles::load_tile_async<typename Tr::VTileIO, Tr::kThreads>(
+    tiles::load_tile_async<typename Tr::VTileIO, Tr::kConsumerThreads>(
         sV + stage * (Tr::VTile::kBytes / int(sizeof(T))), blk.v + int64_t(n) * Tr::kBlockN * p.v_row_stride,
         p.v_row_stride, blk.seqlen_k - n * Tr::kBlockN, tid);
   }
@@ -223,10 +223,11 @@ struct Cta {
 template <class Tr, bool kMods, bool kTma, class Softmax>
 __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint32_t bars, float (&o)[1][Tr::kDTiles][4],
                                                   Softmax& softmax) {
-  constexpr int KS = Tr::kKStages, VS = Tr::kVStages, kThreads = Tr::kThreads;
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   // The overlap needs a second P in registers: not at D 64 (2 CTAs per SM, 128 registers).
   constexpr bool kOverlap = kTma && Tr::kMinBlocks == 1;
   static_assert(KS >= 3 && VS == 2, "K(j+2) must not overwrite a stage the other warpgroup may read");
+  static_assert(kTma == Tr::kProducer, "the TMA tiles are issued by the producer warpgroup");
   auto full_k = [&](int st) { return bars + 8 * st; };
   auto empty_k = [&](int st) { return bars + 8 * (KS + st); };
   auto full_v = [&](int st) { return bars + 8 * (2 * KS + st); };
@@ -234,28 +235,14 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   // kTma: tile 0's cp.async copies arrive on these (256 arrivals); the stages' full
   // barriers then see the TMA tiles 1, 2, ... only (one arrival with the byte count).
   const uint32_t full0_k = bars + 8 * (2 * KS + 2 * VS), full0_v = full0_k + 8;
-  if (c.tid == 0) {
-    for (int i = 0; i < Tr::kNumBars; ++i) {
-      const bool tma_full = kTma && (i < KS || (i >= 2 * KS && i < 2 * KS + VS));
-      prims::mbarrier_init(bars + 8 * i, tma_full ? 1 : kThreads);
-    }
-    // The initialized barriers visible to the TMA unit (async proxy) before its first
-    // complete_tx (as the MLA kernel does).
-    if (kTma) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
   // Tile j's K lives in stage j % KS, V in j % 2. Without TMA tile j is the (j / KS)-th use
   // of its K stage's full barrier (parity (j / KS) & 1); with TMA tile 0 has its own
   // barrier, so tile j >= 1 is the ((j - 1) / KS)-th (KS = 3: stages 1, 2, 0 first see
   // tiles 1, 2, 3), and likewise ((j - 1) / VS) for V.
-  // TMA issuers: K by thread 0 (warpgroup 0), V by thread 128 (warpgroup 1): each waits
-  // for its stage's "empty" barrier alone, and V(j+1)'s stage is freed last by warpgroup
-  // 1's P V(j-1) (it goes second at every gate), so warpgroup 0 never waits for the other
-  // warpgroup's softmax to issue a load. Without TMA every thread copies and waits.
-  const bool k_issuer = c.tid == 0, v_issuer = c.tid == 128;
-  const bool k_waiter = !kTma || c.wg == 0, v_waiter = !kTma || c.wg == 1;
-  constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(typename Tr::T));
-  // issue_k / issue_v: tile j >= 1 (by TMA with kTma), issue_k0 / issue_v0: tile 0.
+  // kTma: the producer warpgroup issues tiles j >= 1 (producer_loop); the consumers copy
+  // tile 0 only. Without TMA every consumer thread copies and waits.
+  constexpr bool k_waiter = true, v_waiter = true;
+  // issue_k / issue_v: tile j >= 1 (cp.async kernel), issue_k0 / issue_v0: tile 0.
   auto issue_k0 = [&] {
     c.load_k(0, 0);
     prims::cp_async_mbarrier_arrive(kTma ? full0_k : full_k(0));
@@ -265,26 +252,16 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     prims::cp_async_mbarrier_arrive(kTma ? full0_v : full_v(0));
   };
   auto issue_k = [&](int j) {
-    if constexpr (kTma) {
-      c.load_tma(c.p.k_tmap, c.sK + (j % KS) * kTileElems, j, full_k(j % KS), k_issuer);
-    } else {
-      c.load_k(j, j % KS);
-      prims::cp_async_mbarrier_arrive(full_k(j % KS));
-    }
+    c.load_k(j, j % KS);
+    prims::cp_async_mbarrier_arrive(full_k(j % KS));
   };
   auto issue_v = [&](int j) {
-    if constexpr (kTma) {
-      c.load_tma(c.p.v_tmap, c.sV + (j % VS) * kTileElems, j, full_v(j % VS), v_issuer);
-    } else {
-      c.load_v(j, j % VS);
-      prims::cp_async_mbarrier_arrive(full_v(j % VS));
-    }
+    c.load_v(j, j % VS);
+    prims::cp_async_mbarrier_arrive(full_v(j % VS));
   };
-  if (kTma && k_issuer) prims::tma_prefetch_desc(&c.p.k_tmap);
-  if (kTma && v_issuer) prims::tma_prefetch_desc(&c.p.v_tmap);
   issue_k0();  // (its arrival also covers the Q copies issued before)
   issue_v0();
-  if (c.n_tiles - c.n_first > 1) {
+  if (!kTma && c.n_tiles - c.n_first > 1) {
     issue_k(1);
     issue_v(1);
   }
@@ -331,14 +308,14 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     prims::fence_operands(s[0]);
     prims::mbarrier_arrive(empty_k(j % KS));
     if (j > 0) prims::mbarrier_arrive(empty_v((j - 1) % VS));
-    if (j + 2 <= last) {
+    if (!kTma && j + 2 <= last) {
       const int jk = j + 2;
       if (jk >= KS && k_waiter) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
       __syncwarp();
       issue_k(jk);
     }
     c.softmax_tile(j, s, o, softmax, pa);
-    if (j >= 1 && j + 1 <= last) {
+    if (!kTma && j >= 1 && j + 1 <= last) {
       const int jv = j + 1;  // its stage held V(j-1), read at this gate
       if (v_waiter) prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
       __syncwarp();
@@ -362,12 +339,6 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     prims::wgmma_wait<1>();
     prims::fence_operands(s[0]);
     prims::mbarrier_arrive(empty_k(j % KS));
-    if (j + 2 <= last) {
-      const int jk = j + 2;
-      if (jk >= KS && k_waiter) prims::mbarrier_wait(empty_k(jk % KS), ((jk - KS) / KS) & 1);
-      __syncwarp();
-      issue_k(jk);
-    }
     float corr[1][2];
     const bool moved = c.softmax_tile_p(j, s, softmax, corr);
     // A basic-block boundary: without it ptxas hoists the wait below to the top of its
@@ -380,12 +351,6 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     prims::mbarrier_arrive(empty_v((j - 1) % VS));
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
-    if (j + 1 <= last) {
-      const int jv = j + 1;  // its stage held V(j-1), read at this gate
-      if (v_waiter) prims::mbarrier_wait(empty_v(jv % VS), ((jv - VS) / VS) & 1);
-      __syncwarp();
-      issue_v(jv);
-    }
   };
   for (int j = 1; j <= last; ++j) {
     wait_k(j);
@@ -421,18 +386,63 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   prims::fence_operands(o[0]);
 }
 
+// The mbarriers of the main loop: full/empty per K and V stage, and (kTma) the full
+// barriers of tile 0's cp.async copies. cp.async barriers count the 256 consumer threads'
+// arrivals, empty barriers their releases; a TMA stage's full barrier one arrival (the
+// producer's expect_tx) plus the bytes. Thread 0 of the CTA initializes; every thread of
+// the CTA (producer included) passes the barrier that follows.
+template <class Tr, bool kTma>
+__device__ __forceinline__ void init_barriers(uint32_t bars) {
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < Tr::kNumBars; ++i) {
+      const bool tma_full = kTma && (i < KS || (i >= 2 * KS && i < 2 * KS + VS));
+      prims::mbarrier_init(bars + 8 * i, tma_full ? 1 : Tr::kConsumerThreads);
+    }
+    // The initialized barriers visible to the TMA unit (async proxy) before its first
+    // complete_tx (as the MLA kernel does).
+    if (kTma) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// The producer warpgroup of the TMA variant (FlashAttention-3 section 3.1's warp
+// specialization): one thread issues K(j) and V(j) for j = 1 .. last in order, each once
+// the consumers released its stage's previous tile (K: Q K(j - KS)^T of both warpgroups,
+// V: P V(j - 2)); tile 0 is the consumers' cp.async (it may run past the sequence end).
+// The consumers never wait on an "empty" barrier. K(j) then has about two gates of lead
+// (its stage frees at gate j - 2, it is read at gate j), V(j) one.
+template <class Tr, bool kMods>
+__device__ __forceinline__ void producer_loop(const Cta<Tr, kMods>& c, uint32_t bars) {
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(typename Tr::T));
+  if (threadIdx.x != 0) return;
+  prims::tma_prefetch_desc(&c.p.k_tmap);
+  prims::tma_prefetch_desc(&c.p.v_tmap);
+  const int last = c.n_tiles - 1 - c.n_first;
+  for (int j = 1; j <= last; ++j) {
+    if (j >= KS) prims::mbarrier_wait(bars + 8 * (KS + j % KS), ((j - KS) / KS) & 1);
+    c.load_tma(c.p.k_tmap, c.sK + (j % KS) * kTileElems, j, bars + 8 * (j % KS), true);
+    if (j >= VS) prims::mbarrier_wait(bars + 8 * (2 * KS + VS + j % VS), ((j - VS) / VS) & 1);
+    c.load_tma(c.p.v_tmap, c.sV + (j % VS) * kTileElems, j, bars + 8 * (2 * KS + j % VS), true);
+  }
+}
+
 // kMods: the instantiation for a sliding window, a non-causal right bound or a softcap
 // (kept apart so the plain kernel's registers stay as they were: d64 spilled 28/36
 // bytes instead of 16/16 with the window and cap code in it).
-// kTma: K/V tiles after the first by the TMA unit (maps in p.k_tmap / p.v_tmap, made by
-// the launcher; __grid_constant__ so that their parameter-space address is usable).
+// kTma: K/V tiles after the first by the TMA unit, issued by a producer warpgroup
+// (Tr::kProducer: threads 0..127; the consumers are threads 128..383 and run everything
+// else; setmaxnreg moves the producer's registers to them). Maps in p.k_tmap / p.v_tmap,
+// made by the launcher; __grid_constant__ so that their parameter-space address is usable.
 template <class Tr, bool kMods = false, bool kTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
   constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kThreads = Tr::kThreads;
+  constexpr int kThreads = Tr::kThreads;  // the launch (exit paths before the role split)
+  constexpr int kCThreads = Tr::kConsumerThreads;
 
   // Swizzle atoms need 1024-byte alignment of the absolute shared address.
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -457,10 +467,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     attn::report_varlen_errors(p, blk.batch);
     return;
   }
-  c.tid = tid;
+  const bool producer = Tr::kProducer && tid < 128;
+  const int ctid = Tr::kProducer ? tid - 128 : tid;  // consumer thread index (producer: < 0)
+  c.tid = ctid;
   c.lane = tid % 32;
-  c.wg = tid / 128;
-  c.warp_row0 = c.wg * 64 + ((tid % 128) / 32) * 16;  // this warp's 16 rows
+  c.wg = ctid / 128;
+  c.warp_row0 = c.wg * 64 + ((ctid % 128) / 32) * 16;  // this warp's 16 rows
   c.sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   c.sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
   c.sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
@@ -470,8 +482,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   c.desc_k0 = prims::smem_desc_sw128(prims::smem_addr(c.sK), 16, 1024);
   c.desc_v0 = prims::smem_desc_sw128(prims::smem_addr(c.sV), Tr::VTile::kBlockBytes, 1024);
 
-  if constexpr (Tr::kPadded) zero_padding<Tr>(smem, tid);
-  tiles::load_tile_async<typename Tr::QTileIO, kThreads>(c.sQ, blk.q, p.q_row_stride, blk.rows_here, tid);
+  if (!producer) {
+    if constexpr (Tr::kPadded) zero_padding<Tr>(smem, ctid);
+    tiles::load_tile_async<typename Tr::QTileIO, kCThreads>(c.sQ, blk.q, p.q_row_stride, blk.rows_here, ctid);
+  }
+  const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
+  init_barriers<Tr, kTma>(bars);
+  if constexpr (Tr::kProducer) {
+    if (producer) {
+      prims::setmaxnreg_dec<Tr::kProducerRegs>();
+      producer_loop(c, bars);
+      attn::report_varlen_errors(p, blk.batch);  // (thread 0 reports)
+      return;
+    }
+    prims::setmaxnreg_inc<Tr::kConsumerRegs>();
+  }
 
   float o[1][Tr::kDTiles][4];
 #pragma unroll
@@ -480,7 +505,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
   attn::OnlineSoftmax<1, false> softmax;
   softmax.init();
-  mainloop_pingpong<Tr, kMods, kTma>(c, prims::smem_addr(smem + Tr::kSmemBar), o, softmax);
+  mainloop_pingpong<Tr, kMods, kTma>(c, bars, o, softmax);
 
   // Epilogue: normalize, stage O through this warpgroup's rows of the Q tile (once all of
   // its MMAs are done: named barrier 3 + wg), then coalesced 16-byte stores of the block.
@@ -499,8 +524,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     if (r < blk.rows_here) blk.lse[r] = lse[0][0];
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
   }
-  __syncthreads();
-  tiles::store_tile<typename Tr::QTileIO, kThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, tid);
+  if constexpr (Tr::kProducer) {
+    prims::bar_sync(5, kCThreads);  // the consumers only (the producer is gone)
+  } else {
+    __syncthreads();
+  }
+  tiles::store_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, ctid);
   attn::report_varlen_errors(p, blk.batch);
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }

@@ -12,7 +12,9 @@ namespace flashkit::fwd_sm90 {
 
 // K streams through kKStages stages, V through 2 (see the pipeline in kernel.cuh).
 // kMinBlocks: CTAs per SM to fit (launch bounds; 2 caps registers at 128 per thread).
-template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1>
+// kProducer: a third warpgroup (the first of the CTA) only loads K/V tiles with TMA and
+// gives its registers to the two consumer warpgroups (setmaxnreg; the TMA variant).
+template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false>
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -27,7 +29,12 @@ struct FwdTraits {
   static constexpr int kKStages = kKStages_;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr int kVStages = 2;
-  static constexpr int kThreads = 128 * kWarpGroups;
+  static constexpr bool kProducer = kProducer_;
+  static constexpr int kConsumerThreads = 128 * kWarpGroups;               // the MMA warpgroups
+  static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
+  // Registers after setmaxnreg: 128 x (24 + 2 x 240) = 64512 of the SM's 65536.
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(!kProducer || kMinBlocks_ == 1, "the producer design takes the whole register file");
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
   static constexpr int kNTiles = kBlockN / 8;     // 8-key column tiles of S (per lane: 4 floats)
@@ -57,5 +64,9 @@ struct FwdTraits {
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0, "1024-byte aligned tiles");
 };
+
+// The same tile configuration with the producer warpgroup (the TMA variant).
+template <class Tr>
+using WithProducer = FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, Tr::kMinBlocks, true>;
 
 }  // namespace flashkit::fwd_sm90
