@@ -406,7 +406,7 @@ __device__ __forceinline__ void init_barriers(uint32_t bars) {
   __syncthreads();
 }
 
-// The producer warpgroup of the TMA variant (FlashAttention-3 section 3.1's warp
+// The producer warp of the TMA variant (FlashAttention-3 section 3.1's warp
 // specialization): one thread issues K(j) and V(j) for j = 1 .. last in order, each once
 // the consumers released its stage's previous tile (K: Q K(j - KS)^T of both warpgroups,
 // V: P V(j - 2)); tile 0 is the consumers' cp.async (it may run past the sequence end).
@@ -416,7 +416,7 @@ template <class Tr, bool kMods>
 __device__ __forceinline__ void producer_loop(const Cta<Tr, kMods>& c, uint32_t bars) {
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(typename Tr::T));
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != Tr::kConsumerThreads) return;  // lane 0 of the producer warp
   prims::tma_prefetch_desc(&c.p.k_tmap);
   prims::tma_prefetch_desc(&c.p.v_tmap);
   const int last = c.n_tiles - 1 - c.n_first;
@@ -431,10 +431,10 @@ __device__ __forceinline__ void producer_loop(const Cta<Tr, kMods>& c, uint32_t 
 // kMods: the instantiation for a sliding window, a non-causal right bound or a softcap
 // (kept apart so the plain kernel's registers stay as they were: d64 spilled 28/36
 // bytes instead of 16/16 with the window and cap code in it).
-// kTma: K/V tiles after the first by the TMA unit, issued by a producer warpgroup
-// (Tr::kProducer: threads 0..127; the consumers are threads 128..383 and run everything
-// else; setmaxnreg moves the producer's registers to them). Maps in p.k_tmap / p.v_tmap,
-// made by the launcher; __grid_constant__ so that their parameter-space address is usable.
+// kTma: K/V tiles after the first by the TMA unit, issued by a producer warp
+// (Tr::kProducer: threads 256..287; the consumer warpgroups are threads 0..255 and run
+// everything else). Maps in p.k_tmap / p.v_tmap, made by the launcher; __grid_constant__
+// so that their parameter-space address is usable.
 template <class Tr, bool kMods = false, bool kTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
@@ -467,8 +467,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     attn::report_varlen_errors(p, blk.batch);
     return;
   }
-  const bool producer = Tr::kProducer && tid < 128;
-  const int ctid = Tr::kProducer ? tid - 128 : tid;  // consumer thread index (producer: < 0)
+  const bool producer = Tr::kProducer && tid >= Tr::kConsumerThreads;
+  const int ctid = tid;  // consumer thread index
   c.tid = ctid;
   c.lane = tid % 32;
   c.wg = ctid / 128;
@@ -488,15 +488,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   }
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
   init_barriers<Tr, kTma>(bars);
-  if constexpr (Tr::kProducer) {
-    if (producer) {
-      prims::setmaxnreg_dec<Tr::kProducerRegs>();
-      producer_loop(c, bars);
-      attn::report_varlen_errors(p, blk.batch);  // (thread 0 reports)
-      return;
-    }
-    prims::setmaxnreg_inc<Tr::kConsumerRegs>();
-  }
+  if (producer) {  // (never with !kProducer)
+    producer_loop(c, bars);
+  } else {
 
   float o[1][Tr::kDTiles][4];
 #pragma unroll
@@ -525,12 +519,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
   }
   if constexpr (Tr::kProducer) {
-    prims::bar_sync(5, kCThreads);  // the consumers only (the producer is gone)
+    prims::bar_sync(5, kCThreads);  // the consumers only (the producer warp is done)
   } else {
     __syncthreads();
   }
   tiles::store_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, c.sQ, blk.rows_here, ctid);
   attn::report_varlen_errors(p, blk.batch);
+  }  // consumers
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 

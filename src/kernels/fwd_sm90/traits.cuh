@@ -12,8 +12,11 @@ namespace flashkit::fwd_sm90 {
 
 // K streams through kKStages stages, V through 2 (see the pipeline in kernel.cuh).
 // kMinBlocks: CTAs per SM to fit (launch bounds; 2 caps registers at 128 per thread).
-// kProducer: a third warpgroup (the first of the CTA) only loads K/V tiles with TMA and
-// gives its registers to the two consumer warpgroups (setmaxnreg; the TMA variant).
+// kProducer: a ninth warp (after the two consumer warpgroups, which must start at warp
+// ranks 0 and 4) only issues the TMA loads of K/V tiles (the TMA variant). 288 threads
+// leave ptxas 224 registers per thread (65536 / 288, in steps of 8) without setmaxnreg
+// (with a producer warpgroup and setmaxnreg 24 / 240 ptxas kept the consumer code at
+// the 168 of 384 threads and spilled 232 bytes at D 128).
 template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false>
 struct FwdTraits {
   using T = T_;
@@ -31,9 +34,7 @@ struct FwdTraits {
   static constexpr int kVStages = 2;
   static constexpr bool kProducer = kProducer_;
   static constexpr int kConsumerThreads = 128 * kWarpGroups;               // the MMA warpgroups
-  static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
-  // Registers after setmaxnreg: 128 x (24 + 2 x 240) = 64512 of the SM's 65536.
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kThreads = kConsumerThreads + (kProducer ? 32 : 0);  // the launch
   static_assert(!kProducer || kMinBlocks_ == 1, "the producer design takes the whole register file");
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
