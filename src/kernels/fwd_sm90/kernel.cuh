@@ -343,8 +343,10 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     const bool moved = c.softmax_tile_p(j, s, softmax, corr);
     // A basic-block boundary: without it ptxas hoists the wait below to the top of its
     // block, above the softmax, and the overlap is gone (SASS: no MUFU.EX2 between the two
-    // WARPGROUP.DEPBARs). The branch is never taken (batch >= 1 here).
-    if (c.p.batch < 0) __trap();
+    // WARPGROUP.DEPBARs). The branch is never taken (batch >= 1 here). Not a trap: a trap
+    // in the consumers' setmaxnreg region makes ptxas compile it at the entry's 168
+    // registers (spills).
+    if (c.p.batch < 0 && c.p.error_flag != nullptr) atomicOr(c.p.error_flag, 0u);
     prims::wgmma_wait<0>();
     prims::fence_operands(o[0]);
     prims::fence_operands(pa);  // P(j-1) stays intact until its P V retired
@@ -406,7 +408,7 @@ __device__ __forceinline__ void init_barriers(uint32_t bars) {
   __syncthreads();
 }
 
-// The producer warp of the TMA variant (FlashAttention-3 section 3.1's warp
+// The producer warpgroup of the TMA variant (FlashAttention-3 section 3.1's warp
 // specialization): one thread issues K(j) and V(j) for j = 1 .. last in order, each once
 // the consumers released its stage's previous tile (K: Q K(j - KS)^T of both warpgroups,
 // V: P V(j - 2)); tile 0 is the consumers' cp.async (it may run past the sequence end).
@@ -416,7 +418,7 @@ template <class Tr, bool kMods>
 __device__ __forceinline__ void producer_loop(const Cta<Tr, kMods>& c, uint32_t bars) {
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(typename Tr::T));
-  if (threadIdx.x != Tr::kConsumerThreads) return;  // lane 0 of the producer warp
+  if (threadIdx.x != Tr::kConsumerThreads) return;  // thread 0 of the producer warpgroup
   prims::tma_prefetch_desc(&c.p.k_tmap);
   prims::tma_prefetch_desc(&c.p.v_tmap);
   const int last = c.n_tiles - 1 - c.n_first;
@@ -431,9 +433,9 @@ __device__ __forceinline__ void producer_loop(const Cta<Tr, kMods>& c, uint32_t 
 // kMods: the instantiation for a sliding window, a non-causal right bound or a softcap
 // (kept apart so the plain kernel's registers stay as they were: d64 spilled 28/36
 // bytes instead of 16/16 with the window and cap code in it).
-// kTma: K/V tiles after the first by the TMA unit, issued by a producer warp
-// (Tr::kProducer: threads 256..287; the consumer warpgroups are threads 0..255 and run
-// everything else). Maps in p.k_tmap / p.v_tmap, made by the launcher; __grid_constant__
+// kTma: K/V tiles after the first by the TMA unit, issued by a producer warpgroup
+// (Tr::kProducer: threads 256..383; the consumer warpgroups are threads 0..255 and run
+// everything else; setmaxnreg moves the producer's registers to them). Maps in p.k_tmap / p.v_tmap, made by the launcher; __grid_constant__
 // so that their parameter-space address is usable.
 template <class Tr, bool kMods = false, bool kTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const __grid_constant__ FwdParams p) {
@@ -467,7 +469,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
     attn::report_varlen_errors(p, blk.batch);
     return;
   }
-  const bool producer = Tr::kProducer && tid >= Tr::kConsumerThreads;
+  // (the warpgroup index through a shuffle: warp-uniform for the compiler)
+  const bool producer = Tr::kProducer && __shfl_sync(0xffffffffu, tid / 128, 0) == 2;
   const int ctid = tid;  // consumer thread index
   c.tid = ctid;
   c.lane = tid % 32;
@@ -489,8 +492,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
   init_barriers<Tr, kTma>(bars);
   if (producer) {  // (never with !kProducer)
+    if constexpr (Tr::kProducer) prims::setmaxnreg_dec<Tr::kProducerRegs>();
     producer_loop(c, bars);
   } else {
+    if constexpr (Tr::kProducer) prims::setmaxnreg_inc<Tr::kConsumerRegs>();
 
   float o[1][Tr::kDTiles][4];
 #pragma unroll

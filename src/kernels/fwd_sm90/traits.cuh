@@ -12,11 +12,12 @@ namespace flashkit::fwd_sm90 {
 
 // K streams through kKStages stages, V through 2 (see the pipeline in kernel.cuh).
 // kMinBlocks: CTAs per SM to fit (launch bounds; 2 caps registers at 128 per thread).
-// kProducer: a ninth warp (after the two consumer warpgroups, which must start at warp
-// ranks 0 and 4) only issues the TMA loads of K/V tiles (the TMA variant). 288 threads
-// leave ptxas 224 registers per thread (65536 / 288, in steps of 8) without setmaxnreg
-// (with a producer warpgroup and setmaxnreg 24 / 240 ptxas kept the consumer code at
-// the 168 of 384 threads and spilled 232 bytes at D 128).
+// kProducer: a third warpgroup (warps 8..11, after the two consumer warpgroups) only
+// issues the TMA loads of K/V tiles and gives its registers to the consumers (setmaxnreg
+// 24 / 240: 128 x 24 + 256 x 240 = 64512 of 65536). ptxas compiles the kernel at 168
+// registers (3 warps per register-file quadrant) and the consumers' region at 240 --
+// unless that region contains a trap (then everything stays at 168 and spills:
+// scripts/dev/setmaxnreg_probe.cu).
 template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false>
 struct FwdTraits {
   using T = T_;
@@ -34,7 +35,8 @@ struct FwdTraits {
   static constexpr int kVStages = 2;
   static constexpr bool kProducer = kProducer_;
   static constexpr int kConsumerThreads = 128 * kWarpGroups;               // the MMA warpgroups
-  static constexpr int kThreads = kConsumerThreads + (kProducer ? 32 : 0);  // the launch
+  static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static_assert(!kProducer || kMinBlocks_ == 1, "the producer design takes the whole register file");
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
