@@ -93,6 +93,7 @@ __device__ __forceinline__ void zero_tile(T* gmem, int64_t gstride, int valid_ro
   constexpr int kChunksPerRow = Tile::kCols * static_cast<int>(sizeof(T)) / 16;
   constexpr int kElemsPerChunk = 16 / sizeof(T);
   constexpr int kChunks = Tile::kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "zero_tile: the chunks split evenly over the threads");
 #pragma unroll
   for (int i = 0; i < kChunks / kThreads; ++i) {
     const int c = tid + i * kThreads;

@@ -462,7 +462,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   // No row of this block sees a key: O = 0, LSE = -inf (the plain kernel keeps its old
   // test, see fwd_sm80).
   if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) {
-    tiles::zero_tile<typename Tr::QTileIO, kThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
+    // (the consumers' 256 threads: the tile's chunks need not split over 384)
+    if (tid < kCThreads) tiles::zero_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
     if (blk.lse != nullptr) {
       for (int r = tid; r < blk.rows_here; r += kThreads) blk.lse[r] = -INFINITY;
     }
