@@ -15,6 +15,9 @@
 #   memcheck_portable, racecheck_portable
 #              the same with FLASHKIT_FWD_PORTABLE=1: on a Hopper GPU the default runs
 #              the sm90 kernels where they exist, this covers the portable ones too
+#   pytest_notma, memcheck_notma, racecheck_notma
+#              the forward tests and sanitizers with FLASHKIT_FWD_NO_TMA=1: the Hopper
+#              forward's cp.async kernel (the fallback of the default TMA variant at D >= 96)
 #   memcheck_decode, racecheck_decode
 #              the same tools on scripts/sanitize_decode.py (paged decode, append)
 #   memcheck_bwd, racecheck_bwd
@@ -167,6 +170,8 @@ if [ "$RUN_TESTS" -eq 1 ]; then
     --junitxml="$OUT_DIR/pytest-cpu.xml"
   step pytest_gpu env FLASHKIT_REQUIRE_GPU=1 "$PY" -m pytest tests/python -m gpu -q \
     --durations=15 --junitxml="$OUT_DIR/pytest-gpu.xml"
+  FLASHKIT_FWD_NO_TMA=1 step pytest_notma env FLASHKIT_REQUIRE_GPU=1 "$PY" -m pytest -q -m gpu \
+    tests/python/test_attention_gpu.py tests/python/test_index_hardening_gpu.py
 else
   skip pytest "--skip-tests"
 fi
@@ -174,6 +179,8 @@ fi
 if [ "$RUN_SANITIZE" -eq 1 ]; then
   step memcheck sanitize memcheck
   step racecheck sanitize racecheck --quick  # racecheck is slow: fewer shapes
+  FLASHKIT_FWD_NO_TMA=1 step memcheck_notma sanitize memcheck
+  FLASHKIT_FWD_NO_TMA=1 step racecheck_notma sanitize racecheck --quick
   FLASHKIT_FWD_PORTABLE=1 step memcheck_portable sanitize memcheck
   FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_decode.py step memcheck_decode sanitize memcheck

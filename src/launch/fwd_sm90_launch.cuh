@@ -47,12 +47,14 @@ bool make_kv_tensor_maps(FwdParams& p) {
 
 }  // namespace fwd_sm90
 
-// The kernel loads its K/V tiles with cp.async. FLASHKIT_FWD_TMA=1 (read once) runs the
-// variant with a producer warpgroup that loads them with TMA, and the softmax overlapped
-// with P V inside each consumer warpgroup (kernel without windows / softcap, head dims
-// with one CTA per SM, where the maps can be made). Opt-in until measured faster
-// (docs/kernels/fwd_sm90.md). FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into
-// an error instead of the fallback (D 64 has no TMA variant and runs the cp.async kernel).
+// Without windows / softcaps, the head dims with one CTA per SM (96, 128, 192, 256) run the
+// variant with a producer warpgroup that loads the K/V tiles with TMA, and the softmax
+// overlapped with P V inside each consumer warpgroup (docs/kernels/fwd_sm90.md: +6-10% over
+// the cp.async kernel on an H100). The cp.async kernel runs the other calls, a call whose
+// K/V cannot be described by a tensor map (a stride not a multiple of 16 bytes, an
+// unaligned base), a call with no keys at all (nothing to load), and every call under
+// FLASHKIT_FWD_NO_TMA=1 (read once). FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map
+// into an error instead of the fallback.
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
@@ -62,8 +64,8 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
     using TrP = fwd_sm90::WithProducer<Tr>;
     static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
-    static const bool use_tma = require_tma || dispatch::env_flag("FLASHKIT_FWD_TMA");
-    if (use_tma) {
+    static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
+    if (use_tma && p.total_k > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
         return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,
