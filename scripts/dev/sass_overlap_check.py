@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks in the SASS that the Hopper forward's intra-warpgroup overlap survived ptxas (no
-GPU needed): in the TMA kernel's main loop all of the softmax's exp2s (MUFU.EX2) must sit
+GPU needed): in the TMA kernel's and the persistent kernel's main loops all of the softmax's exp2s (MUFU.EX2) must sit
 between the wait for Q K^T (WARPGROUP.DEPBAR.LE gsb0, 0x1) and the wait for P V (..., 0x0).
 ptxas hoisted the second wait above (part of) the softmax without a word until a block
 boundary was put before it (docs/kernels/fwd_sm90.md): without it 33 of 66 remained.
@@ -49,17 +49,19 @@ def main() -> int:
                            check=True, capture_output=True)
             sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], check=True, capture_output=True,
                                   text=True).stdout
-        # the kTma kernel: template arguments <..., false (kMods), true (kTma)>
+        # the kTma kernel (template arguments <..., false (kMods), true (kTma)>) and the
+        # persistent kernel (kernel_persistent.cuh)
         funcs = re.split(r"\n\s*Function : ", sass)
-        tma = [f for f in funcs if "Lb0ELb1E" in f.split("\n", 1)[0]]
-        counts = overlap_exps(tma[0]) if tma else []
-        # all of the tile's exp2s: one per score a thread holds (kBlockN / 2: 128-key tiles
-        # at D <= 128, 64-key tiles above) + the 2 rescale factors; a partial hoist leaves fewer
-        need = (128 if d <= 128 else 64) // 2
-        good = bool(counts) and max(counts) >= need
-        ok &= good
-        print(f"{'ok  ' if good else 'FAIL'} D{d}: MUFU.EX2 between the two waits: {counts or 'no such waits'}"
-              f" (need >= {need})")
+        for name, key in (("tma", "Lb0ELb1E"), ("persistent", "fwd_kernel_persistent")):
+            found = [f for f in funcs if key in f.split("\n", 1)[0]]
+            counts = overlap_exps(found[0]) if found else []
+            # all of the tile's exp2s: one per score a thread holds (kBlockN / 2: 128-key tiles
+            # at D <= 128, 64-key tiles above) + the 2 rescale factors; a partial hoist leaves fewer
+            need = (128 if d <= 128 else 64) // 2
+            good = bool(counts) and max(counts) >= need
+            ok &= good
+            print(f"{'ok  ' if good else 'FAIL'} D{d} {name}: MUFU.EX2 between the two waits: "
+                  f"{counts or 'no such waits'} (need >= {need})")
     return 0 if ok else 1
 
 

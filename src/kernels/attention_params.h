@@ -59,6 +59,10 @@ struct FwdParams {
   // maps of K and V with dims (innermost first) head_dim, rows, h_kv, batch (varlen: rows =
   // total_k and a batch of 1), boxes of 64 columns x kBlockN rows, 128-byte swizzle.
   TmaDesc k_tmap, v_tmap;
+  // The persistent variant also loads Q by TMA: dims head_dim, rows (varlen: total_q),
+  // h_q, batch; boxes of 64 columns x 128 rows. num_tiles: the tiles of the grid order.
+  TmaDesc q_tmap;
+  int num_tiles;
 };
 
 }  // namespace flashkit

@@ -5,7 +5,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/fwd_sm90/kernel.cuh"
+#include "kernels/fwd_sm90/kernel_persistent.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
 #include "launch/fwd_launch.h"
@@ -45,6 +49,36 @@ bool make_kv_tensor_maps(FwdParams& p) {
                                          Tr::kBlockN);
 }
 
+// The persistent kernel's Q map: dims head_dim, rows, h_q, batch (varlen: total_q rows,
+// batch 1), boxes of 64 columns x 128 rows.
+template <class Tr>
+bool make_q_tensor_map(FwdParams& p) {
+  using T = typename Tr::T;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
+  return launch_util::make_tma_map_4d<T>(&p.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
+                                         Tr::kBlockM);
+}
+
+// One CTA per SM over the tiles of the grid order (kernel_persistent.cuh).
+template <class Tr>
+cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, const DeviceInfo& dev) {
+  constexpr auto kKernel = &fwd_kernel_persistent<Tr>;
+  cudaError_t err = launch_util::raise_smem_limit<kKernel>(dev.device, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  FwdParams p = params;
+  dim3 grid;
+  if (!launch_util::make_grid(p, Tr::kBlockM, dev.l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
+    return cudaErrorInvalidConfiguration;
+  }
+  const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
+  if (tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
+  p.num_tiles = int(tiles);
+  const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
+  kKernel<<<ctas, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace fwd_sm90
 
 // Without windows / softcaps, the head dims with one CTA per SM (96, 128, 192, 256) run the
@@ -68,6 +102,11 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     if (use_tma && p.total_k > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
+        static const bool persistent = dispatch::env_flag("FLASHKIT_FWD_PERSISTENT");
+        if (persistent && p.total_q > 0) {
+          if (fwd_sm90::make_q_tensor_map<TrP>(q)) return fwd_sm90::launch_persistent<TrP>(q, stream, dev);
+          if (require_tma) return cudaErrorNotSupported;
+        }
         return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,
                                                                                       dev.l2_bytes);
       }

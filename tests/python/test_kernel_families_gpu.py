@@ -136,6 +136,18 @@ for dtype in (torch.bfloat16, torch.float16):
         ov = flashkit.attention_varlen(qv, kv, vv, cq, ck, 256, 300)
         assert not ov.isnan().any()
         out.append(hashlib.sha256(ov.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+        # varlen: the rows after sequence 0 (200 keys: a partial key tile) hold inf / nan in
+        # K and V; sequence 0's output must not see them (a TMA tile runs into those rows)
+        cu = torch.tensor([0, 200, 456], device="cuda", dtype=torch.int32)
+        qv = torch.randn(456, 2, D, device="cuda", dtype=dtype, generator=g)
+        kv = torch.randn(456, 2, D, device="cuda", dtype=dtype, generator=g)
+        vv = torch.randn(456, 2, D, device="cuda", dtype=dtype, generator=g)
+        kv[200:260] = float("nan")
+        vv[200:230] = float("inf")
+        vv[230:260] = float("nan")
+        ov = flashkit.attention_varlen(qv, kv, vv, cu, cu, 256, 256)[:200]
+        assert ov.isfinite().all()
+        out.append(hashlib.sha256(ov.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
 print(" ".join(out))
 """
 
@@ -143,18 +155,23 @@ print(" ".join(out))
 @pytest.mark.gpu
 def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     """The Hopper forward loads its K/V tiles after the first by TMA from a producer
-    warpgroup (default) or with cp.async (FLASHKIT_FWD_NO_TMA=1, read once: a subprocess
-    each). The shared-memory tiles
-    are the same bytes either way, so the outputs must be bitwise equal: dense and varlen,
-    every head dim, both dtypes, causal and not, a strided K."""
+    warpgroup (default), with cp.async (FLASHKIT_FWD_NO_TMA=1), or runs persistent CTAs that
+    load Q and every K/V tile by TMA (FLASHKIT_FWD_PERSISTENT=1); each switch is read once,
+    so a subprocess each. The shared-memory tiles hold the same values every way and the
+    math is the same, so the outputs must be bitwise equal: dense and varlen, every head
+    dim, both dtypes, causal and not, a strided K, rows that see no key, and a varlen
+    sequence followed by rows of inf/nan."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
         pytest.skip("no Hopper forward on this GPU / build")
-    # the TMA run must really use TMA where the variant exists (a failed map would silently
-    # fall back; D 64 has no TMA variant and runs the cp.async kernel in both runs)
-    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA"]
+    # the TMA runs must really use TMA where the variant exists (a failed map would silently
+    # fall back; D 64 has no TMA variant and runs the cp.async kernel in every run)
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT"]
     runs = [run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split(),
-            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_NO_TMA": "1"}, drop).split()]
-    assert len(runs[0]) == 60 and runs[0] == runs[1]
+            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_NO_TMA": "1"}, drop).split(),
+            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "1"}, drop).split()]
+    assert len(runs[0]) == 70
+    assert runs[0] == runs[1], "TMA variant != cp.async kernel"
+    assert runs[2] == runs[1], "persistent kernel != cp.async kernel"

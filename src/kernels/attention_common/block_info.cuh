@@ -73,11 +73,17 @@ struct BlockInfo {
   T* o;           // row m0
   float* lse;     // row m0, or nullptr
 
+  int q_row0;     // row of query 0 in the Q/O tensors' row dimension (varlen: cu_seqlens_q[b])
+
   // Returns false when the CTA has nothing to do (past the last pair or the sequence end).
   __device__ __forceinline__ bool init(const FwdParams& p) {
-    const int bh = blockIdx.z * p.sched_group + blockIdx.x;
+    return init_at(p, blockIdx.x, gridDim.y - 1 - blockIdx.y, blockIdx.z);
+  }
+  // The same for the tile a grid CTA (x, y, z) would own, m_block = gridDim.y - 1 - y (the
+  // persistent kernels walk that order themselves: attn::tile_coords).
+  __device__ __forceinline__ bool init_at(const FwdParams& p, int x, int m_block, int z) {
+    const int bh = z * p.sched_group + x;
     if (bh >= p.batch * p.h_q) return false;
-    const int m_block = gridDim.y - 1 - blockIdx.y;
     head = bh % p.h_q;
     batch = bh / p.h_q;
     const bool varlen = p.cu_seqlens_q != nullptr;
@@ -86,6 +92,7 @@ struct BlockInfo {
     seqlen_k = p.seqlen_k;
     if (varlen) varlen_extents(p, batch, q_start, seqlen_q, k_start, seqlen_k);
     k_row0 = k_start;
+    q_row0 = q_start;
     m0 = m_block * kBlockM;
     if (m0 >= seqlen_q) {
       report_varlen_errors(p, batch);
@@ -107,5 +114,14 @@ struct BlockInfo {
     return true;
   }
 };
+
+// Tile `t` of the grid order above (x fastest, then y, then z) as (x, m_block, z), for a
+// persistent kernel that walks the tiles itself: num_m_blocks rows of row blocks per group.
+__device__ __forceinline__ void tile_coords(const FwdParams& p, int t, int& x, int& m_block, int& z) {
+  x = t % p.sched_group;
+  const int rest = t / p.sched_group;
+  m_block = p.num_m_blocks - 1 - rest % p.num_m_blocks;
+  z = rest / p.num_m_blocks;
+}
 
 }  // namespace flashkit::attn

@@ -1,0 +1,323 @@
+// Hopper dense attention forward, persistent variant: one CTA per SM walks the tiles of
+// the grid order (attn::tile_coords) itself, and its producer warpgroup loads Q and every
+// K/V tile of the next tile while the consumers still finish the current one, so a CTA's
+// start (Q and the first K/V tiles: ~1-2 us from memory) and end (the O stores) no longer
+// leave the tensor cores idle. Short sequences pay that once per 128-row tile: at S = 512
+// a tile has only four key tiles of work (docs/kernels/fwd_sm90.md, "Persistent").
+//
+// The math is the TMA variant's (kernel.cuh, mainloop_pingpong with kOverlap): the same
+// walk, the same MMAs, the same softmax, so the outputs are bitwise the same. What
+// differs:
+//  - every load is the producer's TMA: Q (one box per 64-column atom, 128 rows), then K(0),
+//    V(0), K(1), V(1), ... of each tile in order; stage s of K/V is reused across tiles,
+//    so the full/empty barrier phases run on per-CTA counters (k_it, v_it, q_it) that the
+//    producer and the consumers advance identically;
+//  - Q has a "full" and an "empty" barrier: the consumers release Q once their last
+//    Q K^T has retired (before the last P V and the epilogue), and the producer's Q load
+//    for the next tile goes out then;
+//  - O goes from registers straight to global memory (4-byte stores of packed pairs):
+//    staging it through the Q tile (the non-persistent epilogue) would make the next Q
+//    wait for the stores;
+//  - varlen: the first tile of the walk may run past the sequence's end into the next
+//    sequence's rows (the TMA fills zeros only past the tensor). Its masked scores are
+//    -inf (P = 0 exactly) but 0 x inf = NaN, so the consumers zero V's rows past the end in
+//    shared memory before the first P V. K's rows there only reach masked scores.
+//  - tile order: round r of the walk gives CTA c the tile r * gridDim.x + c for even r and
+//    r * gridDim.x + gridDim.x - 1 - c for odd r (a snake), so with a causal mask, where
+//    tile cost falls along the order, every CTA gets a heavy and a light tile in turn.
+#pragma once
+
+#include "kernels/fwd_sm90/kernel.cuh"
+
+namespace flashkit::fwd_sm90 {
+
+// The barriers: full/empty per K stage and per V stage, then Q's full and empty
+// (kNumBars = 2 KS + 2 VS + 2, the non-persistent layout's count).
+template <class Tr>
+struct PersistentBars {
+  static constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  uint32_t base;
+  __device__ __forceinline__ uint32_t full_k(uint32_t it) const { return base + 8 * (it % KS); }
+  __device__ __forceinline__ uint32_t empty_k(uint32_t it) const { return base + 8 * (KS + it % KS); }
+  __device__ __forceinline__ uint32_t full_v(uint32_t it) const { return base + 8 * (2 * KS + it % VS); }
+  __device__ __forceinline__ uint32_t empty_v(uint32_t it) const { return base + 8 * (2 * KS + VS + it % VS); }
+  __device__ __forceinline__ uint32_t full_q() const { return base + 8 * (2 * KS + 2 * VS); }
+  __device__ __forceinline__ uint32_t empty_q() const { return base + 8 * (2 * KS + 2 * VS + 1); }
+};
+
+// Tile `round` of this CTA's walk (snake order); false past the end.
+__device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, int& t) {
+  const int g = int(gridDim.x), c = int(blockIdx.x);
+  t = round * g + ((round & 1) ? g - 1 - c : c);
+  return round * g < p.num_tiles;  // (t itself may be past the end in the last round)
+}
+
+// The main loop of one tile (the ping-pong with the overlap inside each warpgroup, as in
+// mainloop_pingpong<.., kTma = true>) with stage indices from the running counters.
+template <class Tr, class Softmax>
+__device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
+                                                    uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
+                                                    Softmax& softmax) {
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  const int turn = 1 + c.wg, other_turn = 2 - c.wg;
+  if (c.wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+  float s[1][Tr::kNTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < Tr::kNTiles; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+  uint32_t pa[Tr::kPSteps][4];
+  const int last = c.n_tiles - 1;
+  auto wait_k = [&](int j) { prims::mbarrier_wait(b.full_k(kbase + j), ((kbase + j) / KS) & 1); };
+  auto wait_v = [&](int j) { prims::mbarrier_wait(b.full_v(vbase + j), ((vbase + j) / VS) & 1); };
+  auto desc_k = [&](int j) { return c.desc_k(int((kbase + j) % KS)); };
+  auto desc_v = [&](int j) { return c.desc_v(int((vbase + j) % VS)); };
+  auto gate_open = [&] {
+    prims::fence_proxy_async_smem();
+    prims::bar_sync(turn, 2 * 128);
+    prims::fence_operands(o[0]);
+    prims::wgmma_fence();
+  };
+
+  wait_k(0);
+  gate_open();
+  issue_qk<Tr>(s, c.desc_q, desc_k(0));
+  prims::wgmma_commit();
+  prims::bar_arrive(other_turn, 2 * 128);
+  prims::wgmma_wait<0>();
+  prims::fence_operands(o[0]);
+  prims::fence_operands(s[0]);
+  prims::mbarrier_arrive(b.empty_k(kbase));
+  c.softmax_tile(0, s, o, softmax, pa);
+  for (int j = 1; j <= last; ++j) {
+    wait_k(j);
+    wait_v(j - 1);
+    gate_open();
+    issue_qk<Tr>(s, c.desc_q, desc_k(j));
+    prims::wgmma_commit();
+    prims::fence_operands(s[0]);
+    prims::wgmma_fence();
+    issue_pv<Tr>(o, pa, desc_v(j - 1));
+    prims::wgmma_commit();
+    prims::bar_arrive(other_turn, 2 * 128);
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s[0]);
+    prims::mbarrier_arrive(b.empty_k(kbase + j));
+    float corr[1][2];
+    const bool moved = c.softmax_tile_p(j, s, softmax, corr);
+    // (the basic-block boundary of mainloop_pingpong's overlap: never taken)
+    if (c.p.batch < 0 && c.p.error_flag != nullptr) atomicOr(c.p.error_flag, 0u);
+    prims::wgmma_wait<0>();
+    prims::fence_operands(o[0]);
+    prims::fence_operands(pa);
+    prims::mbarrier_arrive(b.empty_v(vbase + j - 1));
+    softmax.rescale(o, corr, moved);
+    pack_p<Tr>(pa, s);
+  }
+  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
+  prims::mbarrier_arrive(b.empty_q());
+  wait_v(last);
+  gate_open();
+  issue_pv<Tr>(o, pa, desc_v(last));
+  prims::wgmma_commit();
+  if (c.wg == 0) prims::bar_arrive(other_turn, 2 * 128);
+  prims::wgmma_wait<0>();
+  prims::fence_operands(o[0]);
+  prims::mbarrier_arrive(b.empty_v(vbase + last));
+}
+
+// The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
+// each after the consumers released the buffer's previous contents.
+template <class Tr>
+__device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned char* smem,
+                                                    const PersistentBars<Tr>& b) {
+  using T = typename Tr::T;
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  constexpr int kTileElems = Tr::KTile::kBytes / int(sizeof(T));
+  if (threadIdx.x != Tr::kConsumerThreads) return;  // thread 0 of the producer warpgroup
+  prims::tma_prefetch_desc(&p.q_tmap);
+  prims::tma_prefetch_desc(&p.k_tmap);
+  prims::tma_prefetch_desc(&p.v_tmap);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  const uint32_t sq = prims::smem_addr(smem + Tr::kSmemQ);
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  uint32_t k_it = 0, v_it = 0, q_it = 0;
+  int t;
+  for (int round = 0; persistent_tile(p, round, t); ++round) {
+    if (t >= p.num_tiles) continue;
+    int x, m_block, z;
+    attn::tile_coords(p, t, x, m_block, z);
+    attn::BlockInfo<T, Tr::kBlockM> blk;
+    if (!blk.init_at(p, x, m_block, z)) continue;
+    const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
+    Cta<Tr, false> c{p, blk, mask};
+    c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
+    c.n_first = 0;
+    if (c.n_tiles == 0) continue;
+    auto load_k = [&](int j) {
+      if (k_it >= KS) prims::mbarrier_wait(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
+      c.load_tma(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), true);
+      ++k_it;
+    };
+    auto load_v = [&](int j) {
+      if (v_it >= VS) prims::mbarrier_wait(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
+      c.load_tma(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it), true);
+      ++v_it;
+    };
+    load_k(0);
+    if (q_it >= 1) prims::mbarrier_wait(b.empty_q(), (q_it - 1) & 1);
+    prims::mbarrier_arrive_expect_tx(b.full_q(), Tr::QTile::kBytes);
+    const int row = (varlen ? blk.q_row0 : 0) + blk.m0;
+#pragma unroll
+    for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
+      prims::tma_load_4d_nohint_if(true, sq + a * Tr::QTile::kBlockBytes, &p.q_tmap, a * 64, row, blk.head,
+                                   varlen ? 0 : blk.batch, b.full_q());
+    }
+    ++q_it;
+    load_v(0);
+    for (int j = 1; j < c.n_tiles; ++j) {
+      load_k(j);
+      load_v(j);
+    }
+  }
+}
+
+// Varlen: V's rows past the sequence's end in the first tile of the walk (another
+// sequence's rows) to zeros, by the 256 consumer threads, visible to the MMAs (async
+// proxy) and to both warpgroups before either issues its first P V.
+template <class Tr>
+__device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_rows, int ctid) {
+  using T = typename Tr::T;
+  constexpr int kChunksPerRow = Tr::kHeadDimPadded / 8;
+  const int chunks = (Tr::kBlockN - valid_rows) * kChunksPerRow;
+  for (int i = ctid; i < chunks; i += Tr::kConsumerThreads) {
+    const int r = valid_rows + i / kChunksPerRow;
+    const int col = (i % kChunksPerRow) * 8;
+    *reinterpret_cast<uint4*>(v_stage + Tr::VTile::offset(r, col)) = make_uint4(0, 0, 0, 0);
+  }
+  prims::fence_proxy_async_smem();
+  prims::bar_sync(6, Tr::kConsumerThreads);
+}
+
+// One CTA per SM (the launcher sizes the grid), Tr::kProducer traits, no window/softcap.
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
+#if FLASHKIT_SM90_KERNEL_BODY
+  static_assert(Tr::kProducer && Tr::kMinBlocks == 1, "the persistent kernel has a producer warpgroup");
+  using T = typename Tr::T;
+  constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
+  constexpr int kCThreads = Tr::kConsumerThreads;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  const int tid = threadIdx.x;
+  PersistentBars<Tr> b{prims::smem_addr(smem + Tr::kSmemBar)};
+  if (tid == 0) {
+    for (int i = 0; i < KS; ++i) {
+      prims::mbarrier_init(b.full_k(i), 1);
+      prims::mbarrier_init(b.empty_k(i), kCThreads);
+    }
+    for (int i = 0; i < VS; ++i) {
+      prims::mbarrier_init(b.full_v(i), 1);
+      prims::mbarrier_init(b.empty_v(i), kCThreads);
+    }
+    prims::mbarrier_init(b.full_q(), 1);
+    prims::mbarrier_init(b.empty_q(), kCThreads);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const bool producer = __shfl_sync(0xffffffffu, tid / 128, 0) == 2;
+  if (producer) {
+    prims::setmaxnreg_dec<Tr::kProducerRegs>();
+    producer_persistent<Tr>(p, smem, b);
+    return;
+  }
+  prims::setmaxnreg_inc<Tr::kConsumerRegs>();
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  const int wg = tid / 128, lane = tid % 32;
+  const int warp_row0 = wg * 64 + ((tid % 128) / 32) * 16;
+  const uint64_t desc_q = prims::smem_desc_sw128(prims::smem_addr(sQ) + wg * 64 * 128, 16, 1024);
+  const uint64_t desc_k0 = prims::smem_desc_sw128(prims::smem_addr(sK), 16, 1024);
+  const uint64_t desc_v0 = prims::smem_desc_sw128(prims::smem_addr(sV), Tr::VTile::kBlockBytes, 1024);
+  const bool varlen_k = p.cu_seqlens_k != nullptr;
+  uint32_t k_it = 0, v_it = 0, q_it = 0;
+  int t;
+  for (int round = 0; persistent_tile(p, round, t); ++round) {
+    if (t >= p.num_tiles) continue;
+    int x, m_block, z;
+    attn::tile_coords(p, t, x, m_block, z);
+    attn::BlockInfo<T, Tr::kBlockM> blk;
+    if (!blk.init_at(p, x, m_block, z)) continue;
+    const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
+    Cta<Tr, false> c{p, blk, mask};
+    c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
+    c.n_first = 0;
+    if (c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf, no loads
+      tiles::zero_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
+      if (blk.lse != nullptr) {
+        for (int r = tid; r < blk.rows_here; r += kCThreads) blk.lse[r] = -INFINITY;
+      }
+      attn::report_varlen_errors(p, blk.batch);
+      continue;
+    }
+    c.tid = tid;
+    c.lane = lane;
+    c.wg = wg;
+    c.warp_row0 = warp_row0;
+    c.sQ = sQ;
+    c.sK = sK;
+    c.sV = sV;
+    c.desc_q = desc_q;
+    c.desc_k0 = desc_k0;
+    c.desc_v0 = desc_v0;
+    const int tail = blk.seqlen_k - (c.n_tiles - 1) * Tr::kBlockN;  // valid rows of the walk's first tile
+    if (varlen_k && tail < Tr::kBlockN) {
+      prims::mbarrier_wait(b.full_v(v_it), (v_it / VS) & 1);
+      zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
+    }
+    prims::mbarrier_wait(b.full_q(), q_it & 1);
+    float o[1][Tr::kDTiles][4];
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
+    attn::OnlineSoftmax<1, false> softmax;
+    softmax.init();
+    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax);
+    k_it += c.n_tiles;
+    v_it += c.n_tiles;
+    ++q_it;
+
+    // Epilogue: normalize; packed pairs straight from the accumulators to O (row r of
+    // this lane: g and g + 8 of its warp's 16), LSE by the lanes of column pair 0.
+    float lse[1][2];
+    softmax.finalize(o, p.softmax_scale_log2, lse);
+    const int g = lane / 4, tq = lane % 4;
+    const int r = warp_row0 + g;
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+      const int col = dt * 8 + 2 * tq;
+      if (col < Tr::kHeadDim) {
+        if (r < blk.rows_here) {
+          *reinterpret_cast<uint32_t*>(blk.o + int64_t(r) * p.o_row_stride + col) =
+              prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+        }
+        if (r + 8 < blk.rows_here) {
+          *reinterpret_cast<uint32_t*>(blk.o + int64_t(r + 8) * p.o_row_stride + col) =
+              prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+        }
+      }
+    }
+    if (blk.lse != nullptr && tq == 0) {
+      if (r < blk.rows_here) blk.lse[r] = lse[0][0];
+      if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
+    }
+    attn::report_varlen_errors(p, blk.batch);
+  }
+#endif  // FLASHKIT_SM90_KERNEL_BODY
+}
+
+}  // namespace flashkit::fwd_sm90
