@@ -64,18 +64,20 @@ bool make_q_tensor_map(FwdParams& p) {
 template <class Tr>
 cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, const DeviceInfo& dev) {
   constexpr auto kKernel = &fwd_kernel_persistent<Tr>;
-  cudaError_t err = launch_util::raise_smem_limit<kKernel>(dev.device, Tr::kSmemBytes);
+  constexpr int kSmem = PersistentSmem<Tr>::kBytes;
+  cudaError_t err = launch_util::raise_smem_limit<kKernel>(dev.device, kSmem);
   if (err != cudaSuccess) return err;
   FwdParams p = params;
   dim3 grid;
   if (!launch_util::make_grid(p, Tr::kBlockM, dev.l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
     return cudaErrorInvalidConfiguration;
   }
-  const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
+  // (batch, head) pairs x row blocks: the grid's empty slots are not walked
+  const int64_t tiles = int64_t(p.batch) * p.h_q * p.num_m_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
   p.num_tiles = int(tiles);
   const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
-  kKernel<<<ctas, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  kKernel<<<ctas, Tr::kThreads, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -15,9 +15,9 @@
 //  - Q has a "full" and an "empty" barrier: the consumers release Q once their last
 //    Q K^T has retired (before the last P V and the epilogue), and the producer's Q load
 //    for the next tile goes out then;
-//  - O goes from registers straight to global memory (4-byte stores of packed pairs):
-//    staging it through the Q tile (the non-persistent epilogue) would make the next Q
-//    wait for the stores;
+//  - O is staged in a tile of its own (D 96/128/192) and stored as 16-byte chunks, or goes
+//    from registers straight to global memory as packed pairs (D 256: no room); staging it
+//    through the Q tile (the non-persistent epilogue) would make the next Q wait for it;
 //  - varlen: the first tile of the walk may run past the sequence's end into the next
 //    sequence's rows (the TMA fills zeros only past the tensor). Its masked scores are
 //    -inf (P = 0 exactly) but 0 x inf = NaN, so the consumers zero V's rows past the end in
@@ -52,15 +52,31 @@ __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, i
   return round * g < p.num_tiles;  // (t itself may be past the end in the last round)
 }
 
+// Tile t of the grid order (attn::BlockInfo) over the real (batch, head) pairs only: the
+// last group of pairs may be smaller than p.sched_group, and its tiles are numbered as
+// such (the grid's empty slots would leave the CTAs that land on them idle: measured
+// 25% of the SMs' time at causal 16k with groups of 6 pairs over 16).
+__device__ __forceinline__ void persistent_coords(const FwdParams& p, int t, int& x, int& m_block, int& z) {
+  const int per_group = p.sched_group * p.num_m_blocks;
+  z = t / per_group;
+  const int rest = t - z * per_group;
+  const int gsize = min(p.sched_group, p.batch * p.h_q - z * p.sched_group);
+  x = rest % gsize;
+  m_block = p.num_m_blocks - 1 - rest / gsize;
+}
+
 // The main loop of one tile (the ping-pong with the overlap inside each warpgroup, as in
-// mainloop_pingpong<.., kTma = true>) with stage indices from the running counters.
+// mainloop_pingpong<.., kTma = true>) with stage indices from the running counters. The
+// turns (named barriers 1 and 2) alternate across tiles without a reset: warpgroup 1
+// arrives on barrier 1 once before its first tile and warpgroup 0 takes the last arrival
+// after its last one, so warpgroup 0 starts the next tile as soon as warpgroup 1 has
+// issued its last P V, while warpgroup 1 still runs its epilogue.
 template <class Tr, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
                                                     Softmax& softmax) {
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = 2 - c.wg;
-  if (c.wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
   float s[1][Tr::kNTiles][4];
 #pragma unroll
   for (int nt = 0; nt < Tr::kNTiles; ++nt)
@@ -120,7 +136,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
   prims::wgmma_commit();
-  if (c.wg == 0) prims::bar_arrive(other_turn, 2 * 128);
+  prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
   prims::mbarrier_arrive(b.empty_v(vbase + last));
@@ -147,7 +163,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
   for (int round = 0; persistent_tile(p, round, t); ++round) {
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    attn::tile_coords(p, t, x, m_block, z);
+    persistent_coords(p, t, x, m_block, z);
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
@@ -200,6 +216,17 @@ __device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_r
   prims::bar_sync(6, Tr::kConsumerThreads);
 }
 
+// Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
+// in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
+// stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
+template <class Tr>
+struct PersistentSmem {
+  static constexpr int kO = (Tr::kSmemBar + 8 * Tr::kNumBars + 1023) / 1024 * 1024;
+  static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
+  static constexpr bool kStageO = kWithO <= 227 * 1024;
+  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
+};
+
 // One CTA per SM (the launcher sizes the grid), Tr::kProducer traits, no window/softcap.
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
@@ -244,11 +271,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const uint64_t desc_v0 = prims::smem_desc_sw128(prims::smem_addr(sV), Tr::VTile::kBlockBytes, 1024);
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
+  if (wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
   int t;
   for (int round = 0; persistent_tile(p, round, t); ++round) {
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    attn::tile_coords(p, t, x, m_block, z);
+    persistent_coords(p, t, x, m_block, z);
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
@@ -291,23 +319,56 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     v_it += c.n_tiles;
     ++q_it;
 
-    // Epilogue: normalize; packed pairs straight from the accumulators to O (row r of
-    // this lane: g and g + 8 of its warp's 16), LSE by the lanes of column pair 0.
+    // Epilogue: normalize, then O by this warpgroup's 64 rows: staged in shared memory
+    // (warpgroup barrier 3 + wg around it: the previous tile's reads are done before the
+    // writes, the writes before the reads) and stored as 16-byte chunks of whole rows, or
+    // (D 256: no room for the staging tile) packed pairs straight from the accumulators.
     float lse[1][2];
     softmax.finalize(o, p.softmax_scale_log2, lse);
     const int g = lane / 4, tq = lane % 4;
     const int r = warp_row0 + g;
+    if constexpr (PersistentSmem<Tr>::kStageO) {
+      T* sO = reinterpret_cast<T*>(smem + PersistentSmem<Tr>::kO);
+      // (the staging offsets depend on the lane only: opaque copies of r and tq per tile
+      // keep ptxas from hoisting all of them out of the tile loop and holding them in
+      // registers through the main loop: 96-188 bytes of spills at D 128/192)
+      int ro = r, to = tq;
+      asm volatile("" : "+r"(ro), "+r"(to));
+      prims::bar_sync(3 + wg, 128);
 #pragma unroll
-    for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-      const int col = dt * 8 + 2 * tq;
-      if (col < Tr::kHeadDim) {
-        if (r < blk.rows_here) {
-          *reinterpret_cast<uint32_t*>(blk.o + int64_t(r) * p.o_row_stride + col) =
-              prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+        const int col = dt * 8 + 2 * to;
+        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+      }
+      prims::bar_sync(3 + wg, 128);
+      constexpr int kChunksPerRow = Tr::kHeadDim / 8;
+      static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
+#pragma unroll
+      int wt = tid % 128;
+      asm volatile("" : "+r"(wt));
+      for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+        const int ci = wt + i * 128;
+        const int row = wg * 64 + ci / kChunksPerRow;
+        const int col = (ci % kChunksPerRow) * 8;
+        if (row < blk.rows_here) {
+          *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
+              *reinterpret_cast<const uint4*>(sO + Tr::QTile::offset(row, col));
         }
-        if (r + 8 < blk.rows_here) {
-          *reinterpret_cast<uint32_t*>(blk.o + int64_t(r + 8) * p.o_row_stride + col) =
-              prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+      }
+    } else {
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+        const int col = dt * 8 + 2 * tq;
+        if (col < Tr::kHeadDim) {
+          if (r < blk.rows_here) {
+            *reinterpret_cast<uint32_t*>(blk.o + int64_t(r) * p.o_row_stride + col) =
+                prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+          }
+          if (r + 8 < blk.rows_here) {
+            *reinterpret_cast<uint32_t*>(blk.o + int64_t(r + 8) * p.o_row_stride + col) =
+                prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+          }
         }
       }
     }
@@ -317,6 +378,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     }
     attn::report_varlen_errors(p, blk.batch);
   }
+  if (wg == 0) prims::bar_sync(1, 2 * 128);  // warpgroup 1's last arrival (or its first)
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 
