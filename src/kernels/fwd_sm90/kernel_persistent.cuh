@@ -344,9 +344,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::bar_sync(3 + wg, 128);
       constexpr int kChunksPerRow = Tr::kHeadDim / 8;
       static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
-#pragma unroll
       int wt = tid % 128;
       asm volatile("" : "+r"(wt));
+#pragma unroll
       for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
         const int ci = wt + i * 128;
         const int row = wg * 64 + ci / kChunksPerRow;
