@@ -18,6 +18,9 @@
 #   pytest_notma, memcheck_notma, racecheck_notma
 #              the forward tests and sanitizers with FLASHKIT_FWD_NO_TMA=1: the Hopper
 #              forward's cp.async kernel (the fallback of the default TMA variant at D >= 96)
+#   pytest_persist0/1, memcheck_persist0/1
+#              the same with FLASHKIT_FWD_PERSISTENT=0 / =1: the TMA variant without / with
+#              the persistent kernel on every call (the default picks per call)
 #   memcheck_decode, racecheck_decode
 #              the same tools on scripts/sanitize_decode.py (paged decode, append)
 #   memcheck_bwd, racecheck_bwd
@@ -172,6 +175,10 @@ if [ "$RUN_TESTS" -eq 1 ]; then
     --durations=15 --junitxml="$OUT_DIR/pytest-gpu.xml"
   FLASHKIT_FWD_NO_TMA=1 step pytest_notma env FLASHKIT_REQUIRE_GPU=1 "$PY" -m pytest -q -m gpu \
     tests/python/test_attention_gpu.py tests/python/test_index_hardening_gpu.py
+  for v in 0 1; do
+    FLASHKIT_FWD_PERSISTENT=$v step pytest_persist$v env FLASHKIT_REQUIRE_GPU=1 "$PY" -m pytest -q -m gpu \
+      tests/python/test_attention_gpu.py tests/python/test_index_hardening_gpu.py
+  done
 else
   skip pytest "--skip-tests"
 fi
@@ -181,6 +188,8 @@ if [ "$RUN_SANITIZE" -eq 1 ]; then
   step racecheck sanitize racecheck --quick  # racecheck is slow: fewer shapes
   FLASHKIT_FWD_NO_TMA=1 step memcheck_notma sanitize memcheck
   FLASHKIT_FWD_NO_TMA=1 step racecheck_notma sanitize racecheck --quick
+  FLASHKIT_FWD_PERSISTENT=0 step memcheck_persist0 sanitize memcheck
+  FLASHKIT_FWD_PERSISTENT=1 step memcheck_persist1 sanitize memcheck
   FLASHKIT_FWD_PORTABLE=1 step memcheck_portable sanitize memcheck
   FLASHKIT_FWD_PORTABLE=1 step racecheck_portable sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_decode.py step memcheck_decode sanitize memcheck

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "kernels/fwd_sm90/kernel_persistent.cuh"
@@ -60,6 +61,23 @@ bool make_q_tensor_map(FwdParams& p) {
                                          Tr::kBlockM);
 }
 
+// Whether the persistent kernel runs (kernel_persistent.cuh; measured on an H100,
+// 2026-11-23, docs/kernels/fwd_sm90.md "Persistent"): where O has its staging tile
+// (D 96/128/192: +2-20% at S <= 8k, the most at short sequences), except causal calls
+// with more than 64 row blocks (S_q > 8k): the static walk balances the causal tiles'
+// unequal work worse than the hardware's block scheduler (-7% at 16k). D 256 stores O
+// from registers and lost 5-15%. FLASHKIT_FWD_PERSISTENT=1 / =0 (read once) forces it on
+// wherever the maps can be made / off.
+template <class Tr>
+bool use_persistent(const FwdParams& p) {
+  static const char* env = std::getenv("FLASHKIT_FWD_PERSISTENT");
+  if (env != nullptr && env[0] == '1') return true;
+  if (env != nullptr && env[0] == '0') return false;
+  if (!PersistentSmem<Tr>::kStageO) return false;
+  const int m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+  return !p.causal || m_blocks <= 64;
+}
+
 // One CTA per SM over the tiles of the grid order (kernel_persistent.cuh).
 template <class Tr>
 cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, const DeviceInfo& dev) {
@@ -89,8 +107,9 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
 // the cp.async kernel on an H100). The cp.async kernel runs the other calls, a call whose
 // K/V cannot be described by a tensor map (a stride not a multiple of 16 bytes, an
 // unaligned base), a call with no keys at all (nothing to load), and every call under
-// FLASHKIT_FWD_NO_TMA=1 (read once). FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map
-// into an error instead of the fallback.
+// FLASHKIT_FWD_NO_TMA=1 (read once). Of the TMA calls, the persistent kernel runs those
+// use_persistent picks. FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an
+// error instead of the fallback.
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
@@ -104,8 +123,7 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     if (use_tma && p.total_k > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
-        static const bool persistent = dispatch::env_flag("FLASHKIT_FWD_PERSISTENT");
-        if (persistent && p.total_q > 0) {
+        if (fwd_sm90::use_persistent<TrP>(p) && p.total_q > 0) {
           if (fwd_sm90::make_q_tensor_map<TrP>(q)) return fwd_sm90::launch_persistent<TrP>(q, stream, dev);
           if (require_tma) return cudaErrorNotSupported;
         }
