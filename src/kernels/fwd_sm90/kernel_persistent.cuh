@@ -15,9 +15,10 @@
 //  - Q has a "full" and an "empty" barrier: the consumers release Q once their last
 //    Q K^T has retired (before the last P V and the epilogue), and the producer's Q load
 //    for the next tile goes out then;
-//  - O is staged in a tile of its own (D 96/128/192) and stored as 16-byte chunks, or goes
-//    from registers straight to global memory as packed pairs (D 256: no room); staging it
-//    through the Q tile (the non-persistent epilogue) would make the next Q wait for it;
+//  - O is staged in a tile of its own (D 96/128/192) or, 8 rows per warp at a time, in the
+//    last V stage of the tile (D 256: no room for a tile; the stage is released after it),
+//    and stored as 16-byte chunks; staging it through the Q tile (the non-persistent
+//    epilogue) would make the next Q wait for it;
 //  - varlen: the first tile of the walk may run past the sequence's end into the next
 //    sequence's rows (the TMA fills zeros only past the tensor). Its masked scores are
 //    -inf (P = 0 exactly) but 0 x inf = NaN, so the consumers zero V's rows past the end in
@@ -30,6 +31,17 @@
 #include "kernels/fwd_sm90/kernel.cuh"
 
 namespace flashkit::fwd_sm90 {
+
+// Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
+// in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
+// stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
+template <class Tr>
+struct PersistentSmem {
+  static constexpr int kO = (Tr::kSmemBar + 8 * Tr::kNumBars + 1023) / 1024 * 1024;
+  static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
+  static constexpr bool kStageO = kWithO <= 227 * 1024;
+  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
+};
 
 // The barriers: full/empty per K stage and per V stage, then Q's full and empty
 // (kNumBars = 2 KS + 2 VS + 2, the non-persistent layout's count).
@@ -139,7 +151,8 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
-  prims::mbarrier_arrive(b.empty_v(vbase + last));
+  // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
+  if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
 }
 
 // The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
@@ -215,17 +228,6 @@ __device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_r
   prims::fence_proxy_async_smem();
   prims::bar_sync(6, Tr::kConsumerThreads);
 }
-
-// Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
-// in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
-// stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
-template <class Tr>
-struct PersistentSmem {
-  static constexpr int kO = (Tr::kSmemBar + 8 * Tr::kNumBars + 1023) / 1024 * 1024;
-  static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
-  static constexpr bool kStageO = kWithO <= 227 * 1024;
-  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
-};
 
 // One CTA per SM (the launcher sizes the grid), Tr::kProducer traits, no window/softcap.
 template <class Tr>
@@ -357,20 +359,41 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
         }
       }
     } else {
+      // No room for a staging tile (D 256): each warp stages its 16 rows, 8 at a time, in
+      // its 1/8 of V(last)'s stage (released after this), 16-byte chunks XOR-swizzled by the
+      // row (conflict-free writes of the accumulator pairs and reads of whole rows), and
+      // stores whole rows as 16-byte chunks.
+      constexpr int kChunks = Tr::kHeadDim / 8;  // 16-byte chunks per row (= kDTiles)
+      constexpr int kRowBytes = Tr::kHeadDim * int(sizeof(T));
+      static_assert(kChunks == Tr::kDTiles && kChunks >= 8 && kChunks % 32 == 0, "whole chunks, one per lane");
+      static_assert(8 * 8 * kRowBytes <= Tr::VTile::kBytes, "8 warps x 8 rows fit in a V stage");
+      const uint32_t v_last = v_it - 1;  // (v_it already counts this tile's V tiles)
+      unsigned char* buf = smem + Tr::kSmemV + (v_last % VS) * Tr::VTile::kBytes + (tid / 32) * 8 * kRowBytes;
 #pragma unroll
-      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-        const int col = dt * 8 + 2 * tq;
-        if (col < Tr::kHeadDim) {
-          if (r < blk.rows_here) {
-            *reinterpret_cast<uint32_t*>(blk.o + int64_t(r) * p.o_row_stride + col) =
-                prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
-          }
-          if (r + 8 < blk.rows_here) {
-            *reinterpret_cast<uint32_t*>(blk.o + int64_t(r + 8) * p.o_row_stride + col) =
-                prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+      for (int half = 0; half < 2; ++half) {
+        // (opaque per half: see the staging tile's comment; shared offsets would be held
+        // across both halves)
+        int go = g, to = tq, lo = lane;
+        asm volatile("" : "+r"(go), "+r"(to), "+r"(lo));
+#pragma unroll
+        for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+          *reinterpret_cast<uint32_t*>(buf + go * kRowBytes + ((dt ^ go) * 16) + to * 4) =
+              prims::pack2<T>(o[0][dt][2 * half], o[0][dt][2 * half + 1]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const int row = warp_row0 + half * 8 + k;
+#pragma unroll
+          for (int ch = lo; ch < kChunks; ch += 32) {
+            const uint4 val = *reinterpret_cast<const uint4*>(buf + k * kRowBytes + ((ch ^ k) * 16));
+            if (row < blk.rows_here) *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + ch * 8) = val;
           }
         }
+        __syncwarp();
       }
+      prims::fence_proxy_async_smem();  // (the TMA writes the stage next)
+      prims::mbarrier_arrive(b.empty_v(v_last));
     }
     if (blk.lse != nullptr && tq == 0) {
       if (r < blk.rows_here) blk.lse[r] = lse[0][0];
