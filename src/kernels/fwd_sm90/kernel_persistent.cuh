@@ -368,6 +368,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       static_assert(kChunks == Tr::kDTiles && kChunks >= 8 && kChunks % 32 == 0, "whole chunks, one per lane");
       static_assert(8 * 8 * kRowBytes <= Tr::VTile::kBytes, "8 warps x 8 rows fit in a V stage");
       const uint32_t v_last = v_it - 1;  // (v_it already counts this tile's V tiles)
+      // Both warpgroups' P V(last) read the whole stage: neither may write it before the
+      // other's has retired (each passes this barrier after its own wgmma wait). Without
+      // it warpgroup 0, one gate ahead, overwrote V under warpgroup 1's last P V (found
+      // by the slow sanitizer runs; the normal-speed tests passed).
+      prims::bar_sync(7, kCThreads);
       unsigned char* buf = smem + Tr::kSmemV + (v_last % VS) * Tr::VTile::kBytes + (tid / 32) * 8 * kRowBytes;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
