@@ -16,7 +16,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
@@ -25,6 +24,7 @@
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/fp8.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
 #include "prims/numeric.cuh"
@@ -42,16 +42,13 @@ constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 // Quantized caches compute both MMAs in fp16 whatever q's dtype (every int8 and e4m3 value
 // is an fp16 value; q is converted once, exactly within fp16's range, clamped outside it). Four cache bytes of
 // one 32-bit word as two fp16 pairs (bytes 0-1 -> lo, 2-3 -> hi): e4m3 by the hardware
-// conversion, int8 by the magic-number trick (0x64uu is the fp16
+// conversion (prims::e4m3x4_to_f16x2x2), int8 by the magic-number trick (0x64uu is the fp16
 // 1024 + uu: bias the byte to unsigned, place it, subtract 1152). Before sm_89 cuda_fp8.hpp
 // emulates the e4m3 conversion in software (slower; Hopper and Ada have the instruction).
 template <int kQuant>
 __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (kQuant == 2) {
-    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
-    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
-    lo = *reinterpret_cast<const uint32_t*>(&a);
-    hi = *reinterpret_cast<const uint32_t*>(&b);
+    prims::e4m3x4_to_f16x2x2(w, lo, hi);
   } else {
     const uint32_t u = w ^ 0x80808080u;
     const uint32_t l = __byte_perm(u, 0x64646464u, 0x4140);

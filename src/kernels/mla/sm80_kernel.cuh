@@ -36,6 +36,7 @@
 #include "kernels/device_errors.cuh"
 #include "kernels/mla_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/fp8.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
 #include "prims/numeric.cuh"
@@ -58,11 +59,11 @@ __device__ __forceinline__ void dequant_fp8x16(T* dst, const uint4 raw, float sc
   uint32_t out[8];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
+    uint32_t hw[2];
+    prims::e4m3x4_to_f16x2x2(w[k], hw[0], hw[1]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const __half2_raw hr =
-          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[k] >> (16 * h)), __NV_E4M3);
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[h]));
       out[2 * k + h] = prims::pack2<T>(f.x * scale, f.y * scale);
     }
   }
