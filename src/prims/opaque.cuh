@@ -16,6 +16,11 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   return x;
 }
 
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 __device__ __forceinline__ uint64_t opaque(uint64_t x) {
   asm volatile("" : "+l"(x));
   return x;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include "kernels/fwd_sm90/kernel.cuh"
+#include "prims/opaque.cuh"
 
 namespace flashkit::fwd_sm90 {
 
@@ -334,8 +335,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       // (the staging offsets depend on the lane only: opaque copies of r and tq per tile
       // keep ptxas from hoisting all of them out of the tile loop and holding them in
       // registers through the main loop: 96-188 bytes of spills at D 128/192)
-      int ro = r, to = tq;
-      asm volatile("" : "+r"(ro), "+r"(to));
+      const int ro = prims::opaque(r), to = prims::opaque(tq);
       prims::bar_sync(3 + wg, 128);
 #pragma unroll
       for (int dt = 0; dt < Tr::kDTiles; ++dt) {
@@ -346,8 +346,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::bar_sync(3 + wg, 128);
       constexpr int kChunksPerRow = Tr::kHeadDim / 8;
       static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
-      int wt = tid % 128;
-      asm volatile("" : "+r"(wt));
+      const int wt = prims::opaque(tid % 128);
 #pragma unroll
       for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
         const int ci = wt + i * 128;
@@ -378,8 +377,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       for (int half = 0; half < 2; ++half) {
         // (opaque per half: see the staging tile's comment; shared offsets would be held
         // across both halves)
-        int go = g, to = tq, lo = lane;
-        asm volatile("" : "+r"(go), "+r"(to), "+r"(lo));
+        const int go = prims::opaque(g), to = prims::opaque(tq), lo = prims::opaque(lane);
 #pragma unroll
         for (int dt = 0; dt < Tr::kDTiles; ++dt) {
           *reinterpret_cast<uint32_t*>(buf + go * kRowBytes + ((dt ^ go) * 16) + to * 4) =
