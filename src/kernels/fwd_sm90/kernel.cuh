@@ -475,7 +475,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   const int ctid = tid;  // consumer thread index
   c.tid = ctid;
   c.lane = tid % 32;
-  c.wg = ctid / 128;
+  c.wg = __shfl_sync(0xffffffffu, ctid / 128, 0);  // (warp-uniform for the compiler: Q's descriptor in uniform registers)
   c.warp_row0 = c.wg * 64 + ((ctid % 128) / 32) * 16;  // this warp's 16 rows
   c.sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   c.sK = reinterpret_cast<T*>(smem + Tr::kSmemK);

@@ -267,7 +267,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
-  const int wg = tid / 128, lane = tid % 32;
+  // (the warpgroup through a shuffle: warp-uniform for the compiler, so that Q's
+  // descriptor and its per-k-step offsets live in uniform registers)
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), lane = tid % 32;
   const int warp_row0 = wg * 64 + ((tid % 128) / 32) * 16;
   const uint64_t desc_q = prims::smem_desc_sw128(prims::smem_addr(sQ) + wg * 64 * 128, 16, 1024);
   const uint64_t desc_k0 = prims::smem_desc_sw128(prims::smem_addr(sK), 16, 1024);
