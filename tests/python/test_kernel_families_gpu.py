@@ -116,6 +116,19 @@ for dtype in (torch.bfloat16, torch.float16):
             vv = torch.randn(829, 2, D, device="cuda", dtype=dtype, generator=g)
             ov = flashkit.attention_varlen(qv, kv, vv, cu, cu, 700, 700, causal=causal)
             out.append(hashlib.sha256(ov.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+            # many more tiles than SMs (a persistent CTA walks ~10 of them: the barrier phases,
+            # Q's release and the turns run across tiles), sequences of 0..600 keys, GQA 8/2
+            lens = torch.randint(0, 601, (40,), generator=torch.Generator().manual_seed(D))
+            cu = torch.zeros(41, dtype=torch.int32)
+            cu[1:] = torch.cumsum(lens, 0)
+            cu = cu.cuda()
+            n = int(cu[-1])
+            qv = torch.randn(n, 8, D, device="cuda", dtype=dtype, generator=g)
+            kv = torch.randn(n, 2, D, device="cuda", dtype=dtype, generator=g)
+            vv = torch.randn(n, 2, D, device="cuda", dtype=dtype, generator=g)
+            ov, lv = flashkit.attention_varlen(qv, kv, vv, cu, cu, 600, 600, causal=causal, return_lse=True)
+            out.append(hashlib.sha256(ov.contiguous().view(torch.uint8).cpu().numpy().tobytes() +
+                                      lv.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
         # causal with S_q > S_k: whole 128-row blocks see no key (the early exit writes 0 to
         # every row, NaN-poisoned first); varlen: a sequence with queries and no keys
         q = torch.randn(1, 1000, 2, D, device="cuda", dtype=dtype, generator=g)
@@ -173,6 +186,6 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     runs = [run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "0"}, drop).split(),
             run_probe(_TMA_PROBE, {"FLASHKIT_FWD_NO_TMA": "1"}, drop).split(),
             run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "1"}, drop).split()]
-    assert len(runs[0]) == 70
+    assert len(runs[0]) == 90
     assert runs[0] == runs[1], "TMA variant != cp.async kernel"
     assert runs[2] == runs[1], "persistent kernel != cp.async kernel"
