@@ -288,6 +288,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   if (wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
+  // (the producer's walk, step for step; these lines as one shared helper that fills the
+  // BlockInfo made ptxas spill 100 B in this loop at D 256)
   int t;
   for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
     if (t >= p.num_tiles) continue;
@@ -350,12 +352,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       // registers through the main loop: 96-188 bytes of spills at D 128/192)
       const int ro = prims::opaque(r), to = prims::opaque(tq);
       prims::bar_sync(3 + wg, 128);
-#pragma unroll
-      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-        const int col = dt * 8 + 2 * to;
-        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
-        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
-      }
+      stage_o_rows<Tr>(sO, o, ro, to);
       prims::bar_sync(3 + wg, 128);
       constexpr int kChunksPerRow = Tr::kHeadDim / 8;
       static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
