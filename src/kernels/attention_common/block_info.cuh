@@ -80,7 +80,7 @@ struct BlockInfo {
     return init_at(p, blockIdx.x, gridDim.y - 1 - blockIdx.y, blockIdx.z);
   }
   // The same for the tile a grid CTA (x, y, z) would own, m_block = gridDim.y - 1 - y (the
-  // persistent kernels walk that order themselves: attn::tile_coords).
+  // persistent kernel walks that order itself: fwd_sm90/kernel_persistent.cuh).
   __device__ __forceinline__ bool init_at(const FwdParams& p, int x, int m_block, int z) {
     const int bh = z * p.sched_group + x;
     if (bh >= p.batch * p.h_q) return false;
@@ -114,14 +114,5 @@ struct BlockInfo {
     return true;
   }
 };
-
-// Tile `t` of the grid order above (x fastest, then y, then z) as (x, m_block, z), for a
-// persistent kernel that walks the tiles itself: num_m_blocks rows of row blocks per group.
-__device__ __forceinline__ void tile_coords(const FwdParams& p, int t, int& x, int& m_block, int& z) {
-  x = t % p.sched_group;
-  const int rest = t / p.sched_group;
-  m_block = p.num_m_blocks - 1 - rest % p.num_m_blocks;
-  z = rest / p.num_m_blocks;
-}
 
 }  // namespace flashkit::attn

@@ -1,5 +1,5 @@
 // Hopper dense attention forward, persistent variant: one CTA per SM walks the tiles of
-// the grid order (attn::tile_coords) itself, and its producer warpgroup loads Q and every
+// the grid order (attn::BlockInfo's) itself, and its producer warpgroup loads Q and every
 // K/V tile of the next tile while the consumers still finish the current one, so a CTA's
 // start (Q and the first K/V tiles: ~1-2 us from memory) and end (the O stores) no longer
 // leave the tensor cores idle. Short sequences pay that once per 128-row tile: at S = 512
