@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # First GPU run of branch wip/next-2 (main + wip/fwd-uniform-desc + wip/decode-split-cap +
+# flashkit.testing.paged_pool in the MLA tests +
 # the persistent forward's walk over pairs of row blocks; compiled but never run), against
 # main, in two device calls while the machine is warm:
 #
