@@ -18,7 +18,6 @@ kernel. Exit 0 when all pass, 1 otherwise, 2 when it cannot run.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import traceback
 
@@ -33,7 +32,7 @@ def main(argv=None) -> int:
         import flashkit
         import flashkit.mla as flash_mla
         from flashkit.testing import (check_close, check_mla_schedule, mla_pytorch,
-                                      mla_reference, mla_schedule_reference)
+                                      mla_reference, mla_schedule_reference, paged_pool)
     except ImportError as e:
         print(f"sanitize_mla: cannot import torch/flashkit: {e}", file=sys.stderr)
         return 2
@@ -44,19 +43,11 @@ def main(argv=None) -> int:
     gen.manual_seed(4321)
 
     def case(lens, s_q, h_q, h_kv, page, dtype):
-        pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
-        num_pages = sum(pages_per) + 2
+        num_pages, bt, slots = paged_pool(lens, page, 2, gen, junk=-3)
         kv = torch.full((num_pages, page, h_kv, 576), float("nan"), dtype=dtype, device="cuda")
-        perm = torch.randperm(num_pages, device="cuda", generator=gen).int()
-        bt = torch.full((len(lens), max(pages_per) + 1), -3, dtype=torch.int32, device="cuda")
-        i = 0
-        for b, n in enumerate(lens):
-            bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
-            i += pages_per[b]
-            if n > 0:
-                pos = torch.arange(n, device="cuda")
-                pg = bt[b].long()[pos // page]
-                kv[pg, pos % page] = torch.randn((n, h_kv, 576), device="cuda", generator=gen).to(dtype)
+        for n, at in zip(lens, slots):
+            if at is not None:
+                kv[at] = torch.randn((n, h_kv, 576), device="cuda", generator=gen).to(dtype)
         q = torch.randn((len(lens), s_q, h_q, 576), device="cuda", generator=gen).to(dtype)
         return q, kv, bt, torch.tensor(lens, dtype=torch.int32, device="cuda")
 

@@ -60,7 +60,8 @@ struct FwdParams {
   // total_k and a batch of 1), boxes of 64 columns x kBlockN rows, 128-byte swizzle.
   TmaDesc k_tmap, v_tmap;
   // The persistent variant also loads Q by TMA: dims head_dim, rows (varlen: total_q),
-  // h_q, batch; boxes of 64 columns x 128 rows. num_tiles: the tiles of the grid order.
+  // h_q, batch; boxes of 64 columns x 128 rows. num_tiles: the units of its walk (pairs of
+  // row blocks of one (batch, head), kernel_persistent.cuh).
   TmaDesc q_tmap;
   int num_tiles;
 };

@@ -90,8 +90,9 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   if (!launch_util::make_grid(p, Tr::kBlockM, dev.l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
     return cudaErrorInvalidConfiguration;
   }
-  // (batch, head) pairs x row blocks: the grid's empty slots are not walked
-  const int64_t tiles = int64_t(p.batch) * p.h_q * p.num_m_blocks;
+  // units of the walk: (batch, head) pairs x pairs of row blocks (the grid's empty slots are
+  // not walked)
+  const int64_t tiles = int64_t(p.batch) * p.h_q * ((p.num_m_blocks + 1) / 2);
   if (tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
   p.num_tiles = int(tiles);
   const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));

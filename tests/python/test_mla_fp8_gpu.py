@@ -24,7 +24,8 @@ torch = pytest.importorskip("torch")
 try:
     import flashkit
     import flashkit.mla as flash_mla
-    from flashkit.testing import check_close, check_lse, mla_pytorch, mla_reference, poison_, run_mla_decode_poisoned
+    from flashkit.testing import (check_close, check_lse, mla_pytorch, mla_reference, paged_pool, poison_,
+                                  run_mla_decode_poisoned)
 except ImportError as e:
     pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
 
@@ -45,30 +46,20 @@ def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_
     """q, the FP8 cache (0xFF bytes in every unused slot), the bf16 cache it was made from
     (NaN in unused slots), a permuted block table, seqlens."""
     g = _gen(("mla-fp8", tuple(lens), s_q, h_q, h_kv, page, str(dtype), seed, outliers))
-    B = len(lens)
-    pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
-    max_pages = max(pages_per) + 1
-    num_pages = sum(pages_per) + extra_pages
+    num_pages, bt, slots = paged_pool(lens, page, extra_pages, g)
     kv16 = torch.full((num_pages, page, h_kv, D), float("nan"), dtype=torch.bfloat16, device="cuda")
     kv8 = torch.full((num_pages, page, h_kv, TOKEN), 0xFF, dtype=torch.uint8, device="cuda")
-    perm = torch.randperm(num_pages, generator=g, device="cuda").int()
-    bt = torch.full((B, max_pages), -7, dtype=torch.int32, device="cuda")
-    i = 0
-    for b, n in enumerate(lens):
-        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
-        i += pages_per[b]
-        if n > 0:
-            pos = torch.arange(n, device="cuda")
-            pg = bt[b].long()[pos // page]
+    for n, at in zip(lens, slots):
+        if at is not None:
             x = torch.randn((n, h_kv, D), generator=g, device="cuda")
             if outliers:  # two channels 30x larger than the rest
                 x[..., 7] *= 30
                 x[..., 300] *= 30
             x = x.to(torch.bfloat16)
-            kv16[pg, pos % page] = x
-            kv8[pg, pos % page] = flash_mla.quantize_kv_cache_fp8(x)
+            kv16[at] = x
+            kv8[at] = flash_mla.quantize_kv_cache_fp8(x)
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    q = torch.randn((B, s_q, h_q, D), generator=g, device="cuda").to(dtype)
+    q = torch.randn((len(lens), s_q, h_q, D), generator=g, device="cuda").to(dtype)
     return q, kv8, kv16, bt, sl
 
 
@@ -221,23 +212,18 @@ def test_interface_graph_and_compile():
 
 
 _STAGING_PROBE = r"""
-import hashlib, math, torch, flashkit, flashkit.mla as flash_mla
+import hashlib, torch, flashkit, flashkit.mla as flash_mla
+from flashkit.testing import paged_pool
 g = torch.Generator(device="cuda").manual_seed(21)
 out = []
 for lens, s_q, h_q, page, causal in (([0, 77, 1000, 5000], 1, 16, 64, False), ([300, 2049], 2, 32, 16, True),
                                      ([64, 1], 4, 128, 1, True)):
-    pages_per = [max(1, math.ceil(n / page)) for n in lens]
-    kv8 = torch.full((sum(pages_per) + 2, page, 1, 656), 0xFF, dtype=torch.uint8, device="cuda")
-    perm = torch.randperm(kv8.shape[0], generator=g, device="cuda").int()
-    bt = torch.full((len(lens), max(pages_per) + 1), -7, dtype=torch.int32, device="cuda")
-    i = 0
-    for b, n in enumerate(lens):
-        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
-        i += pages_per[b]
-        if n > 0:
-            pos = torch.arange(n, device="cuda")
+    num_pages, bt, slots = paged_pool(lens, page, 2, g)
+    kv8 = torch.full((num_pages, page, 1, 656), 0xFF, dtype=torch.uint8, device="cuda")
+    for n, at in zip(lens, slots):
+        if at is not None:
             x = torch.randn((n, 1, 576), generator=g, device="cuda").to(torch.bfloat16)
-            kv8[bt[b].long()[pos // page], pos % page] = flash_mla.quantize_kv_cache_fp8(x)
+            kv8[at] = flash_mla.quantize_kv_cache_fp8(x)
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn((len(lens), s_q, h_q, 576), generator=g, device="cuda").to(torch.bfloat16)
     sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q, 1)

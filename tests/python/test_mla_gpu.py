@@ -28,7 +28,7 @@ try:
     import flashkit
     import flashkit.mla as flash_mla
     from flashkit.testing import (check_close, check_lse, check_mla_schedule, mla_pytorch,
-                                  mla_reference, mla_schedule_reference, run_mla_decode_poisoned)
+                                  mla_reference, mla_schedule_reference, paged_pool, run_mla_decode_poisoned)
 except ImportError as e:
     pytest.skip(f"flashkit does not import: {e}", allow_module_level=True)
 
@@ -61,23 +61,13 @@ def make_case(lens, s_q=1, h_q=16, h_kv=1, page=64, dtype=torch.bfloat16, extra_
     """q, kv cache (unused slots = `fill`), permuted block table, seqlens. pad > 0: q and the
     cache are views of tensors with `pad` more elements per row (strided)."""
     g = _gen(("mla", tuple(lens), s_q, h_q, h_kv, page, str(dtype), seed, pad))
-    B = len(lens)
-    pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
-    max_pages = max(pages_per) + 1
-    num_pages = sum(pages_per) + extra_pages
+    num_pages, bt, slots = paged_pool(lens, page, extra_pages, g)
     kv = torch.full((num_pages, page, h_kv, D + pad), fill, dtype=dtype, device="cuda")[..., :D]
-    perm = torch.randperm(num_pages, generator=g, device="cuda").int()
-    bt = torch.full((B, max_pages), -7, dtype=torch.int32, device="cuda")  # junk past the end
-    i = 0
-    for b, n in enumerate(lens):
-        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
-        i += pages_per[b]
-        if n > 0:
-            pos = torch.arange(n, device="cuda")
-            pg = bt[b].long()[pos // page]
-            kv[pg, pos % page] = torch.randn((n, h_kv, D), generator=g, device="cuda").to(dtype)
+    for n, at in zip(lens, slots):
+        if at is not None:
+            kv[at] = torch.randn((n, h_kv, D), generator=g, device="cuda").to(dtype)
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    q = torch.randn((B, s_q, h_q, D + pad), generator=g, device="cuda").to(dtype)[..., :D]
+    q = torch.randn((len(lens), s_q, h_q, D + pad), generator=g, device="cuda").to(dtype)[..., :D]
     return q, kv, bt, sl
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["MLA_BLOCK_N", "MLA_FIXED_OVERHEAD", "mla_schedule_reference", "check_mla_schedule",
-           "mla_reference", "mla_pytorch", "mla_gather", "run_mla_decode_poisoned"]
+           "mla_reference", "mla_pytorch", "mla_gather", "run_mla_decode_poisoned", "paged_pool"]
 
 MLA_BLOCK_N = 64          # tokens per scheduler block (kMlaBlockN)
 MLA_FIXED_OVERHEAD = 5    # scheduler cost of starting a sequence, in blocks (kMlaFixedOverhead)
@@ -209,3 +209,31 @@ def run_mla_decode_poisoned(q, kv, block_table, seqlens, causal=False, scale=Non
     errors = flashkit.device_errors(clear=True)
     assert errors == expect_errors, f"device error word {errors:#x}, expected {expect_errors:#x}"
     return out, lse
+
+
+def paged_pool(lens, page, extra_pages, generator, junk=-7, device="cuda"):
+    """The page layout of a paged test case: sequences of ``lens`` tokens on a shuffled pool
+    of pages (every sequence owns at least one page, ``extra_pages`` stay unused).
+
+    Returns ``(num_pages, block_table, slots)``: the block table is int32 ``[B, max pages +
+    1]`` with ``junk`` past each sequence's pages (never read by a correct kernel);
+    ``slots[b]`` is the (pool page, in-page slot) pair of long tensors of sequence b's
+    tokens, for writing them into a cache ``[num_pages, page, ...]`` (None when b is empty).
+    The only random draw is the pool's permutation (one ``randperm`` on ``generator``), so
+    callers that draw each sequence's values afterwards keep their random streams."""
+    import torch
+
+    pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
+    num_pages = sum(pages_per) + extra_pages
+    perm = torch.randperm(num_pages, generator=generator, device=device).int()
+    bt = torch.full((len(lens), max(pages_per) + 1), junk, dtype=torch.int32, device=device)
+    slots, i = [], 0
+    for b, n in enumerate(lens):
+        bt[b, :pages_per[b]] = perm[i:i + pages_per[b]]
+        i += pages_per[b]
+        if n > 0:
+            pos = torch.arange(n, device=device)
+            slots.append((bt[b].long()[pos // page], pos % page))
+        else:
+            slots.append(None)
+    return num_pages, bt, slots

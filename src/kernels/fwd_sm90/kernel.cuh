@@ -105,6 +105,21 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kPSteps][4], const flo
   }
 }
 
+// This thread's rows r and r + 8 of O (the accumulator layout: column pair 2 tq of every
+// 8-column tile), packed to 16 bits, into a 128-byte-swizzled tile of kBlockM rows (the
+// epilogues stage O there before whole-row stores).
+template <class Tr>
+__device__ __forceinline__ void stage_o_rows(typename Tr::T* tile, const float (&o)[1][Tr::kDTiles][4], int r,
+                                             int tq) {
+  using T = typename Tr::T;
+#pragma unroll
+  for (int dt = 0; dt < Tr::kDTiles; ++dt) {
+    const int col = dt * 8 + 2 * tq;
+    *reinterpret_cast<uint32_t*>(tile + Tr::QTile::offset(r, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
+    *reinterpret_cast<uint32_t*>(tile + Tr::QTile::offset(r + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
+  }
+}
+
 // Padded head dims (96 -> 128): zeros in the padding columns of Q, of every K stage and of
 // every V stage, written once (the copies never touch them), so they add nothing to
 // Q K^T and leave O's data columns alone. Made visible to the async proxy by the writer's
@@ -475,7 +490,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   const int ctid = tid;  // consumer thread index
   c.tid = ctid;
   c.lane = tid % 32;
-  c.wg = ctid / 128;
+  c.wg = __shfl_sync(0xffffffffu, ctid / 128, 0);  // (warp-uniform for the compiler: Q's descriptor in uniform registers)
   c.warp_row0 = c.wg * 64 + ((ctid % 128) / 32) * 16;  // this warp's 16 rows
   c.sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   c.sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
@@ -514,12 +529,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   prims::bar_sync(3 + c.wg, 128);
   const int g = c.lane / 4, t = c.lane % 4;
   const int r = c.warp_row0 + g;
-#pragma unroll
-  for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-    const int col = dt * 8 + 2 * t;
-    *reinterpret_cast<uint32_t*>(c.sQ + Tr::QTile::offset(r, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
-    *reinterpret_cast<uint32_t*>(c.sQ + Tr::QTile::offset(r + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
-  }
+  stage_o_rows<Tr>(c.sQ, o, r, t);
   if (blk.lse != nullptr && t == 0) {
     if (r < blk.rows_here) blk.lse[r] = lse[0][0];
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];

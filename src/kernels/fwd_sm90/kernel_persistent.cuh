@@ -23,9 +23,9 @@
 //    sequence's rows (the TMA fills zeros only past the tensor). Its masked scores are
 //    -inf (P = 0 exactly) but 0 x inf = NaN, so the consumers zero V's rows past the end in
 //    shared memory before the first P V. K's rows there only reach masked scores.
-//  - tile order: round r of the walk gives CTA c the tile r * gridDim.x + c for even r and
-//    r * gridDim.x + gridDim.x - 1 - c for odd r (a snake), so with a causal mask, where
-//    tile cost falls along the order, every CTA gets a heavy and a light tile in turn.
+//  - tile order: the walk goes over units (pairs of row blocks m, num_m_blocks - 1 - m of
+//    one (batch, head): equal work under a causal mask); round r gives CTA c the unit
+//    r * gridDim.x + c for even r and r * gridDim.x + gridDim.x - 1 - c for odd r.
 #pragma once
 
 #include "kernels/fwd_sm90/kernel.cuh"
@@ -58,24 +58,35 @@ struct PersistentBars {
   __device__ __forceinline__ uint32_t empty_q() const { return base + 8 * (2 * KS + 2 * VS + 1); }
 };
 
-// Tile `round` of this CTA's walk (snake order); false past the end.
+// Unit `round` of this CTA's walk (snake order); false past the end. A unit is a pair of
+// row blocks of one (batch, head): m and num_m_blocks - 1 - m, the heavy one first. Under a
+// causal mask every pair costs the same (num_m_blocks + 1 key tiles), so the static walk
+// stays balanced where the walk over single tiles was not (scripts/dev/fwd_sched_model.py:
+// 1.19x the ideal makespan at causal 16k, 1.08x at 1k; pairs 1.03x, the quantization of the
+// units over the CTAs); the light block's keys are a prefix of the heavy one's (L2).
 __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, int& t) {
   const int g = int(gridDim.x), c = int(blockIdx.x);
   t = round * g + ((round & 1) ? g - 1 - c : c);
   return round * g < p.num_tiles;  // (t itself may be past the end in the last round)
 }
 
-// Tile t of the grid order (attn::BlockInfo) over the real (batch, head) pairs only: the
-// last group of pairs may be smaller than p.sched_group, and its tiles are numbered as
-// such (the grid's empty slots would leave the CTAs that land on them idle: measured
-// 25% of the SMs' time at causal 16k with groups of 6 pairs over 16).
-__device__ __forceinline__ void persistent_coords(const FwdParams& p, int t, int& x, int& m_block, int& z) {
-  const int per_group = p.sched_group * p.num_m_blocks;
-  z = t / per_group;
-  const int rest = t - z * per_group;
+// Half `half` of unit u as a tile of the grid order (attn::BlockInfo's (x, m_block, z)),
+// over the real (batch, head) pairs only: the last group of pairs may be smaller than
+// p.sched_group, and its units are numbered as such (the grid's empty slots would leave the
+// CTAs that land on them idle). False for the missing half of the middle block (odd
+// num_m_blocks).
+__device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int half, int& x, int& m_block,
+                                                  int& z) {
+  const int pairs = (p.num_m_blocks + 1) / 2;
+  const int per_group = p.sched_group * pairs;
+  z = u / per_group;
+  const int rest = u - z * per_group;
   const int gsize = min(p.sched_group, p.batch * p.h_q - z * p.sched_group);
   x = rest % gsize;
-  m_block = p.num_m_blocks - 1 - rest / gsize;
+  const int pi = rest / gsize;
+  const int hi = p.num_m_blocks - 1 - pi;
+  m_block = half == 0 ? hi : pi;
+  return half == 0 || pi < hi;
 }
 
 // The main loop of one tile (the ping-pong with the overlap inside each warpgroup, as in
@@ -174,10 +185,10 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
   const bool varlen = p.cu_seqlens_q != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   int t;
-  for (int round = 0; persistent_tile(p, round, t); ++round) {
+  for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    persistent_coords(p, t, x, m_block, z);
+    if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
@@ -267,7 +278,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
-  const int wg = tid / 128, lane = tid % 32;
+  // (the warpgroup through a shuffle: warp-uniform for the compiler, so that Q's
+  // descriptor and its per-k-step offsets live in uniform registers)
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), lane = tid % 32;
   const int warp_row0 = wg * 64 + ((tid % 128) / 32) * 16;
   const uint64_t desc_q = prims::smem_desc_sw128(prims::smem_addr(sQ) + wg * 64 * 128, 16, 1024);
   const uint64_t desc_k0 = prims::smem_desc_sw128(prims::smem_addr(sK), 16, 1024);
@@ -275,11 +288,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   if (wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
+  // (the producer's walk, step for step; these lines as one shared helper that fills the
+  // BlockInfo made ptxas spill 100 B in this loop at D 256)
   int t;
-  for (int round = 0; persistent_tile(p, round, t); ++round) {
+  for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    persistent_coords(p, t, x, m_block, z);
+    if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
@@ -337,12 +352,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       // registers through the main loop: 96-188 bytes of spills at D 128/192)
       const int ro = prims::opaque(r), to = prims::opaque(tq);
       prims::bar_sync(3 + wg, 128);
-#pragma unroll
-      for (int dt = 0; dt < Tr::kDTiles; ++dt) {
-        const int col = dt * 8 + 2 * to;
-        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro, col)) = prims::pack2<T>(o[0][dt][0], o[0][dt][1]);
-        *reinterpret_cast<uint32_t*>(sO + Tr::QTile::offset(ro + 8, col)) = prims::pack2<T>(o[0][dt][2], o[0][dt][3]);
-      }
+      stage_o_rows<Tr>(sO, o, ro, to);
       prims::bar_sync(3 + wg, 128);
       constexpr int kChunksPerRow = Tr::kHeadDim / 8;
       static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");

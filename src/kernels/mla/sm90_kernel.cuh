@@ -610,7 +610,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   const uint32_t raw_addr = prims::smem_addr(smem_raw);
   unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
 
-  const int tid = threadIdx.x, wg = tid / 128, lt = tid % 128;
+  // (the warpgroup through a shuffle: warp-uniform for the compiler, so that descriptors
+  // derived from it live in uniform registers)
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0), lt = tid % 128;
   const int lane = tid % 32, t = lane % 4;
   const int row0 = (lt / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
   const int m_block = blockIdx.x, kvh = blockIdx.y, part = blockIdx.z;
