@@ -55,13 +55,6 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* total, int* s_wa
   return before;
 }
 
-// At most this many balanced splits per sequence: at small batches the target would cut
-// one sequence into up to ~target_ctas / hr_count splits (66 per KV head for B = 1 with the
-// quantized kernel's 4 CTAs per SM), and the combine over them cost about what the fuller
-// wave saved (docs/kernels/decode.md, "B = 1 and the split plan": FP8 16k 36.4 -> 31.2 us
-// with 32 splits). Fewer splits only lower the bounds below.
-constexpr int64_t kMaxBalancedSplits = 32;
-
 // Splits of a sequence of `len` tokens and their (even) chunk.
 __device__ __forceinline__ void splits_of(int64_t len, int64_t target, bool fixed, int* n, int64_t* chunk) {
   if (fixed) {
@@ -69,8 +62,7 @@ __device__ __forceinline__ void splits_of(int64_t len, int64_t target, bool fixe
     *n = len == 0 ? 1 : int((len + target - 1) / target);
     return;
   }
-  int64_t k = (len + target / 2) / target;
-  if (k > kMaxBalancedSplits) k = kMaxBalancedSplits;
+  const int64_t k = (len + target / 2) / target;
   *n = k < 1 ? 1 : int(k);
   const int64_t even = (len + *n - 1) / *n;
   *chunk = ((even + 63) / 64) * 64;
