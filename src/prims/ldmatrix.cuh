@@ -26,4 +26,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
+// One 32-bit word from a 32-bit shared-memory address (volatile like the ldmatrix forms:
+// it stays between the barriers that guard its stage).
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
 }  // namespace flashkit::prims

@@ -26,6 +26,11 @@ struct PaddedTile {
   __device__ __forceinline__ static constexpr int offset(int row, int col) {
     return row * kStride + col;
   }
+  // Shared address of (row0 + row_step, col0 + col_step) from a lane's (row0, col0) address
+  // (the same call as Swizzle128Tile::step_addr; here always a plain add).
+  __device__ __forceinline__ static uint32_t step_addr(uint32_t lane_addr, int row_step, int col_step) {
+    return lane_addr + uint32_t(offset(row_step, col_step) * int(sizeof(T)));
+  }
 };
 
 }  // namespace flashkit::tiles

@@ -341,7 +341,10 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     };
     // Quantized: the K operand straight from the 8-bit tile. Lane (g, tq) needs key g of the
     // n8 tile, dims 4tq .. 4tq+3 of the k16 step (Q's k-steps were permuted to match): one word.
-    const uint8_t* kst = reinterpret_cast<const uint8_t*>(sK + stage * KVTile::kElems);
+    // Lane (g, tq)'s word of key row warp * kWarpKeys + g, k-step 0 (other rows and steps by
+    // KVTile::step_addr: row steps of 8, chunk steps that share no bit with chunk 0).
+    [[maybe_unused]] const uint32_t kq_addr =
+        prims::smem_addr(sK + stage * KVTile::kElems + KVTile::offset(warp * kWarpKeys + g, 4 * tq));
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       uint32_t qa[kMTiles][4];
@@ -353,7 +356,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #pragma unroll
         for (int kp = 0; kp < kNT / 2; ++kp) {
           uint32_t kb[4];
-          prims::ldmatrix_x4(kb, k_addr + KVTile::offset(kp * 16, ks * 16) * kElt);
+          prims::ldmatrix_x4(kb, KVTile::step_addr(k_addr, kp * 16, ks * 16));
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) {
             prims::mma_m16n8k16<T>(s[mt][2 * kp], qa[mt], kb[0], kb[1]);
@@ -364,8 +367,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         // One 32-bit word per key row and k-step: dims 4tq..4tq+3 (Q was permuted to match).
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const uint32_t w =
-              *reinterpret_cast<const uint32_t*>(kst + KVTile::offset(warp * kWarpKeys + nt * 8 + g, ks * 16 + 4 * tq));
+          const uint32_t w = prims::lds_u32(KVTile::step_addr(kq_addr, nt * 8, ks * 16));
           uint32_t b0, b1;
           bytes4_to_f16x2<kQuant>(w, b0, b1);
 #pragma unroll
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 #pragma unroll
         for (int dp = 0; dp < Tr::kDTiles / 2; ++dp) {
           uint32_t vb[4];
-          prims::ldmatrix_x4_trans(vb, v_addr + KVTile::offset(ps * 16, dp * 16) * kElt);
+          prims::ldmatrix_x4_trans(vb, KVTile::step_addr(v_addr, ps * 16, dp * 16));
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) {
             prims::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
@@ -461,15 +463,19 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
         // group take their bytes from one 32-bit word per key row (dims 32 grp + 4g ..+3):
         // 4 loads, 4 byte permutes and 8 conversions for 4 tiles. The merge below undoes
         // the permutation (a thread ends up with dims 32 grp + 8 tq .. + 7).
-        const uint8_t* vst = reinterpret_cast<const uint8_t*>(sV + stage * KVTile::kElems);
-        const uint8_t* r0 = vst + KVTile::offset(warp * kWarpKeys + ps * 16 + 2 * tq, 4 * g);
+        // Lane (g, tq)'s words of key rows 2tq (even) and 2tq + 1 (odd) of the step, dims
+        // 4g..4g+3 of group 0; rows +8 and groups (32 dims: 2 chunks) by step_addr (the
+        // lane's chunk g / 4 is 0 or 1, the groups' chunk steps are even).
+        const TC* vst = sV + stage * KVTile::kElems;
+        const int vrow = warp * kWarpKeys + ps * 16 + 2 * tq;
+        const uint32_t v_even = prims::smem_addr(vst + KVTile::offset(vrow, 4 * g));
+        const uint32_t v_odd = prims::smem_addr(vst + KVTile::offset(vrow + 1, 4 * g));
 #pragma unroll
         for (int grp = 0; grp < kD / 32; ++grp) {
-          const uint8_t* c = r0 + grp * 32;
-          const uint32_t w0 = *reinterpret_cast<const uint32_t*>(c);
-          const uint32_t w1 = *reinterpret_cast<const uint32_t*>(c + KVTile::kStride);
-          const uint32_t w2 = *reinterpret_cast<const uint32_t*>(c + 8 * KVTile::kStride);
-          const uint32_t w3 = *reinterpret_cast<const uint32_t*>(c + 9 * KVTile::kStride);
+          const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
+          const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
+          const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
+          const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
           uint32_t b0[4], b1[4];
           bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1
           bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3

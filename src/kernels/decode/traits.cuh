@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
 namespace flashkit::decode {
@@ -42,7 +43,14 @@ struct DecodeTraits {
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
-  using KVTile = tiles::PaddedTile<TC, kBlockN, kHeadDim>;
+  // K/V tiles: the 128-byte swizzle wherever a row is whole 128-byte lines (every 16-bit
+  // cache, and 8-bit ones from D = 128), so each quarter-warp's 16-byte copies of a 128-byte
+  // global line fill one aligned shared line and go out as one L2 request; a padded row
+  // starts 16 r bytes into a line and split each such copy in two (ncu, H100: 1.5x the L2
+  // sectors of the bytes read; docs/kernels/decode.md). 8-bit D = 64 rows are 64 bytes: padded.
+  static constexpr bool kSwizzledKV = (kHeadDim * int(sizeof(TC))) % 128 == 0;
+  using KVTile = std::conditional_t<kSwizzledKV, tiles::Swizzle128Tile<TC, kBlockN, kHeadDim>,
+                                    tiles::PaddedTile<TC, kBlockN, kHeadDim>>;
 
   // fp32 rows of the end-of-CTA merge buffer (padded by 4 floats: rows stay 16-byte
   // aligned and the fragment writes of 8 rows spread over more banks).
@@ -65,7 +73,9 @@ struct DecodeTraits {
   static constexpr int kSmemBytes = kSmemEnd;
   // The merge buffer fp32 [kNWarps][kRows][kMergeStride] reuses the K/V rings.
   static constexpr int kMergeBytes = kNWarps * kRows * kMergeStride * 4;
-  static_assert(kMergeBytes <= 2 * kStages * KVTile::kBytes, "merge buffer must fit in the K/V rings");
+  // (it may run on into the offset rings and flags, dead by then; not into the stats)
+  static_assert(kMergeBytes <= kSmemStats - kSmemK, "merge buffer must fit in front of the stats");
+  static_assert(kSmemK % 128 == 0 && KVTile::kBytes % 128 == 0, "K/V stages on 128-byte lines (swizzle)");
 };
 
 }  // namespace flashkit::decode
