@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include "tiles/smem_tile.cuh"
 
 namespace flashkit::tiles {
 
@@ -54,6 +57,18 @@ struct Swizzle128Tile {
            uint32_t((col_step / kAtomCols) * kBlockBytes + row_step * 128);
   }
 };
+
+// The layout for tiles written by 16-byte cp.async copies and read by ldmatrix (the sm80
+// kernels): the 128-byte swizzle where a row is whole 128-byte lines (16-bit D 64/128/256,
+// 8-bit D >= 128), padded rows otherwise (D 96/192 rows are 1.5 lines). Both offer offset()
+// and step_addr(); kernels that use step_addr keep to its conditions (see above).
+// kCopyRowStep: the row step of the kernel's copy passes when they walk the tile at a
+// constant stride (tiles::TileCopyPlan: threads / chunks per row); the swizzle needs a
+// multiple of its 8-row period there (fwd_sm80 at D 256 on 128 threads steps 4 rows: padded).
+template <typename T, int kRows, int kCols, int kCopyRowStep = 8>
+using LdmatrixTile =
+    std::conditional_t<(kCols * int(sizeof(T))) % 128 == 0 && kRows % 8 == 0 && kCopyRowStep % 8 == 0,
+                       Swizzle128Tile<T, kRows, kCols>, PaddedTile<T, kRows, kCols>>;
 
 // The first kCols_ columns of a tile, in the tile's own layout: what the copies in
 // tile_copy.cuh move when a tile is wider than the data (a head dim padded up to whole

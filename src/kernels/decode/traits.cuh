@@ -48,9 +48,7 @@ struct DecodeTraits {
   // global line fill one aligned shared line and go out as one L2 request; a padded row
   // starts 16 r bytes into a line and split each such copy in two (ncu, H100: 1.5x the L2
   // sectors of the bytes read; docs/kernels/decode.md). 8-bit D = 64 rows are 64 bytes: padded.
-  static constexpr bool kSwizzledKV = (kHeadDim * int(sizeof(TC))) % 128 == 0;
-  using KVTile = std::conditional_t<kSwizzledKV, tiles::Swizzle128Tile<TC, kBlockN, kHeadDim>,
-                                    tiles::PaddedTile<TC, kBlockN, kHeadDim>>;
+  using KVTile = tiles::LdmatrixTile<TC, kBlockN, kHeadDim>;
 
   // fp32 rows of the end-of-CTA merge buffer (padded by 4 floats: rows stay 16-byte
   // aligned and the fragment writes of 8 rows spread over more banks).

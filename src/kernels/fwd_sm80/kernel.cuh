@@ -48,7 +48,6 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
                                         int warp_row0, int lane) {
   using T = typename Tr::T;
   constexpr int kPairs = Tr::kNTiles / 2;  // key pairs of n8 tiles = one ldmatrix.x4 of K
-  constexpr int kElt = sizeof(T);
 #pragma unroll
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
@@ -68,11 +67,11 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Tr::kMTiles][Tr::kNTiles][4],
   auto load_q = [&](int buf, int ks) {
 #pragma unroll
     for (int mt = 0; mt < Tr::kMTiles; ++mt) {
-      prims::ldmatrix_x4(qa[buf][mt], q_addr + Tr::QTile::offset(mt * 16, ks * 16) * kElt);
+      prims::ldmatrix_x4(qa[buf][mt], Tr::QTile::step_addr(q_addr, mt * 16, ks * 16));
     }
   };
   auto load_k = [&](int buf, int ks, int np) {
-    prims::ldmatrix_x4(kb[buf], k_addr + Tr::KTile::offset(np * 16, ks * 16) * kElt);
+    prims::ldmatrix_x4(kb[buf], Tr::KTile::step_addr(k_addr, np * 16, ks * 16));
   };
   load_q(0, 0);
   load_k(0, 0, 0);
@@ -123,12 +122,11 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Tr::kMTiles][Tr::kDTiles][4],
                                         const typename Tr::T* sV, int lane) {
   using T = typename Tr::T;
   constexpr int kPairs = Tr::kDTiles / 2;
-  constexpr int kElt = sizeof(T);
   const uint32_t v_addr = prims::opaque(
       prims::smem_addr(sV + Tr::VTile::offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8)));
   uint32_t vb[2][4];
   auto load_v = [&](int buf, int ps, int dp) {
-    prims::ldmatrix_x4_trans(vb[buf], v_addr + Tr::VTile::offset(ps * 16, dp * 16) * kElt);
+    prims::ldmatrix_x4_trans(vb[buf], Tr::VTile::step_addr(v_addr, ps * 16, dp * 16));
   };
   load_v(0, 0, 0);
 #pragma unroll

@@ -7,6 +7,7 @@
 // halves shared-memory traffic per MMA; the price is registers (O and S accumulators).
 #pragma once
 
+#include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
 namespace flashkit::fwd_sm80 {
@@ -33,9 +34,13 @@ struct FwdTraits {
   static_assert(kWarpM % 16 == 0 && kMTiles >= 1, "a warp owns whole 16-row MMA tiles");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0, "MMA k-steps of 16");
 
-  using QTile = tiles::PaddedTile<T, kBlockM, kHeadDim>;  // reused for O in the epilogue
-  using KTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
-  using VTile = tiles::PaddedTile<T, kBlockN, kHeadDim>;
+  // 128-byte swizzle at D 64/128, padded rows at D 96/192/256 (tiles::LdmatrixTile): with
+  // padded rows a quarter-warp's 16-byte copies of one 128-byte global line straddle two
+  // shared lines and go out as two L2 requests (docs/kernels/decode.md, v9).
+  static constexpr int kCopyRowStep = kThreads / (kHeadDim / 8);  // rows per copy pass
+  using QTile = tiles::LdmatrixTile<T, kBlockM, kHeadDim, kCopyRowStep>;  // reused for O in the epilogue
+  using KTile = tiles::LdmatrixTile<T, kBlockN, kHeadDim, kCopyRowStep>;
+  using VTile = tiles::LdmatrixTile<T, kBlockN, kHeadDim, kCopyRowStep>;
 
   // Shared-memory plan: [Q | K | V] (one K and one V buffer: V(n) loads during QK^T and
   // K(n-1) during PV, as FA2 on sm80); its size is the dynamic shared memory of a CTA.
@@ -43,6 +48,7 @@ struct FwdTraits {
   static constexpr int kSmemK = kSmemQ + QTile::kBytes;
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
   static constexpr int kSmemBytes = kSmemV + VTile::kBytes;
+  static_assert(kSmemK % 128 == 0 && kSmemV % 128 == 0, "tiles on 128-byte lines (swizzle step_addr)");
 };
 
 }  // namespace flashkit::fwd_sm80
