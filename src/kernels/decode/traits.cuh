@@ -43,11 +43,8 @@ struct DecodeTraits {
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
-  // K/V tiles: the 128-byte swizzle wherever a row is whole 128-byte lines (every 16-bit
-  // cache, and 8-bit ones from D = 128), so each quarter-warp's 16-byte copies of a 128-byte
-  // global line fill one aligned shared line and go out as one L2 request; a padded row
-  // starts 16 r bytes into a line and split each such copy in two (ncu, H100: 1.5x the L2
-  // sectors of the bytes read; docs/kernels/decode.md). 8-bit D = 64 rows are 64 bytes: padded.
+  // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2
+  // sectors: decode.md v9); 8-bit D = 64 rows are 64 bytes and stay padded.
   using KVTile = tiles::LdmatrixTile<TC, kBlockN, kHeadDim>;
 
   // fp32 rows of the end-of-CTA merge buffer (padded by 4 floats: rows stay 16-byte
