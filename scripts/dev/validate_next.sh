@@ -16,20 +16,7 @@ set -u -o pipefail
 PART=${1:?usage: validate_next.sh A|B|C|D}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=/tmp/next-$PART
-mkdir -p "$O"
-: > "$O/summary.txt"
-export CPLUS_INCLUDE_PATH=${CPLUS_INCLUDE_PATH:-/usr/local/cuda/include/cccl}
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16} PYTHONUNBUFFERED=1
-S=/usr/local/cuda/bin/compute-sanitizer
-step() {
-  local name=$1 limit=$2 t0=$SECONDS
-  shift 2
-  if timeout "$limit" "$@" > "$O/$name.log" 2>&1; then
-    echo "ok   $name $((SECONDS - t0))s" | tee -a "$O/summary.txt"
-  else
-    echo "FAIL $name (exit $?) $((SECONDS - t0))s" | tee -a "$O/summary.txt"
-  fi
-}
+. "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 if [ ! -f /tmp/next-installed ]; then
   step install 240 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \

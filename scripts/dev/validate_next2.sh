@@ -24,21 +24,7 @@ PART=${1:?usage: validate_next2.sh A|B}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 TREE=$([ "$PART" = A ] && echo "$HERE" || echo "$(dirname "$HERE")/main")
 O=${OUT:-/tmp}/next2-$PART
-mkdir -p "$O"
-: > "$O/summary.txt"
-export CPLUS_INCLUDE_PATH=${CPLUS_INCLUDE_PATH:-/usr/local/cuda/include/cccl}
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16} PYTHONUNBUFFERED=1
-S=/usr/local/cuda/bin/compute-sanitizer
-step() {
-  local name=$1 limit=$2 t0=$SECONDS
-  shift 2
-  if timeout "$limit" "$@" > "$O/$name.log" 2>&1; then
-    echo "ok   $name $((SECONDS - t0))s" | tee -a "$O/summary.txt"
-  else
-    echo "FAIL $name (exit $?) $((SECONDS - t0))s" | tee -a "$O/summary.txt"
-    tail -20 "$O/$name.log" >> "$O/summary.txt"
-  fi
-}
+. "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 step install 240 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \
   -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
