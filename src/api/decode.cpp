@@ -95,7 +95,7 @@ Status check_dims(const Dims& m, const char* q_name) {
 }
 
 struct Layout {
-  int64_t header = 0, items = 0, combines = 0, first_partial = 0, num_splits = 0, item_base = 0;
+  int64_t header = 0, items = 0, combines = 0, first_partial = 0, num_splits = 0, item_base = 0, counters = 0;
   int64_t part_o = 0, part_lse = 0, bytes = 0;
   int64_t max_items = 0, max_combines = 0, max_partials = 0;
   int target_ctas = 0;
@@ -142,6 +142,7 @@ Status make_layout(const Dims& m, int target_ctas, Layout* out) {
   L.first_partial = take(m.B * 4);
   L.num_splits = take(m.B * 4);
   L.item_base = take(m.B * 4);
+  L.counters = take(m.B * m.hr * 4);
   L.part_o = take(L.max_partials * m.rows * m.dv * 4);
   L.part_lse = take(L.max_partials * m.rows * 4);
   L.bytes = off;
@@ -244,6 +245,7 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
     p.ws.first_partial = reinterpret_cast<int32_t*>(base + L.first_partial);
     p.ws.num_splits = reinterpret_cast<int32_t*>(base + L.num_splits);
     p.ws.item_base = reinterpret_cast<int32_t*>(base + L.item_base);
+    p.ws.counters = reinterpret_cast<int32_t*>(base + L.counters);
     p.ws.part_o = reinterpret_cast<float*>(base + L.part_o);
     p.ws.part_lse = reinterpret_cast<float*>(base + L.part_lse);
   }

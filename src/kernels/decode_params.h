@@ -25,8 +25,20 @@ struct alignas(32) DecodeItem {
   int32_t partial;  // partial-result slot, or -1 when the sequence has a single split
   int32_t split;    // index of the split within its sequence
   int32_t len;      // the sequence's length as planned (clamped to [0, capacity] at run time)
-  int32_t pad;
+  int32_t merge_n;  // n_splits when the split CTA that finishes last merges them (fused_merge), else 0
 };
+
+// Split sequences whose partials are small enough are merged by the split CTA that
+// finishes last (per-(sequence, head-row) arrival counters), not by the combine kernel:
+// n_splits * R * D_v fp32 values (R = valid rows of a head-row group) staged in the freed
+// K/V ring, one round trip, no kernel boundary. The plan and the split kernel decide with
+// the same rule, from the sequence's own split count (batch invariance is kept). (constexpr:
+// callable from device code under --expt-relaxed-constexpr.)
+constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
+constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
+constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v) {
+  return n_splits >= 2 && int64_t(n_splits) * rows_max * head_dim_v <= kFusedMergeFloats;
+}
 
 // Workspace layout (offsets in bytes from the workspace base, 256-byte aligned), computed
 // on the host from (B, hr, target CTAs, limits); see api/decode.cpp.
@@ -37,6 +49,8 @@ struct DecodeWorkspace {
   int32_t* first_partial;  // [B]: first partial split row of b (see part_o), -1 if unsplit
   int32_t* num_splits;   // [B]
   int32_t* item_base;    // [B]: index of b's first item divided by hr_count
+  int32_t* counters;     // [B][hr_count]: arrivals of fused-merge splits (zeroed by the plan,
+                         // reset by the merging CTA, so a plan serves any number of runs)
   // Partial results of split sequences: slot (first_partial[b] + split) * hr_count + hr.
   float* part_o;         // [max_partials][rows][D_v]
   float* part_lse;       // [max_partials][rows]

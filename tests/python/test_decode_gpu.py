@@ -163,6 +163,16 @@ def test_batch_invariance_fixed_split(split):
         assert torch.equal(l1, lse_all[b:b + 1])
 
 
+@pytest.mark.parametrize("heads,s_q", [((3, 1), 1), ((12, 1), 1), ((16, 1), 1), ((8, 1), 4), ((32, 8), 1)])
+def test_combine_many_splits(heads, s_q):
+    # 64-token splits of a 20k-token sequence: ~313 partials per (sequence, head-row group),
+    # more than one staged batch of LSEs and of partial O at 3, 12, 16 and 32 valid rows.
+    h_q, h_kv = heads
+    case = make_case([20000, 640, 1], s_q=s_q, h_q=h_q, h_kv=h_kv, seed=(h_q, s_q))
+    out, lse = run_checked(*case, split_size=64)
+    check(*case, out, lse)
+
+
 def test_deterministic():
     case = make_case([5000, 12000, 3, 800], h_q=32, h_kv=8, seed=8)
     o1, l1 = run_checked(*case)
@@ -202,6 +212,25 @@ def test_cuda_graph_replay_with_new_lengths_and_tables():
         graph.replay()
         torch.cuda.synchronize()
         check(q_buf, k, v, bt_buf, sl_buf, out_g, lse_g)
+    assert flashkit.device_errors() == 0
+
+
+@pytest.mark.parametrize("split", [0, 512])
+def test_fused_merge_over_repeated_runs(split):
+    # Sequences of a few splits are merged by their last split CTA (arrival counters in the
+    # workspace, reset by that CTA): one plan, several runs with new queries, each exact
+    # against the reference; split 512 mixes fused (n = 2..10) and combine-kernel sequences.
+    lens = [3000, 5000, 200, 1100, 20000]
+    q, k, v, bt, sl = make_case(lens, h_q=16, h_kv=4, seed=12)
+    B = len(lens)
+    plan = flashkit.DecodePlan(B, 1, 16, 4, 128, device="cuda", split_size=split,
+                               max_seqlen_k=bt.shape[1] * k.shape[1] if split else 0)
+    plan.plan(sl)
+    for step in range(3):
+        q = torch.randn(q.shape, generator=_gen(("fused", split, step)), device="cuda").to(q.dtype)
+        out, lse = plan.run(q, k, v, bt, sl, return_lse=True)
+        torch.cuda.synchronize()
+        check(q, k, v, bt, sl, out, lse)
     assert flashkit.device_errors() == 0
 
 

@@ -1,14 +1,14 @@
 // Paged-decode combine: merges the fp32 partial (O, LSE) of the splits of one
-// (sequence, head-row group) into the final output, in split order (deterministic):
+// (sequence, head-row group) into the final output, in a fixed order (deterministic):
 //   lse = log(sum_s exp(lse_s)),   O = sum_s exp(lse_s - lse) * O_s
-// One CTA per combine entry of the plan; rows that saw no key (every lse_s = -inf) get
-// O = 0 and LSE = -inf.
+// Rows that saw no key (every lse_s = -inf) get O = 0 and LSE = -inf.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/decode_params.h"
+#include "prims/cp_async.cuh"
 #include "prims/numeric.cuh"
 
 namespace flashkit::decode {
@@ -17,17 +17,23 @@ constexpr int kCombineThreads = 128;
 constexpr int kMaxRows = 32;
 constexpr int kCombineCols = 16;      // output columns per work pair
 constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
+constexpr int kLseFloats = 2048;      // 8 KB of partial LSEs staged per batch of splits
 
 // Persistent: the CTAs loop over the (combine entry, 16-column group) pairs. Latency, not
-// bandwidth, is what a combine costs (the partials were just written and sit in L2), so
-// every global load of a batch
-// of splits is issued at once into shared memory and the sums run from there:
-//   phase 1: all (split, row) LSEs -> per-row total LSE (online over batches),
-//   phase 2: per batch, all (split, row, 16 columns) partials and their weights
-//            exp(lse_s - lse) -> shared memory; each thread sums its outputs in split order.
+// bandwidth, is what a combine costs (the partials were just written and sit in L2), so it
+// is counted in dependent L2 round trips. Only the rows_valid rows the split kernel wrote
+// are staged (4 of the 16 MMA rows at GQA 4), and every copy is a cp.async: the compiler
+// does not keep more than a few plain load->store pairs of a loop in flight (v9's loops were
+// 4 to 16 round trips per batch), cp.async keeps them all. With n splits of R valid rows:
+//   group 0: the LSEs of the first kLseFloats / R splits,
+//   group 1: the partial O of the first kStageFloats / (16 R) splits (16 columns each),
+// both issued before the first wait, so a combine of up to 512 / R splits (the usual case:
+// 128 at GQA 4) is one round trip. Larger ones loop over batches.
+// Sums: each output (row, column pair) is shared by `lanes` (1, 2 or 4) adjacent threads that take the
+// splits s = lane (mod kLanes) in order; a fixed shuffle tree adds their sums.
 template <typename T>
 __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
-                                            float* s_o, float* s_w) {
+                                            float* s_o, float* s_l, float* s_w) {
   const int2 entry = p.ws.combines[e];
   const int b = entry.x, hr = entry.y;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
@@ -36,25 +42,50 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   if (first < 0 || n < 2 || int64_t(first + n) * p.hr_count > p.max_partials) return;
   const int kv_head = hr / p.row_groups;
   const int row0 = (hr % p.row_groups) * p.rows;
-  const int rows_valid = min(p.rows, p.ratio * p.s_q - row0);
+  const int rv = min(p.rows, p.ratio * p.s_q - row0);  // rows the split kernel wrote
+  if (rv <= 0 || rv > kMaxRows) return;
   const int rows = p.rows;
   auto slot = [&](int s) { return int64_t(first + s) * p.hr_count + hr; };
   const int tid = threadIdx.x;
-  const int per_batch = kStageFloats / (rows * kCombineCols);  // splits per batch (16 or 32)
+  const int col0 = cg * kCombineCols;
+  constexpr int kC4 = kCombineCols / 4;               // 16-byte chunks per row
+  const int lse_batch = kLseFloats / rv;              // splits per LSE batch (>= 64)
+  const int o_batch = kStageFloats / (rv * kCombineCols);  // splits per O batch (>= 16)
+  const bool lse_resident = n <= lse_batch;           // phase 2 reads the LSEs from s_l
 
-  // Phase 1: total LSE of each row.
-  float m = -INFINITY, l = 0.f;  // running, for row tid (tid < rows_valid)
-  for (int s0 = 0; s0 < n; s0 += per_batch) {
-    const int ns = min(per_batch, n - s0);
-    __syncthreads();
-    for (int i = tid; i < ns * rows; i += kCombineThreads) {
-      const int s = i / rows, r = i - (i / rows) * rows;
-      s_w[i] = p.ws.part_lse[slot(s0 + s) * rows + r];
+  auto stage_lse = [&](int s0, int ns) {
+    for (int i = tid; i < ns * rv; i += kCombineThreads) {
+      const int s = i / rv, r = i - (i / rv) * rv;
+      prims::cp_async_4(s_l + i, p.ws.part_lse + slot(s0 + s) * rows + r, true);
+    }
+    prims::cp_async_commit();
+  };
+  auto stage_o = [&](int s0, int ns) {
+    for (int i = tid; i < ns * rv * kC4; i += kCombineThreads) {
+      const int sr = i / kC4, c4 = i - (i / kC4) * kC4;  // sr = s * rv + r
+      const int s = sr / rv, r = sr - (sr / rv) * rv;
+      prims::cp_async_16(s_o + i * 4, p.ws.part_o + (slot(s0 + s) * rows + r) * p.head_dim_v + col0 + c4 * 4, true);
+    }
+    prims::cp_async_commit();
+  };
+
+  // Phase 1: total LSE of each row (online over LSE batches), O batch 0 in flight meanwhile.
+  stage_lse(0, min(n, lse_batch));
+  stage_o(0, min(n, o_batch));
+  float m = -INFINITY, l = 0.f;  // running, for row tid (tid < rv)
+  for (int s0 = 0; s0 < n; s0 += lse_batch) {
+    const int ns = min(lse_batch, n - s0);
+    if (s0 > 0) {
+      __syncthreads();  // the previous LSE batch is consumed
+      stage_lse(s0, ns);
+      prims::cp_async_wait<0>();
+    } else {
+      prims::cp_async_wait<1>();  // the LSE group (O batch 0 may still be in flight)
     }
     __syncthreads();
-    if (tid < rows_valid) {
+    if (tid < rv) {
       for (int s = 0; s < ns; ++s) {
-        const float x = s_w[s * rows + tid];
+        const float x = s_l[s * rv + tid];
         if (x > m) {
           l = l * __expf(m - x) + 1.f;  // exp(-inf) = 0 on the first finite value
           m = x;
@@ -64,7 +95,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
       }
     }
   }
-  if (tid < rows_valid) {
+  if (tid < rv) {
     const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
     s_lse[tid] = lse;
     if (p.lse != nullptr && cg == 0) {
@@ -74,38 +105,39 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
     }
   }
 
-  // Phase 2: thread -> outputs (row, column pair) of this CTA's 16 columns.
-  const int col0 = cg * kCombineCols;
+  // Phase 2: output o = (row, column pair) of this CTA's 16 columns, kLanes threads each.
   constexpr int kPairs = kCombineCols / 2;
+  const int outs = rv * kPairs;  // 32 .. 256
+  const int lanes = outs >= kCombineThreads ? 1 : (outs >= 64 ? 2 : 4);  // power of 2, divides 32
+  const int per_pass = kCombineThreads / lanes;  // outputs per pass of the CTA
+  const int lane_k = tid % lanes;
   constexpr int kMaxOut = kMaxRows * kPairs / kCombineThreads;  // 2 per thread at 32 rows
   float2 acc[kMaxOut];
 #pragma unroll
   for (int j = 0; j < kMaxOut; ++j) acc[j] = make_float2(0.f, 0.f);
-  for (int s0 = 0; s0 < n; s0 += per_batch) {
-    const int ns = min(per_batch, n - s0);
-    __syncthreads();  // s_lse visible; previous batch consumed
-    for (int i = tid; i < ns * rows * (kCombineCols / 4); i += kCombineThreads) {
-      const int s = i / (rows * (kCombineCols / 4));
-      const int rest = i - s * (rows * (kCombineCols / 4));
-      const int r = rest / (kCombineCols / 4), c4 = rest - r * (kCombineCols / 4);
-      const float* src = p.ws.part_o + (slot(s0 + s) * rows + r) * p.head_dim_v + col0 + c4 * 4;
-      *reinterpret_cast<float4*>(s_o + i * 4) = *reinterpret_cast<const float4*>(src);
+  for (int s0 = 0; s0 < n; s0 += o_batch) {
+    const int ns = min(o_batch, n - s0);
+    if (s0 > 0) {
+      __syncthreads();  // the previous O batch is consumed
+      stage_o(s0, ns);
     }
-    for (int i = tid; i < ns * rows; i += kCombineThreads) {
-      const int s = i / rows, r = i - (i / rows) * rows;
-      const float lse = r < rows_valid ? s_lse[r] : -INFINITY;
-      const float x = p.ws.part_lse[slot(s0 + s) * rows + r];
+    __syncthreads();  // s_lse visible (and, first batch, phase 1 done with s_l)
+    for (int i = tid; i < ns * rv; i += kCombineThreads) {
+      const int s = i / rv, r = i - (i / rv) * rv;
+      const float lse = s_lse[r];
+      const float x = lse_resident ? s_l[(s0 + s) * rv + r] : p.ws.part_lse[slot(s0 + s) * rows + r];
       s_w[i] = lse == -INFINITY ? 0.f : __expf(x - lse);
     }
+    prims::cp_async_wait<0>();
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kMaxOut; ++j) {
-      const int o = tid + j * kCombineThreads;
+      const int o = tid / lanes + j * per_pass;
+      if (o >= outs) continue;
       const int r = o / kPairs, c = (o - r * kPairs) * 2;
-      if (r >= rows_valid) continue;
-      for (int s = 0; s < ns; ++s) {
-        const float w = s_w[s * rows + r];
-        const float2 v = *reinterpret_cast<const float2*>(s_o + (s * rows + r) * kCombineCols + c);
+      for (int s = lane_k; s < ns; s += lanes) {
+        const float w = s_w[s * rv + r];
+        const float2 v = *reinterpret_cast<const float2*>(s_o + (s * rv + r) * kCombineCols + c);
         acc[j].x += w * v.x;
         acc[j].y += w * v.y;
       }
@@ -113,9 +145,15 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   }
 #pragma unroll
   for (int j = 0; j < kMaxOut; ++j) {
-    const int o = tid + j * kCombineThreads;
+    // Fixed tree over the `lanes` threads of an output (no-op for lanes = 1); every thread
+    // of the warp takes part (lanes is uniform, groups are aligned inside the warp).
+    for (int off = 1; off < lanes; off *= 2) {
+      acc[j].x += __shfl_xor_sync(0xffffffffu, acc[j].x, off);
+      acc[j].y += __shfl_xor_sync(0xffffffffu, acc[j].y, off);
+    }
+    const int o = tid / lanes + j * per_pass;
+    if (o >= outs || lane_k != 0) continue;
     const int r = o / kPairs, c = (o - r * kPairs) * 2;
-    if (r >= rows_valid) continue;
     const int R = row0 + r;
     const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
     T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
@@ -129,6 +167,7 @@ template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeParams p) {
   __shared__ float s_lse[kMaxRows];
   __shared__ __align__(16) float s_o[kStageFloats];
+  __shared__ __align__(16) float s_l[kLseFloats];
   __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
@@ -137,7 +176,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   const int work = p.ws.header[kHdrNumCombines] * col_groups;
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
-    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_w);
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w);
   }
 }
 

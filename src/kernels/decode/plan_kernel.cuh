@@ -104,7 +104,9 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
   }
   if (chunk > (int64_t{1} << 30)) chunk = int64_t{1} << 30;
 
-  // 3. Splits per sequence, scans of items / partial rows / combines; combine entries.
+  // 3. Splits per sequence, scans of items / partial rows / combines; combine entries
+  // (sequences the split kernel merges itself get none: their arrival counters are zeroed).
+  const int rows_max = min(p.rows, p.ratio * p.s_q);
   int run_items = 0, run_parts = 0, run_comb = 0;  // in units of splits / splits / sequences
   for (int base = 0; base < B; base += kPlanThreads) {
     const int b = base + tid;
@@ -114,16 +116,21 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
       splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
     }
     const int parts = n > 1 ? n : 0;
+    const bool fused = fused_merge(n, rows_max, p.head_dim_v);  // merged by the split kernel
+    const bool comb = n > 1 && !fused;                          // merged by the combine kernel
     int t_items, t_parts, t_comb;
     const int pre_items = block_exclusive_scan(n, &t_items, s_warp) + run_items;
     const int pre_parts = block_exclusive_scan(parts, &t_parts, s_warp) + run_parts;
-    const int pre_comb = block_exclusive_scan(n > 1 ? 1 : 0, &t_comb, s_warp) + run_comb;
+    const int pre_comb = block_exclusive_scan(comb ? 1 : 0, &t_comb, s_warp) + run_comb;
     if (b < B) {
       p.ws.num_splits[b] = n;
       p.ws.first_partial[b] = n > 1 ? pre_parts : -1;
       p.ws.item_base[b] = pre_items;
-      if (n > 1 && int64_t(pre_comb + 1) * hr <= p.max_combines) {
+      if (comb && int64_t(pre_comb + 1) * hr <= p.max_combines) {
         for (int h = 0; h < hr; ++h) p.ws.combines[pre_comb * hr + h] = make_int2(b, h);
+      }
+      if (fused) {
+        for (int h = 0; h < hr; ++h) p.ws.counters[int64_t(b) * hr + h] = 0;
       }
     }
     run_items += t_items;
@@ -165,7 +172,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
         it.split = split;
         it.len = int(len);
-        it.pad = 0;
+        it.merge_n = fused_merge(n, rows_max, p.head_dim_v) ? n : 0;
         p.ws.items[i] = it;
       }
     }

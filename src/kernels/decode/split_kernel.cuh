@@ -562,6 +562,25 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     }
     return l;
   };
+  // Final output of row r (8 columns from col) and its LSE.
+  auto store_out = [&](int r, int col, const float(&acc)[8]) {
+    const int R = row0 + r;
+    const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+    T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
+             int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col;
+    uint4 packed;
+    packed.x = prims::pack2<T>(acc[0], acc[1]);
+    packed.y = prims::pack2<T>(acc[2], acc[3]);
+    packed.z = prims::pack2<T>(acc[4], acc[5]);
+    packed.w = prims::pack2<T>(acc[6], acc[7]);
+    *reinterpret_cast<uint4*>(dst) = packed;
+  };
+  auto store_lse = [&](int r, float lse) {
+    if (p.lse == nullptr) return;
+    const int R = row0 + r;
+    const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+    p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
+  };
   constexpr int kOutChunks = kRows * (kD / 8);  // 8 columns per chunk
   for (int c = tid; c < kOutChunks; c += kThreads) {
     const int r = c / (kD / 8);
@@ -588,16 +607,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
       *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
       *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
     } else {
-      const int R = row0 + r;
-      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
-      T* dst = static_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(t) * p.o_tok_stride +
-               int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col;
-      uint4 packed;
-      packed.x = prims::pack2<T>(acc[0], acc[1]);
-      packed.y = prims::pack2<T>(acc[2], acc[3]);
-      packed.z = prims::pack2<T>(acc[4], acc[5]);
-      packed.w = prims::pack2<T>(acc[6], acc[7]);
-      *reinterpret_cast<uint4*>(dst) = packed;
+      store_out(r, col, acc);
     }
   }
   if (tid < rows_valid) {
@@ -607,11 +617,89 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
     const float lse = l > 0.f ? (m_all * scale_log2 + __log2f(l)) * 0.69314718055994531f : -INFINITY;
     if (split) {
       p.ws.part_lse[int64_t(item.partial) * p.rows + r] = lse;
-    } else if (p.lse != nullptr) {
-      const int R = row0 + r;
-      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
-      p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
+    } else {
+      store_lse(r, lse);
     }
+  }
+  if (!split || item.merge_n < 2) return;
+
+  // --- fused merge: the split CTA of (b, hr) that finishes last merges the n partials ---
+  // (threadfence pattern: every thread fences its partial writes, one atomic per CTA; the
+  // last arrival resets the counter for the next run and fences before reading the others.)
+  const int n = item.merge_n;
+  const int first = item.partial / p.hr_count - item.split;  // partial = (first + split) * hr_count + hr
+  const int rv = rows_valid;
+  if (first < 0 || int64_t(first + n) * p.hr_count > p.max_partials || n * rv * kD > kFusedMergeFloats ||
+      n * rv > kFusedMergeRows) {
+    if (tid == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));  // not a plan of this kernel
+    return;
+  }
+  __threadfence();
+  __syncthreads();  // (also: every thread is done with sO and the stats)
+  int* s_last = reinterpret_cast<int*>(smem + Tr::kSmemStats);
+  if (tid == 0) {
+    int* counter = p.ws.counters + int64_t(b) * p.hr_count + item.hr;
+    const int arrived = atomicAdd(counter, 1) + 1;
+    if (arrived == n) atomicExch(counter, 0);
+    *s_last = arrived == n;
+  }
+  __syncthreads();
+  if (*s_last == 0) return;
+  __threadfence();
+  // Stage the n partials (rv rows, all kD columns) in the freed ring: one round trip.
+  float* mO = reinterpret_cast<float*>(smem + Tr::kSmemK);  // [n][rv][kD]
+  float* mL = mO + kFusedMergeFloats;                          // [n][rv]: LSEs, then weights
+  float* mT = mL + kFusedMergeRows;                            // [rv]: total LSE per row
+  auto slot_row = [&](int s, int r) { return (int64_t(first + s) * p.hr_count + item.hr) * p.rows + r; };
+  constexpr int kC4 = kD / 4;
+  for (int i = tid; i < n * rv * kC4; i += kThreads) {
+    const int sr = i / kC4, c4 = i - (i / kC4) * kC4;
+    const int s = sr / rv, r = sr - (sr / rv) * rv;
+    prims::cp_async_16(mO + i * 4, p.ws.part_o + slot_row(s, r) * p.head_dim_v + c4 * 4, true);
+  }
+  prims::cp_async_commit();
+  for (int i = tid; i < n * rv; i += kThreads) {
+    const int s = i / rv, r = i - (i / rv) * rv;
+    mL[i] = __ldcg(p.ws.part_lse + slot_row(s, r));  // L2: written by other CTAs of this grid
+  }
+  prims::cp_async_wait<0>();
+  __syncthreads();
+  if (tid < rv) {
+    float m = -INFINITY, l = 0.f;
+    for (int s = 0; s < n; ++s) {
+      const float x = mL[s * rv + tid];
+      if (x > m) {
+        l = l * __expf(m - x) + 1.f;
+        m = x;
+      } else if (x != -INFINITY) {
+        l += __expf(x - m);
+      }
+    }
+    const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
+    mT[tid] = lse;
+    store_lse(tid, lse);
+  }
+  __syncthreads();
+  for (int i = tid; i < n * rv; i += kThreads) {
+    const float lse = mT[i % rv];
+    mL[i] = lse == -INFINITY ? 0.f : __expf(mL[i] - lse);
+  }
+  __syncthreads();
+  for (int c = tid; c < rv * (kD / 8); c += kThreads) {
+    const int r = c / (kD / 8);
+    const int col = (c % (kD / 8)) * 8;
+    float acc[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = 0.f;
+    for (int s = 0; s < n; ++s) {  // split order: deterministic
+      const float w = mL[s * rv + r];
+      const float* src = mO + (s * rv + r) * kD + col;
+      const float4 a = *reinterpret_cast<const float4*>(src);
+      const float4 bq = *reinterpret_cast<const float4*>(src + 4);
+      acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+      acc[4] += w * bq.x, acc[5] += w * bq.y, acc[6] += w * bq.z, acc[7] += w * bq.w;
+    }
+    store_out(r, col, acc);
   }
 }
 

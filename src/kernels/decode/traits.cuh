@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/decode_params.h"
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
@@ -70,6 +71,9 @@ struct DecodeTraits {
   static constexpr int kMergeBytes = kNWarps * kRows * kMergeStride * 4;
   // (it may run on into the offset rings and flags, dead by then; not into the stats)
   static_assert(kMergeBytes <= kSmemStats - kSmemK, "merge buffer must fit in front of the stats");
+  // The fused merge (decode_params.h) stages its partials in the same freed region.
+  static_assert((kFusedMergeFloats + kFusedMergeRows + 32) * 4 <= kSmemStats - kSmemK,
+                "fused-merge staging must fit in front of the stats");
   static_assert(kSmemK % 128 == 0 && KVTile::kBytes % 128 == 0, "K/V stages on 128-byte lines (swizzle)");
 };
 
