@@ -6,6 +6,7 @@
 #   bash scripts/dev/decode_quant_sweep.sh "2:64 3:64 4:64 2:128"
 set -u -o pipefail
 VARIANTS=${1:-"2:64 3:64 4:64 2:128"}
+CFGS=${CFGS:-"1:65536:32:8 16:8192:32:8 64:8192:32:8 16:16384:32:32 64:16384:64:8 128:4096:32:8"}
 export TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=/tmp/dqs; mkdir -p "$O"
 export CPLUS_INCLUDE_PATH=${CPLUS_INCLUDE_PATH:-/usr/local/cuda/include/cccl}
@@ -17,7 +18,7 @@ install() {
     -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
 }
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$O/summary.txt"
-CFGS="1:65536:32:8 16:8192:32:8 64:8192:32:8 16:16384:32:32 64:16384:64:8 128:4096:32:8"
+
 for v in $VARIANTS; do
   st=${v%%:*}; bn=${v##*:}
   { echo "#define FLASHKIT_DECODE_QSTAGES_128 $st"; echo "#define FLASHKIT_DECODE_QBLOCKN_128 $bn"; cat "$O/inst.orig"; } > "$INST"

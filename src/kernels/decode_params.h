@@ -34,6 +34,14 @@ struct alignas(32) DecodeItem {
 // K/V ring, one round trip, no kernel boundary. The plan and the split kernel decide with
 // the same rule, from the sequence's own split count (batch invariance is kept). (constexpr:
 // callable from device code under --expt-relaxed-constexpr.)
+// Programmatic-dependent-launch trigger points (tuning switch, decode.md v11): bit 0 = the
+// combine kernel lets the next kernel get resident from its start (the next split waits in
+// griddepcontrol.wait all the same), bit 1 = the split kernel triggers right after its own
+// wait instead of at its epilogue.
+#ifndef FLASHKIT_DECODE_EARLY_TRIGGER
+#define FLASHKIT_DECODE_EARLY_TRIGGER 1  // bit 0: +0.5-1.5% on most rows (v10 trigger sweep)
+#endif
+
 constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
 constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
 constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v) {

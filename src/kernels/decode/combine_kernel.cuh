@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   __shared__ __align__(16) float s_l[kLseFloats];
   __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 1) != 0) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
 #endif
   const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;

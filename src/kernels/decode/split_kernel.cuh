@@ -68,7 +68,15 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 }
 
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const DecodeParams p) {
+// FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
+// the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
+// Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
+#ifdef FLASHKIT_DECODE_QMINBLOCKS
+#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant ? FLASHKIT_DECODE_QMINBLOCKS : 1)
+#else
+#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
+#endif
+__global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
   using T = typename Tr::T;
   using TC = typename Tr::TC;
   constexpr int kQuant = Tr::kQuant;
@@ -87,6 +95,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
+  if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) != 0) asm volatile("griddepcontrol.launch_dependents;");
 #endif
   // Header and item are independent loads: both in flight before either is used.
   const int num_items = p.ws.header[kHdrNumItems];
@@ -493,7 +502,7 @@ __global__ void __launch_bounds__(Tr::kThreads) decode_split_kernel(const Decode
 
   // --- merge the 4 warps' partial softmax states (fixed order: deterministic) ---
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");  // the combine may start its prologue
+  if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) == 0) asm volatile("griddepcontrol.launch_dependents;");  // the combine may get resident
 #endif
   prims::cp_async_wait<0>();
   __syncthreads();  // every load landed and every warp is done: the rings are free
