@@ -9,8 +9,8 @@
 // apply unchanged, and two adjacent column tiles of P packed to 16 bits are the register A
 // operand of the next wgmma (same layout as the mma.sync A fragment).
 //
-// Only N = 64 is wrapped: larger tiles are issued as several N = 64 wgmmas on shifted
-// descriptors, which keeps each asm statement at 32 accumulators.
+// Wrapped: N = 64 (32 accumulators per asm statement), N = 128 and N = 256; a tile of
+// another width is issued as several N = 64 wgmmas on shifted descriptors.
 //
 // Operands in shared memory use the 128-byte swizzle (tiles/smem_swizzle.cuh): rows of
 // 128 bytes, 8-row atoms of 1024 bytes, 16-byte chunk index XOR (row % 8).
@@ -235,6 +235,49 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint6
     FLASHKIT_WGMMA_N64_SS_TNSPB("f16", d, desc_a, desc_b);
   } else {
     FLASHKIT_WGMMA_N64_SS_TNSPB("bf16", d, desc_a, desc_b);
+  }
+}
+
+// m64n128k16 (64 accumulators per thread, d[j][e] as for n64 over 16 column tiles). One
+// instruction instead of two n64 ones on shifted descriptors: an SS Q K^T at N = 64 reads
+// the 64 x 16 A tile (2 KB) and a 2 KB B tile from shared memory per 32 tensor-core cycles,
+// i.e. the whole 128 B/clk of an SM's shared-memory bandwidth; at N = 128 the A tile is read
+// once for twice the work (96 B/clk). Same register layout as two n64 blocks side by side.
+#define FLASHKIT_WGMMA_D64(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+#define FLASHKIT_WGMMA_DREGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FLASHKIT_WGMMA_N128_SS(TY, d, desc_a, desc_b, acc)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(acc))
+#define FLASHKIT_WGMMA_N128_RS_TNSPB(TY, d, a, desc_b)                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                 \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+
+// d (64 x 128, fp32) (+)= A (64 x 16, shared, K-major) * B (16 x 128, shared, K-major: 128
+// rows of 128 bytes, 8-row groups `sbo` apart). `accumulate` = 0 overwrites d.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b,
+                                                    int accumulate) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_SS("f16", d, desc_a, desc_b, accumulate);
+  } else {
+    FLASHKIT_WGMMA_N128_SS("bf16", d, desc_a, desc_b, accumulate);
+  }
+}
+
+// d (64 x 128) += A (64 x 16, registers) * B (16 x 128, shared, MN-major: 2 atom columns
+// `lbo` bytes apart in the descriptor). Always accumulates.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_RS_TNSPB("f16", d, a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N128_RS_TNSPB("bf16", d, a, desc_b);
   }
 }
 

@@ -59,34 +59,65 @@ __device__ __forceinline__ float (&n64_block(float (&acc)[1][kTiles][4], int chu
   return *reinterpret_cast<float(*)[8][4]>(&acc[0][chunk * 8][0]);
 }
 
+// Wide wgmmas (tuning switch, fwd_sm90.md "wide wgmmas"): 1 = Q K^T as one m64n128 per k-step
+// where kBlockN = 128 and P V as one m64n128 / m64n256 where the padded head dim is 128 / 256;
+// 0 = every wgmma m64n64 on shifted descriptors (the shape up to 2026-11-26).
+#ifndef FLASHKIT_FWD_WIDE_WGMMA
+#define FLASHKIT_FWD_WIDE_WGMMA 1
+#endif
+
+template <int kTiles>
+__device__ __forceinline__ float (&n128_block(float (&acc)[1][kTiles][4]))[16][4] {
+  static_assert(kTiles == 16, "a whole 128-column fragment");
+  return *reinterpret_cast<float(*)[16][4]>(&acc[0][0][0]);
+}
+template <int kTiles>
+__device__ __forceinline__ float (&n256_block(float (&acc)[1][kTiles][4]))[32][4] {
+  static_assert(kTiles == 32, "a whole 256-column fragment");
+  return *reinterpret_cast<float(*)[32][4]>(&acc[0][0][0]);
+}
+
 // S = Q K^T for the warpgroup's 64 rows: kKSteps x kNChunks wgmmas (issue only; the caller
 // fences, commits and waits). Descriptors advance inside a 128-byte swizzle row by 32 bytes
-// per k16 step, and by one atom column (kRows x 128 bytes) every 4 steps.
+// per k16 step, and by one atom column (kRows x 128 bytes) every 4 steps. At kBlockN = 128
+// one m64n128 per k-step: the K tile's 128 rows are one run of 8-row groups (sbo 1024).
 template <class Tr>
 __device__ __forceinline__ void issue_qk(float (&s)[1][Tr::kNTiles][4], uint64_t desc_q, uint64_t desc_k) {
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
     const uint64_t q_off = ((ks / 4) * Tr::QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+    if constexpr (FLASHKIT_FWD_WIDE_WGMMA && Tr::kNChunks == 2) {
+      const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n128k16_ss<typename Tr::T>(n128_block(s), desc_q + q_off, desc_k + k_off, ks > 0 ? 1 : 0);
+    } else {
 #pragma unroll
-    for (int nc = 0; nc < Tr::kNChunks; ++nc) {
-      const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + nc * 64 * 128 + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<typename Tr::T>(n64_block(s, nc), desc_q + q_off, desc_k + k_off,
-                                                ks > 0 ? 1 : 0);
+      for (int nc = 0; nc < Tr::kNChunks; ++nc) {
+        const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + nc * 64 * 128 + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<typename Tr::T>(n64_block(s, nc), desc_q + q_off, desc_k + k_off,
+                                                  ks > 0 ? 1 : 0);
+      }
     }
   }
 }
 
 // O += P V: P from registers (k16 step ps = S column tiles 2ps, 2ps+1), V as an MN-major
-// operand: 16 keys of one atom column per wgmma, i.e. 16 rows x 128 bytes = 2048 bytes.
+// operand: 16 keys of one atom column per n64 wgmma, i.e. 16 rows x 128 bytes = 2048 bytes;
+// the wide forms cover 2 or 4 atom columns, VTile::kBlockBytes apart (the descriptor's lbo).
 template <class Tr>
 __device__ __forceinline__ void issue_pv(float (&o)[1][Tr::kDTiles][4], const uint32_t (&pa)[Tr::kPSteps][4],
                                          uint64_t desc_v) {
 #pragma unroll
   for (int ps = 0; ps < Tr::kPSteps; ++ps) {
+    if constexpr (FLASHKIT_FWD_WIDE_WGMMA && Tr::kDChunks == 2) {
+      prims::wgmma_m64n128k16_rs_tnspb<typename Tr::T>(n128_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
+    } else if constexpr (FLASHKIT_FWD_WIDE_WGMMA && Tr::kDChunks == 4) {
+      prims::wgmma_m64n256k16_rs_tnspb<typename Tr::T>(n256_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
+    } else {
 #pragma unroll
-    for (int dc = 0; dc < Tr::kDChunks; ++dc) {
-      const uint64_t v_off = (dc * Tr::VTile::kBlockBytes + ps * 16 * 128) >> 4;
-      prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(n64_block(o, dc), pa[ps], desc_v + v_off);
+      for (int dc = 0; dc < Tr::kDChunks; ++dc) {
+        const uint64_t v_off = (dc * Tr::VTile::kBlockBytes + ps * 16 * 128) >> 4;
+        prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(n64_block(o, dc), pa[ps], desc_v + v_off);
+      }
     }
   }
 }
