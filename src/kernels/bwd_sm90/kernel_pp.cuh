@@ -42,6 +42,11 @@
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
+// Wide wgmmas in the dK/dV step (tuning switch, bwd.md): 1 = one m64n128 per k-step at D 128.
+#ifndef FLASHKIT_BWD_WIDE_WGMMA
+#define FLASHKIT_BWD_WIDE_WGMMA 1
+#endif
+
 namespace flashkit::bwd_sm90 {
 
 // What the kTma variant copies for the lse / delta of rows past the sequence: lse = -inf
@@ -346,11 +351,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
 #pragma unroll
     for (int ms = 0; ms < Tr::kMSteps; ++ms) {
+      if constexpr (FLASHKIT_BWD_WIDE_WGMMA && kChunks == 2) {
+        // One m64n128 per k-step (both 64-column chunks; dv/dk[2][8][4] are [16][4] in memory,
+        // the descriptors' lbo steps to the second atom column): half the wgmma instructions.
+        const uint64_t off = (ms * 16 * 128) >> 4;
+        prims::wgmma_m64n128k16_rs_tnspb<T>(*reinterpret_cast<float(*)[16][4]>(&dv[0][0][0]), pa[ms], desc_do_mn + off);
+        prims::wgmma_m64n128k16_rs_tnspb<T>(*reinterpret_cast<float(*)[16][4]>(&dk[0][0][0]), dsa[ms], desc_q_mn + off);
+      } else {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const uint64_t off = (c * QTile::kBlockBytes + ms * 16 * 128) >> 4;
-        prims::wgmma_m64n64k16_rs_tnspb<T>(dv[c], pa[ms], desc_do_mn + off);
-        prims::wgmma_m64n64k16_rs_tnspb<T>(dk[c], dsa[ms], desc_q_mn + off);
+        for (int c = 0; c < kChunks; ++c) {
+          const uint64_t off = (c * QTile::kBlockBytes + ms * 16 * 128) >> 4;
+          prims::wgmma_m64n64k16_rs_tnspb<T>(dv[c], pa[ms], desc_do_mn + off);
+          prims::wgmma_m64n64k16_rs_tnspb<T>(dk[c], dsa[ms], desc_q_mn + off);
+        }
       }
     }
     prims::wgmma_commit();
