@@ -28,7 +28,12 @@ namespace fwd_sm90 {
 // shape. d96 runs d128's tiles with 32 zero columns (Tr::kPadded): a third more MMA work
 // for Q K^T and P V than the data needs, still on wgmma.
 template <typename T, int D> struct Config;
-template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3, 2>; };
+// FLASHKIT_FWD_D64_ONE_CTA (tuning switch): 1 = d64 at one CTA per SM, i.e. the producer
+// warpgroup / persistent kernels of the other head dims (fwd_sm90.md "d64 at one CTA per SM").
+#ifndef FLASHKIT_FWD_D64_ONE_CTA
+#define FLASHKIT_FWD_D64_ONE_CTA 0
+#endif
+template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3, FLASHKIT_FWD_D64_ONE_CTA ? 1 : 2>; };
 template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 3>; };  // padded to 128
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
