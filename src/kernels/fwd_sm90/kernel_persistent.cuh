@@ -33,28 +33,19 @@
 
 namespace flashkit::fwd_sm90 {
 
-// Shared memory of the persistent kernel: the non-persistent layout (with two more
-// barriers), then (where it fits in the 227 KB of an SM: D 96/128/192, not 256) a second Q
-// tile. With it Q is double-buffered: tile t's Q sits in buffer t % 2, so the producer loads
-// the next tile's Q while this one runs (one Q tile made each tile's first Q K^T wait for a
-// load issued only after the previous tile's last Q K^T), and the epilogue stages O in the
-// finished tile's own Q buffer (its Q K^Ts are done), released after the O stores.
-// `FLASHKIT_FWD_DOUBLE_Q=0` keeps one Q tile and a separate O staging tile (the layout up
-// to 2026-11-26).
-#ifndef FLASHKIT_FWD_DOUBLE_Q
-#define FLASHKIT_FWD_DOUBLE_Q 1
-#endif
+// Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
+// in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
+// stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
 template <class Tr>
 struct PersistentSmem {
-  static constexpr int kO = (Tr::kSmemBar + 8 * (Tr::kNumBars + 2) + 1023) / 1024 * 1024;
+  static constexpr int kO = (Tr::kSmemBar + 8 * Tr::kNumBars + 1023) / 1024 * 1024;
   static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
-  static constexpr bool kStageO = kWithO <= 227 * 1024;  // the tile at kO exists
-  static constexpr bool kDoubleQ = kStageO && FLASHKIT_FWD_DOUBLE_Q;  // ... and is Q's second buffer
-  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes + 16;
+  static constexpr bool kStageO = kWithO <= 227 * 1024;
+  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
 };
 
-// The barriers: full/empty per K stage and per V stage, then Q's full and empty per Q
-// buffer (kNumBars + 2 = 2 KS + 2 VS + 4; buffer 1's pair unused with one Q tile).
+// The barriers: full/empty per K stage and per V stage, then Q's full and empty
+// (kNumBars = 2 KS + 2 VS + 2, the non-persistent layout's count).
 template <class Tr>
 struct PersistentBars {
   static constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
@@ -63,17 +54,8 @@ struct PersistentBars {
   __device__ __forceinline__ uint32_t empty_k(uint32_t it) const { return base + 8 * (KS + it % KS); }
   __device__ __forceinline__ uint32_t full_v(uint32_t it) const { return base + 8 * (2 * KS + it % VS); }
   __device__ __forceinline__ uint32_t empty_v(uint32_t it) const { return base + 8 * (2 * KS + VS + it % VS); }
-  __device__ __forceinline__ uint32_t full_q(uint32_t buf) const { return base + 8 * (2 * KS + 2 * VS + buf); }
-  __device__ __forceinline__ uint32_t empty_q(uint32_t buf) const { return base + 8 * (2 * KS + 2 * VS + 2 + buf); }
-  // Q tile number q_it (0, 1, ...): its buffer, and the parities of its full barrier and of
-  // the release the producer waits for before loading it (valid from the first reuse on).
-  static constexpr bool kDouble = PersistentSmem<Tr>::kDoubleQ;
-  __device__ __forceinline__ static uint32_t q_buf(uint32_t q_it) { return kDouble ? q_it % 2 : 0; }
-  __device__ __forceinline__ static uint32_t q_full_parity(uint32_t q_it) { return (kDouble ? q_it / 2 : q_it) & 1; }
-  __device__ __forceinline__ static bool q_reuse(uint32_t q_it) { return q_it >= (kDouble ? 2u : 1u); }
-  __device__ __forceinline__ static uint32_t q_empty_parity(uint32_t q_it) {
-    return (kDouble ? (q_it - 2) / 2 : q_it - 1) & 1;
-  }
+  __device__ __forceinline__ uint32_t full_q() const { return base + 8 * (2 * KS + 2 * VS); }
+  __device__ __forceinline__ uint32_t empty_q() const { return base + 8 * (2 * KS + 2 * VS + 1); }
 };
 
 // Unit `round` of this CTA's walk (snake order); false past the end. A unit is a pair of
@@ -172,9 +154,8 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
   }
-  // Every Q K^T of this warpgroup has retired: with one Q tile, Q may be overwritten by the
-  // next tile's now (double-buffered, the epilogue stages O in it and releases it after).
-  if constexpr (!PersistentSmem<Tr>::kDoubleQ) prims::mbarrier_arrive(b.empty_q(0));
+  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
+  prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
@@ -200,8 +181,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
   prims::tma_prefetch_desc(&p.v_tmap);
   T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
-  const uint32_t sq0 = prims::smem_addr(smem + Tr::kSmemQ);
-  const uint32_t sq1 = prims::smem_addr(smem + PersistentSmem<Tr>::kO);
+  const uint32_t sq = prims::smem_addr(smem + Tr::kSmemQ);
   const bool varlen = p.cu_seqlens_q != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   int t;
@@ -227,15 +207,13 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
       ++v_it;
     };
     load_k(0);
-    const uint32_t qb = b.q_buf(q_it);
-    if (b.q_reuse(q_it)) prims::mbarrier_wait(b.empty_q(qb), b.q_empty_parity(q_it));
-    prims::mbarrier_arrive_expect_tx(b.full_q(qb), Tr::QTile::kBytes);
+    if (q_it >= 1) prims::mbarrier_wait(b.empty_q(), (q_it - 1) & 1);
+    prims::mbarrier_arrive_expect_tx(b.full_q(), Tr::QTile::kBytes);
     const int row = (varlen ? blk.q_row0 : 0) + blk.m0;
-    const uint32_t sq = qb == 0 ? sq0 : sq1;
 #pragma unroll
     for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
       prims::tma_load_4d_nohint_if(true, sq + a * Tr::QTile::kBlockBytes, &p.q_tmap, a * 64, row, blk.head,
-                                   varlen ? 0 : blk.batch, b.full_q(qb));
+                                   varlen ? 0 : blk.batch, b.full_q());
     }
     ++q_it;
     load_v(0);
@@ -285,10 +263,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::mbarrier_init(b.full_v(i), 1);
       prims::mbarrier_init(b.empty_v(i), kCThreads);
     }
-    for (int i = 0; i < 2; ++i) {
-      prims::mbarrier_init(b.full_q(i), 1);
-      prims::mbarrier_init(b.empty_q(i), kCThreads);
-    }
+    prims::mbarrier_init(b.full_q(), 1);
+    prims::mbarrier_init(b.empty_q(), kCThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -306,9 +282,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   // descriptor and its per-k-step offsets live in uniform registers)
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), lane = tid % 32;
   const int warp_row0 = wg * 64 + ((tid % 128) / 32) * 16;
-  T* sQ1 = reinterpret_cast<T*>(smem + PersistentSmem<Tr>::kO);  // (double-buffered Q only)
   const uint64_t desc_q = prims::smem_desc_sw128(prims::smem_addr(sQ) + wg * 64 * 128, 16, 1024);
-  const uint64_t desc_q1 = prims::smem_desc_sw128(prims::smem_addr(sQ1) + wg * 64 * 128, 16, 1024);
   const uint64_t desc_k0 = prims::smem_desc_sw128(prims::smem_addr(sK), 16, 1024);
   const uint64_t desc_v0 = prims::smem_desc_sw128(prims::smem_addr(sV), Tr::VTile::kBlockBytes, 1024);
   const bool varlen_k = p.cu_seqlens_k != nullptr;
@@ -339,11 +313,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     c.lane = lane;
     c.wg = wg;
     c.warp_row0 = warp_row0;
-    const uint32_t qb = b.q_buf(q_it);
-    c.sQ = qb == 0 ? sQ : sQ1;
+    c.sQ = sQ;
     c.sK = sK;
     c.sV = sV;
-    c.desc_q = qb == 0 ? desc_q : desc_q1;
+    c.desc_q = desc_q;
     c.desc_k0 = desc_k0;
     c.desc_v0 = desc_v0;
     const int tail = blk.seqlen_k - (c.n_tiles - 1) * Tr::kBlockN;  // valid rows of the walk's first tile
@@ -351,7 +324,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::mbarrier_wait(b.full_v(v_it), (v_it / VS) & 1);
       zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
     }
-    prims::mbarrier_wait(b.full_q(qb), b.q_full_parity(q_it));
+    prims::mbarrier_wait(b.full_q(), q_it & 1);
     float o[1][Tr::kDTiles][4];
 #pragma unroll
     for (int dt = 0; dt < Tr::kDTiles; ++dt)
@@ -373,8 +346,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     const int g = lane / 4, tq = lane % 4;
     const int r = warp_row0 + g;
     if constexpr (PersistentSmem<Tr>::kStageO) {
-      // (double-buffered Q: this tile's Q buffer, whose Q K^Ts are done; else the O tile)
-      T* sO = PersistentSmem<Tr>::kDoubleQ ? c.sQ : reinterpret_cast<T*>(smem + PersistentSmem<Tr>::kO);
+      T* sO = reinterpret_cast<T*>(smem + PersistentSmem<Tr>::kO);
       // (the staging offsets depend on the lane only: opaque copies of r and tq per tile
       // keep ptxas from hoisting all of them out of the tile loop and holding them in
       // registers through the main loop: 96-188 bytes of spills at D 128/192)
@@ -394,10 +366,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
           *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
               *reinterpret_cast<const uint4*>(sO + Tr::QTile::offset(row, col));
         }
-      }
-      if constexpr (PersistentSmem<Tr>::kDoubleQ) {
-        prims::fence_proxy_async_smem();  // (the TMA writes this buffer next: a later tile's Q)
-        prims::mbarrier_arrive(b.empty_q(qb));
       }
     } else {
       // No room for a staging tile (D 256): each warp stages its 16 rows, 8 at a time, in
