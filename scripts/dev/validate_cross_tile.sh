@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran against the kernel file archived in docs/kernels/fwd_sm90-logs/cross-tile-h100-2026-11-26/;
+# the switches it flips exist only there: copy it over src/kernels/fwd_sm90/kernel_persistent.cuh first.)
 # Device run: the persistent forward's double-buffered Q + cross-tile pipelining (FLASHKIT_FWD_DOUBLE_Q,
 # FLASHKIT_FWD_CROSS_TILE in
 # kernel_persistent.cuh) against one Q tile + an O staging tile, one machine session:
