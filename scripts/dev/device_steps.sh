@@ -17,3 +17,9 @@ step() {
     tail -20 "$O/$name.log" >> "$O/summary.txt"
   fi
 }
+# install_cmd TREE: sets INSTALL to the pip install of TREE into the device's python, built
+# incrementally in TREE/build/gpu (sm_90a only, no C++ tests): `step install 300 "${INSTALL[@]}"`.
+install_cmd() {
+  INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$1/build/gpu"
+    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$1")
+}
