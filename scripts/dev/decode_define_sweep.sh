@@ -16,8 +16,8 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 for v in "$@"; do
   name=${v%%=*}; defs=${v#*=}
   { IFS=';'; for d in $defs; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$O/inst.orig"; } > "$F"
-  step build_$name 300 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \
-    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE" || continue
+  install_cmd "$TREE"
+  step build_$name 300 "${INSTALL[@]}" || continue
   (cd "$TREE/tests/python" && step tests_$name 200 python3 -m pytest -q -x -p no:cacheprovider test_decode_gpu.py -k "quantized or fused or many_splits")
   (cd /tmp && step bench_$name 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv $KV --configs $CFGS --csv "$O/bench-$name.csv")
   grep -v "^ *[0-9.]* us\|Warn\|warn" "$O/bench_$name.log" | sed "s/^/$name /" >> "$O/summary.txt"

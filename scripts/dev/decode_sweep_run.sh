@@ -11,8 +11,8 @@ O=${OUT:-/tmp}/sweep-$PART
 . "$(dirname "$0")/device_steps.sh"
 export FLASHKIT_FLASHINFER_PATH=${FLASHKIT_FLASHINFER_PATH:-/work/main/.carry/flashinfer}
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-step install 300 python3 -m pip install --no-build-isolation --no-deps -q \
-  -Cbuild-dir="$TREE/build/gpu" -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
+install_cmd "$TREE"
+step install 300 "${INSTALL[@]}"
 cd /tmp
 case $PART in
   A) step sweep 560 python3 -m flashkit.bench --op decode --batch 1 16 --out-dir "$O" --tag b1-16 ;;

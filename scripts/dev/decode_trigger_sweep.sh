@@ -14,8 +14,8 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 CF="16:64:32:8 1:64:32:8 1:16384:32:8 1:65536:32:8 16:4096:32:8 16:8192:32:8 64:1024:32:8"
 for v in $VARIANTS; do
   sed "s/^#define FLASHKIT_DECODE_EARLY_TRIGGER .*/#define FLASHKIT_DECODE_EARLY_TRIGGER $v/" "$O/params.orig" > "$H"
-  step install_$v 300 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \
-    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
+  install_cmd "$TREE"
+  step install_$v 300 "${INSTALL[@]}"
   (cd /tmp && step bench_$v 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs $CF --csv "$O/trig-$v.csv")
   [ "$v" = "${TESTS_FOR:-3}" ] && (cd /tmp && step tests_$v 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_decode_gpu.py")
 done

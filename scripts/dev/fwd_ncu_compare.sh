@@ -6,8 +6,8 @@ set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/ncu
 . "$(dirname "$0")/device_steps.sh"
-step install 300 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu" \
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE"
+install_cmd "$TREE"
+step install 300 "${INSTALL[@]}"
 cd /tmp
 cat > /tmp/case.py <<'PY'
 import sys, torch, flashkit

@@ -12,8 +12,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/xt
 . "$(dirname "$0")/device_steps.sh"
 K="$TREE/src/kernels/fwd_sm90/kernel_persistent.cuh"
-INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu"
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE")
+install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 sed -i 's/^#define FLASHKIT_FWD_DOUBLE_Q 1/#define FLASHKIT_FWD_DOUBLE_Q 0/' "$K"
 step install_single 300 "${INSTALL[@]}"

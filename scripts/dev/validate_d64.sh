@@ -7,8 +7,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/d64
 . "$(dirname "$0")/device_steps.sh"
 L="$TREE/src/launch/fwd_sm90_launch.cuh"
-INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu"
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE")
+install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 step install_two 300 "${INSTALL[@]}"
 cd /tmp

@@ -9,10 +9,9 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 OLD=$(dirname "$TREE")/old
 O=${OUT:-/tmp}/fused
 . "$(dirname "$0")/device_steps.sh"
-inst() { echo python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$1/build/gpu" \
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$1"; }
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-step install_new 300 $(inst "$TREE")
+install_cmd "$TREE"
+step install_new 300 "${INSTALL[@]}"
 cd /tmp
 QB="python3 $TREE/scripts/decode_quick_bench.py"
 CF="1:65536:32:8 1:16384:32:8 1:8192:32:8 16:4096:32:8 16:8192:32:8 16:4096:64:8 64:1024:32:8 64:8192:32:8"
@@ -21,6 +20,7 @@ step decode_tests 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m 
 step memcheck 200 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick
 step racecheck 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool racecheck --print-limit 200 python3 "$TREE/scripts/sanitize_decode.py" --quick
 step synccheck 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool synccheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick
-step install_old 300 $(inst "$OLD")
+install_cmd "$OLD"
+step install_old 300 "${INSTALL[@]}"
 step bench_old 240 $QB --kv bf16 int8 fp8 --configs $CF --csv "$O/old.csv"
 tar -czf "${OUT:-/tmp}/fused.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -11,8 +11,7 @@ PART=${1:?usage: validate_session.sh A|B}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/sess-$PART
 . "$(dirname "$0")/device_steps.sh"
-INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu"
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE")
+install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 step install 300 "${INSTALL[@]}"
 cd /tmp

@@ -8,8 +8,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/wide
 . "$(dirname "$0")/device_steps.sh"
 K="$TREE/src/kernels/fwd_sm90/kernel.cuh"
-INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$TREE/build/gpu"
-  -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$TREE")
+install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 step install_wide 300 "${INSTALL[@]}"
 cd /tmp
