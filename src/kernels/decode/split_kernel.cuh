@@ -67,7 +67,6 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   return len < 0 ? 0 : (int64_t(len) > p.capacity ? int(p.capacity) : len);
 }
 
-template <class Tr>
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
@@ -76,6 +75,7 @@ template <class Tr>
 #else
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
+template <class Tr>
 __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
   using T = typename Tr::T;
   using TC = typename Tr::TC;
