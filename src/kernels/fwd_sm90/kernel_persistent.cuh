@@ -33,6 +33,30 @@
 
 namespace flashkit::fwd_sm90 {
 
+// FLASHKIT_FWD_TRACE (diagnostic builds only, branch wip/fwd-trace): per CTA and walk step,
+// %globaltimer at the points below, written over the LSE output (which the trace build does
+// not write): u64 [gridDim.x][kTraceSteps][16], fields
+//   0 consumer wg0 tile begin   1 wg0 Q ready   2 wg0 K(0) ready   3 wg0 first S ready
+//   4 wg0 last P V done         5 wg0 epilogue done
+//   6..11 the same for wg1      12 producer K(0) issued  13 Q issued  14 V(0) issued  15 step+1
+// Read it with scripts/dev/fwd_trace.py (call with return_lse=True and an LSE of >= the size).
+#ifndef FLASHKIT_FWD_TRACE
+#define FLASHKIT_FWD_TRACE 0
+#endif
+constexpr int kTraceSteps = 32;
+__device__ __forceinline__ uint64_t trace_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void trace_put(const FwdParams& p, int step, int field) {
+  if constexpr (FLASHKIT_FWD_TRACE != 0) {
+    if (p.lse == nullptr || step >= kTraceSteps) return;
+    uint64_t* tr = reinterpret_cast<uint64_t*>(p.lse);
+    tr[(int64_t(blockIdx.x) * kTraceSteps + step) * 16 + field] = trace_now();
+  }
+}
+
 // Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
 // in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
 // stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
@@ -98,7 +122,8 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
 template <class Tr, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
-                                                    Softmax& softmax) {
+                                                    Softmax& softmax, int step = 0) {
+  const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = 2 - c.wg;
   float s[1][Tr::kNTiles][4];
@@ -120,11 +145,13 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   };
 
   wait_k(0);
+  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
   gate_open();
   issue_qk<Tr>(s, c.desc_q, desc_k(0));
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
+  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
   prims::fence_operands(s[0]);
   prims::mbarrier_arrive(b.empty_k(kbase));
@@ -163,6 +190,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
+  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 4);
   // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
   if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
 }
@@ -207,6 +235,8 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
       ++v_it;
     };
     load_k(0);
+    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 12);
+    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 15);
     if (q_it >= 1) prims::mbarrier_wait(b.empty_q(), (q_it - 1) & 1);
     prims::mbarrier_arrive_expect_tx(b.full_q(), Tr::QTile::kBytes);
     const int row = (varlen ? blk.q_row0 : 0) + blk.m0;
@@ -216,7 +246,9 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
                                    varlen ? 0 : blk.batch, b.full_q());
     }
     ++q_it;
+    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 13);
     load_v(0);
+    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 14);
     for (int j = 1; j < c.n_tiles; ++j) {
       load_k(j);
       load_v(j);
@@ -303,12 +335,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     c.n_first = 0;
     if (c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf, no loads
       tiles::zero_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
-      if (blk.lse != nullptr) {
+      if (!FLASHKIT_FWD_TRACE && blk.lse != nullptr) {
         for (int r = tid; r < blk.rows_here; r += kCThreads) blk.lse[r] = -INFINITY;
       }
       attn::report_varlen_errors(p, blk.batch);
       continue;
     }
+    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 0);
     c.tid = tid;
     c.lane = lane;
     c.wg = wg;
@@ -325,6 +358,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
     }
     prims::mbarrier_wait(b.full_q(), q_it & 1);
+    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
     float o[1][Tr::kDTiles][4];
 #pragma unroll
     for (int dt = 0; dt < Tr::kDTiles; ++dt)
@@ -332,7 +366,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
     attn::OnlineSoftmax<1, false> softmax;
     softmax.init();
-    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax);
+    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax, step);
     k_it += c.n_tiles;
     v_it += c.n_tiles;
     ++q_it;
@@ -408,10 +442,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::fence_proxy_async_smem();  // (the TMA writes the stage next)
       prims::mbarrier_arrive(b.empty_v(v_last));
     }
-    if (blk.lse != nullptr && tq == 0) {
+    if (!FLASHKIT_FWD_TRACE && blk.lse != nullptr && tq == 0) {
       if (r < blk.rows_here) blk.lse[r] = lse[0][0];
       if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
     }
+    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 5);
     attn::report_varlen_errors(p, blk.batch);
   }
   if (wg == 0) prims::bar_sync(1, 2 * 128);  // warpgroup 1's last arrival (or its first)
