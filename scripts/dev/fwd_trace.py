@@ -1,5 +1,5 @@
 """Per-tile timeline of the persistent forward kernel from a FLASHKIT_FWD_TRACE=1 build
-(branch wip/fwd-trace; kernel_persistent.cuh documents the fields), D128 by default:
+(kernel_persistent.cuh documents the fields), D128 by default:
 
     python3 scripts/dev/fwd_trace.py [D] [S] [causal 0/1]
 

@@ -33,7 +33,7 @@
 
 namespace flashkit::fwd_sm90 {
 
-// FLASHKIT_FWD_TRACE (diagnostic builds only, branch wip/fwd-trace): per CTA and walk step,
+// FLASHKIT_FWD_TRACE (diagnostic builds only; off, the kernel compiles to the same SASS): per CTA and walk step,
 // %globaltimer at the points below, written over the LSE output (which the trace build does
 // not write): u64 [gridDim.x][kTraceSteps][16], fields
 //   0 consumer wg0 tile begin   1 wg0 Q ready   2 wg0 K(0) ready   3 wg0 first S ready
