@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/decode/lse_merge.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
 #include "prims/numeric.cuh"
@@ -72,7 +73,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   // Phase 1: total LSE of each row (online over LSE batches), O batch 0 in flight meanwhile.
   stage_lse(0, min(n, lse_batch));
   stage_o(0, min(n, o_batch));
-  float m = -INFINITY, l = 0.f;  // running, for row tid (tid < rv)
+  LseSum acc_lse;  // running, for row tid (tid < rv)
   for (int s0 = 0; s0 < n; s0 += lse_batch) {
     const int ns = min(lse_batch, n - s0);
     if (s0 > 0) {
@@ -84,19 +85,11 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
     }
     __syncthreads();
     if (tid < rv) {
-      for (int s = 0; s < ns; ++s) {
-        const float x = s_l[s * rv + tid];
-        if (x > m) {
-          l = l * __expf(m - x) + 1.f;  // exp(-inf) = 0 on the first finite value
-          m = x;
-        } else if (x != -INFINITY) {
-          l += __expf(x - m);
-        }
-      }
+      for (int s = 0; s < ns; ++s) acc_lse.add(s_l[s * rv + tid]);
     }
   }
   if (tid < rv) {
-    const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
+    const float lse = acc_lse.total();
     s_lse[tid] = lse;
     if (p.lse != nullptr && cg == 0) {
       const int R = row0 + tid;

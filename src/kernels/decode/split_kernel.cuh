@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/online_softmax.cuh"
+#include "kernels/decode/lse_merge.cuh"
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
@@ -674,17 +675,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   prims::cp_async_wait<0>();
   __syncthreads();
   if (tid < rv) {
-    float m = -INFINITY, l = 0.f;
-    for (int s = 0; s < n; ++s) {
-      const float x = mL[s * rv + tid];
-      if (x > m) {
-        l = l * __expf(m - x) + 1.f;
-        m = x;
-      } else if (x != -INFINITY) {
-        l += __expf(x - m);
-      }
-    }
-    const float lse = m == -INFINITY ? -INFINITY : m + __logf(l);
+    LseSum acc_lse;
+    for (int s = 0; s < n; ++s) acc_lse.add(mL[s * rv + tid]);
+    const float lse = acc_lse.total();
     mT[tid] = lse;
     store_lse(tid, lse);
   }
