@@ -64,6 +64,10 @@ struct FwdParams {
   // row blocks of one (batch, head), kernel_persistent.cuh).
   TmaDesc q_tmap;
   int num_tiles;
+  // Its epilogue stores O by TMA where o_tma is set (FLASHKIT_FWD_TMA_STORE): O's map, dims
+  // as Q's (head_dim, rows, h_q, batch), boxes of 64 columns x 64 rows (one warpgroup's).
+  TmaDesc o_tmap;
+  int o_tma;
 };
 
 }  // namespace flashkit

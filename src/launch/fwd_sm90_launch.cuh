@@ -56,12 +56,20 @@ bool make_kv_tensor_maps(FwdParams& p) {
 }
 
 // The persistent kernel's Q map: dims head_dim, rows, h_q, batch (varlen: total_q rows,
-// batch 1), boxes of 64 columns x 128 rows.
+// batch 1), boxes of 64 columns x 128 rows; and O's for its TMA-store epilogue (boxes of 64
+// rows: one warpgroup's), where FLASHKIT_FWD_TMA_STORE is on (macro, and not 0 in the
+// environment) and O can be described (else o_tma = 0: the epilogue stores with the threads).
 template <class Tr>
 bool make_q_tensor_map(FwdParams& p) {
   using T = typename Tr::T;
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
+  static const bool env_off = [] {  // FLASHKIT_FWD_TMA_STORE=0 (read once): thread stores (A/B runs)
+    const char* e = std::getenv("FLASHKIT_FWD_TMA_STORE");
+    return e != nullptr && e[0] == '0';
+  }();
+  p.o_tma = FLASHKIT_FWD_TMA_STORE != 0 && !env_off &&
+            launch_util::make_tma_map_4d<T>(&p.o_tmap, p.o, dims, p.o_row_stride, p.o_head_stride, p.o_batch_stride, 64);
   return launch_util::make_tma_map_4d<T>(&p.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
                                          Tr::kBlockM);
 }

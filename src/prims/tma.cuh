@@ -43,6 +43,29 @@ __device__ __forceinline__ void tma_load_4d_nohint_if(bool pred, uint32_t dst, c
       : "memory");
 }
 
+// 4-D tile store of shared `src` (the map's swizzled box layout) to the box at (c0..c3):
+// the parts of the box outside the tensor are not written. Tracked as a bulk async-group
+// of the issuing thread (bulk_commit_group / bulk_wait_group*). The writers of `src` make
+// their generic-proxy stores visible first (fence_proxy_async_smem, then a barrier).
+__device__ __forceinline__ void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tmap)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of this thread's bulk groups are pending their reads of shared memory
+// (the source may be overwritten then) ...
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// ... or pending at all (the writes are done).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 __device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }

@@ -39,9 +39,17 @@ namespace flashkit::fwd_sm90 {
 //   0 consumer wg0 tile begin   1 wg0 Q ready   2 wg0 K(0) ready   3 wg0 first S ready
 //   4 wg0 last P V done         5 wg0 epilogue done
 //   6..11 the same for wg1      12 producer K(0) issued  13 Q issued  14 V(0) issued  15 step+1
+// FLASHKIT_FWD_TRACE 2: fields 1 and 2 (7, 8) are epilogue points instead: O normalized, O
+// staged in shared memory.
 // Read it with scripts/dev/fwd_trace.py (call with return_lse=True and an LSE of >= the size).
 #ifndef FLASHKIT_FWD_TRACE
 #define FLASHKIT_FWD_TRACE 0
+#endif
+// FLASHKIT_FWD_TMA_STORE (tuning switch, fwd_sm90.md "TMA-store epilogue"): 1 = each
+// warpgroup's 64 staged rows of O go out as one TMA store per 64-column atom, issued by one
+// thread, instead of 16-byte loads and stores by the 128 threads (~1 us per tile, traced).
+#ifndef FLASHKIT_FWD_TMA_STORE
+#define FLASHKIT_FWD_TMA_STORE 1
 #endif
 constexpr int kTraceSteps = 32;
 __device__ __forceinline__ uint64_t trace_now() {
@@ -145,7 +153,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   };
 
   wait_k(0);
-  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
+  if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
   gate_open();
   issue_qk<Tr>(s, c.desc_q, desc_k(0));
   prims::wgmma_commit();
@@ -358,7 +366,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
     }
     prims::mbarrier_wait(b.full_q(), q_it & 1);
-    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
+    if (FLASHKIT_FWD_TRACE == 1 && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
     float o[1][Tr::kDTiles][4];
 #pragma unroll
     for (int dt = 0; dt < Tr::kDTiles; ++dt)
@@ -377,6 +385,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     // (D 256: no room for the staging tile) packed pairs straight from the accumulators.
     float lse[1][2];
     softmax.finalize(o, p.softmax_scale_log2, lse);
+    if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
     const int g = lane / 4, tq = lane % 4;
     const int r = warp_row0 + g;
     if constexpr (PersistentSmem<Tr>::kStageO) {
@@ -385,20 +394,40 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       // keep ptxas from hoisting all of them out of the tile loop and holding them in
       // registers through the main loop: 96-188 bytes of spills at D 128/192)
       const int ro = prims::opaque(r), to = prims::opaque(tq);
+      // A TMA store needs the warpgroup's rows whole inside O's map: always for fixed
+      // lengths (the map clips at each sequence's end); varlen rows past this sequence
+      // would be the next one's, so a partial varlen block stores with the threads.
+      const bool tma_store = FLASHKIT_FWD_TMA_STORE != 0 && p.o_tma != 0 &&
+                             (p.cu_seqlens_q == nullptr || blk.rows_here >= wg * 64 + 64);
+      if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group_read<0>();  // the last store read sO
       prims::bar_sync(3 + wg, 128);
       stage_o_rows<Tr>(sO, o, ro, to);
+      if (tma_store) prims::fence_proxy_async_smem();
       prims::bar_sync(3 + wg, 128);
-      constexpr int kChunksPerRow = Tr::kHeadDim / 8;
-      static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
-      const int wt = prims::opaque(tid % 128);
+      if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put(p, step, 6 * wg + 2);
+      if (tma_store) {
+        if (tid % 128 == 0) {
+          const int row = (p.cu_seqlens_q != nullptr ? blk.q_row0 : 0) + blk.m0 + wg * 64;
 #pragma unroll
-      for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
-        const int ci = wt + i * 128;
-        const int row = wg * 64 + ci / kChunksPerRow;
-        const int col = (ci % kChunksPerRow) * 8;
-        if (row < blk.rows_here) {
-          *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
-              *reinterpret_cast<const uint4*>(sO + Tr::QTile::offset(row, col));
+          for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
+            prims::tma_store_4d(&p.o_tmap, prims::smem_addr(sO + Tr::QTile::offset(wg * 64, a * 64)), a * 64, row,
+                                blk.head, p.cu_seqlens_q != nullptr ? 0 : blk.batch);
+          }
+          prims::bulk_commit_group();
+        }
+      } else {
+        constexpr int kChunksPerRow = Tr::kHeadDim / 8;
+        static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
+        const int wt = prims::opaque(tid % 128);
+#pragma unroll
+        for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+          const int ci = wt + i * 128;
+          const int row = wg * 64 + ci / kChunksPerRow;
+          const int col = (ci % kChunksPerRow) * 8;
+          if (row < blk.rows_here) {
+            *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
+                *reinterpret_cast<const uint4*>(sO + Tr::QTile::offset(row, col));
+          }
         }
       }
     } else {
@@ -450,6 +479,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     attn::report_varlen_errors(p, blk.batch);
   }
   if (wg == 0) prims::bar_sync(1, 2 * 128);  // warpgroup 1's last arrival (or its first)
+  if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group<0>();  // O stores done before exit
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 
