@@ -96,7 +96,7 @@ Status check_dims(const Dims& m, const char* q_name) {
 
 struct Layout {
   int64_t header = 0, items = 0, combines = 0, first_partial = 0, num_splits = 0, item_base = 0, counters = 0;
-  int64_t part_o = 0, part_lse = 0, bytes = 0;
+  int64_t part_o = 0, part_lse = 0, trace = 0, bytes = 0;
   int64_t max_items = 0, max_combines = 0, max_partials = 0;
   int target_ctas = 0;
 };
@@ -138,13 +138,16 @@ Status make_layout(const Dims& m, int target_ctas, Layout* out) {
   };
   L.header = take(kHeaderInts * 4);
   L.items = take(L.max_items * int64_t(sizeof(DecodeItem)));
-  L.combines = take(L.max_combines * 8);
+  L.combines = take(L.max_combines * 16);
   L.first_partial = take(m.B * 4);
   L.num_splits = take(m.B * 4);
   L.item_base = take(m.B * 4);
   L.counters = take(m.B * m.hr * 4);
   L.part_o = take(L.max_partials * m.rows * m.dv * 4);
   L.part_lse = take(L.max_partials * m.rows * 4);
+#ifdef FLASHKIT_DECODE_TRACE
+  L.trace = take(kTraceWords * 8);  // last: the host reads the workspace's tail
+#endif
   L.bytes = off;
   *out = L;
   return Status::Ok();
@@ -241,13 +244,16 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
     char* base = static_cast<char*>(a.workspace.data);
     p.ws.header = reinterpret_cast<int32_t*>(base + L.header);
     p.ws.items = reinterpret_cast<DecodeItem*>(base + L.items);
-    p.ws.combines = reinterpret_cast<int2*>(base + L.combines);
+    p.ws.combines = reinterpret_cast<int4*>(base + L.combines);
     p.ws.first_partial = reinterpret_cast<int32_t*>(base + L.first_partial);
     p.ws.num_splits = reinterpret_cast<int32_t*>(base + L.num_splits);
     p.ws.item_base = reinterpret_cast<int32_t*>(base + L.item_base);
     p.ws.counters = reinterpret_cast<int32_t*>(base + L.counters);
     p.ws.part_o = reinterpret_cast<float*>(base + L.part_o);
     p.ws.part_lse = reinterpret_cast<float*>(base + L.part_lse);
+#ifdef FLASHKIT_DECODE_TRACE
+    p.ws.trace = reinterpret_cast<unsigned long long*>(base + L.trace);
+#endif
   }
   return p;
 }

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include <vector_types.h>  // int2
+#include <vector_types.h>  // int4
 
 namespace flashkit {
 
@@ -42,6 +42,21 @@ struct alignas(32) DecodeItem {
 #define FLASHKIT_DECODE_EARLY_TRIGGER 1  // bit 0: +0.5-1.5% on most rows (v10 trigger sweep)
 #endif
 
+// FLASHKIT_DECODE_TRACE (diagnostics; undefined by default, and then nothing below exists
+// and the kernels are unchanged): the split and combine kernels write %globaltimer points
+// per CTA into a tail of the workspace that the host reads back
+// (scripts/dev/decode_trace.py). Split CTA c < kTraceSplitCtas, 8 u64 at c * 8: start,
+// after griddepcontrol.wait, tile 0 ready, loop done, own result written, fused merge done
+// (last arriver only), (smid | n_tiles << 16 | merge_n << 40), item index + 1. Combine
+// CTA c < kTraceCombineCtas, 8 u64 after the split region: start, after the wait, then in
+// its first pair: entry read, LSEs landed, LSE total done, partial O landed, pair done;
+// last: pairs merged + 1.
+#ifdef FLASHKIT_DECODE_TRACE
+constexpr int kTraceSplitCtas = 8192;
+constexpr int kTraceCombineCtas = 2048;
+constexpr int64_t kTraceWords = int64_t(kTraceSplitCtas) * 8 + int64_t(kTraceCombineCtas) * 8;
+#endif
+
 constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
 constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
 constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v) {
@@ -53,7 +68,8 @@ constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v) {
 struct DecodeWorkspace {
   int32_t* header;       // [kHeaderInts]: counts written by the plan kernel
   DecodeItem* items;     // [max_items]
-  int2* combines;        // [max_combines]: (batch, hr) pairs whose splits must be merged
+  int4* combines;        // [max_combines]: (batch, hr, first partial, splits) of the sequences
+                         // whose splits the combine kernel merges (one read, no dependent ones)
   int32_t* first_partial;  // [B]: first partial split row of b (see part_o), -1 if unsplit
   int32_t* num_splits;   // [B]
   int32_t* item_base;    // [B]: index of b's first item divided by hr_count
@@ -62,6 +78,9 @@ struct DecodeWorkspace {
   // Partial results of split sequences: slot (first_partial[b] + split) * hr_count + hr.
   float* part_o;         // [max_partials][rows][D_v]
   float* part_lse;       // [max_partials][rows]
+#ifdef FLASHKIT_DECODE_TRACE
+  unsigned long long* trace;  // [kTraceWords] (see FLASHKIT_DECODE_TRACE)
+#endif
 };
 
 struct DecodeParams {

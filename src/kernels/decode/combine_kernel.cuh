@@ -34,18 +34,29 @@ constexpr int kLseFloats = 2048;      // 8 KB of partial LSEs staged per batch o
 // splits s = lane (mod kLanes) in order; a fixed shuffle tree adds their sums.
 template <typename T>
 __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
-                                            float* s_o, float* s_l, float* s_w) {
-  const int2 entry = p.ws.combines[e];
-  const int b = entry.x, hr = entry.y;
+                                            float* s_o, float* s_l, float* s_w,
+                                            unsigned long long* trace = nullptr) {
+#ifdef FLASHKIT_DECODE_TRACE
+  auto mark = [&](int i) {
+    if (trace != nullptr) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      trace[i] = t;
+    }
+  };
+#else
+  auto mark = [](int) {};
+#endif
+  const int4 entry = p.ws.combines[e];
+  const int b = entry.x, hr = entry.y, first = entry.z, n = entry.w;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
-  const int n = p.ws.num_splits[b];
-  const int first = p.ws.first_partial[b];
   if (first < 0 || n < 2 || int64_t(first + n) * p.hr_count > p.max_partials) return;
   const int kv_head = hr / p.row_groups;
   const int row0 = (hr % p.row_groups) * p.rows;
   const int rv = min(p.rows, p.ratio * p.s_q - row0);  // rows the split kernel wrote
   if (rv <= 0 || rv > kMaxRows) return;
   const int rows = p.rows;
+  mark(2);
   auto slot = [&](int s) { return int64_t(first + s) * p.hr_count + hr; };
   const int tid = threadIdx.x;
   const int col0 = cg * kCombineCols;
@@ -71,9 +82,14 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   };
 
   // Phase 1: total LSE of each row (online over LSE batches), O batch 0 in flight meanwhile.
+  // Row r belongs to warp r % 4; lane l sums splits l, l + 32, ... in order, then a fixed
+  // butterfly merges the lanes (v10's one thread per row added 64 splits serially: 5 us).
   stage_lse(0, min(n, lse_batch));
   stage_o(0, min(n, o_batch));
-  LseSum acc_lse;  // running, for row tid (tid < rv)
+  constexpr int kWarps = kCombineThreads / 32;
+  constexpr int kRowsPerWarp = kMaxRows / kWarps;
+  const int warp = tid / 32, lane = tid % 32;
+  LseSum acc_lse[kRowsPerWarp];  // this lane's splits of rows warp + kWarps * i
   for (int s0 = 0; s0 < n; s0 += lse_batch) {
     const int ns = min(lse_batch, n - s0);
     if (s0 > 0) {
@@ -84,20 +100,32 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
       prims::cp_async_wait<1>();  // the LSE group (O batch 0 may still be in flight)
     }
     __syncthreads();
-    if (tid < rv) {
-      for (int s = 0; s < ns; ++s) acc_lse.add(s_l[s * rv + tid]);
+    if (s0 == 0) mark(3);
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int r = warp + kWarps * i;
+      if (r < rv) {
+        for (int s = lane; s < ns; s += 32) acc_lse[i].add(s_l[s * rv + r]);
+      }
     }
   }
-  if (tid < rv) {
-    const float lse = acc_lse.total();
-    s_lse[tid] = lse;
-    if (p.lse != nullptr && cg == 0) {
-      const int R = row0 + tid;
-      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
-      p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = warp + kWarps * i;
+    if (r >= rv) continue;  // (warp-uniform)
+    acc_lse[i].warp_merge();
+    if (lane == 0) {
+      const float lse = acc_lse[i].total();
+      s_lse[r] = lse;
+      if (p.lse != nullptr && cg == 0) {
+        const int R = row0 + r;
+        const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+        p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
+      }
     }
   }
 
+  mark(4);
   // Phase 2: output o = (row, column pair) of this CTA's 16 columns, kLanes threads each.
   constexpr int kPairs = kCombineCols / 2;
   const int outs = rv * kPairs;  // 32 .. 256
@@ -123,6 +151,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
     }
     prims::cp_async_wait<0>();
     __syncthreads();
+    if (s0 == 0) mark(5);
 #pragma unroll
     for (int j = 0; j < kMaxOut; ++j) {
       const int o = tid / lanes + j * per_pass;
@@ -153,6 +182,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
              int64_t(kv_head * p.ratio + hg) * p.o_head_stride + col0 + c;
     *reinterpret_cast<uint32_t*>(dst) = prims::pack2<T>(acc[j].x, acc[j].y);
   }
+  mark(6);
 }
 
 
@@ -162,16 +192,45 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   __shared__ __align__(16) float s_o[kStageFloats];
   __shared__ __align__(16) float s_l[kLseFloats];
   __shared__ float s_w[kStageFloats / kCombineCols];  // weights of the staged (split, row)
+#ifdef FLASHKIT_DECODE_TRACE
+  unsigned long long* trace = blockIdx.x < kTraceCombineCtas && threadIdx.x == 0
+                                  ? p.ws.trace + int64_t(kTraceSplitCtas) * 8 + blockIdx.x * 8
+                                  : nullptr;
+  unsigned long long trace_t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace_t0));
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 1) != 0) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
+#endif
+#ifdef FLASHKIT_DECODE_TRACE
+  if (trace != nullptr) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[0] = trace_t0;
+    trace[1] = t;
+  }
+  int traced_pairs = 0;
 #endif
   const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
   const int work = p.ws.header[kHdrNumCombines] * col_groups;
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
+#ifdef FLASHKIT_DECODE_TRACE
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, traced_pairs == 0 ? trace : nullptr);
+    ++traced_pairs;
+#else
     combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w);
+#endif
   }
+#ifdef FLASHKIT_DECODE_TRACE
+  if (trace != nullptr) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[6] = t;  // CTA done (no pair: slots 2-5 stay 0)
+    trace[7] = traced_pairs + 1ull;
+  }
+#endif
 }
 
 }  // namespace flashkit::decode

@@ -1,6 +1,7 @@
 // Running log-sum-exp of partial LSEs, in the order they are added (deterministic): the
-// combine kernel and the split kernel's fused merge both reduce a sequence's split LSEs
-// with it. -inf inputs (splits that saw no key) add nothing; no input at all gives -inf.
+// combine kernel (per lane over a fixed residue class of splits, then a warp butterfly) and
+// the split kernel's fused merge reduce a sequence's split LSEs with it. -inf inputs (splits
+// that saw no key) add nothing; no input at all gives -inf.
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,23 @@ struct LseSum {
       m = x;
     } else if (x != -INFINITY) {
       l += __expf(x - m);
+    }
+  }
+  // Adds another running sum (m2, l2). Commutative bit for bit (max, products and one sum
+  // of two terms), so a shuffle butterfly gives every lane the same result.
+  __device__ __forceinline__ void merge(float m2, float l2) {
+    const float mm = fmaxf(m, m2);
+    if (mm == -INFINITY) return;
+    l = (m == -INFINITY ? 0.f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.f : l2 * __expf(m2 - mm));
+    m = mm;
+  }
+  // Merges the 32 lanes' sums with a fixed xor butterfly (all lanes take part).
+  __device__ __forceinline__ void warp_merge() {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+      merge(m2, l2);
     }
   }
   __device__ __forceinline__ float total() const { return m == -INFINITY ? -INFINITY : m + __logf(l); }

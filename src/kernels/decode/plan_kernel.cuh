@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
       p.ws.first_partial[b] = n > 1 ? pre_parts : -1;
       p.ws.item_base[b] = pre_items;
       if (comb && int64_t(pre_comb + 1) * hr <= p.max_combines) {
-        for (int h = 0; h < hr; ++h) p.ws.combines[pre_comb * hr + h] = make_int2(b, h);
+        for (int h = 0; h < hr; ++h) p.ws.combines[pre_comb * hr + h] = make_int4(b, h, pre_parts, n);
       }
       if (fused) {
         for (int h = 0; h < hr; ++h) p.ws.counters[int64_t(b) * hr + h] = 0;

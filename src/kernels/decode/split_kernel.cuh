@@ -76,6 +76,19 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #else
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
+#ifdef FLASHKIT_DECODE_TRACE
+__device__ __forceinline__ unsigned long long trace_clock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Thread 0 of split CTA blockIdx.x writes slot `i` (see FLASHKIT_DECODE_TRACE).
+#define FLASHKIT_DTRACE(i, value)                                                                     \
+  do {                                                                                               \
+    if (threadIdx.x == 0 && blockIdx.x < kTraceSplitCtas) p.ws.trace[blockIdx.x * 8 + (i)] = (value); \
+  } while (0)
+#endif
+
 template <class Tr>
 __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
   using T = typename Tr::T;
@@ -94,6 +107,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   using KVTile = typename Tr::KVTile;
   using QTile = typename Tr::QTile;
 
+#ifdef FLASHKIT_DECODE_TRACE
+  const unsigned long long trace_t0 = trace_clock();
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) != 0) asm volatile("griddepcontrol.launch_dependents;");
@@ -105,6 +121,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const int hdr_target = p.ws.header[kHdrTargetCtas];
   const DecodeItem item = p.ws.items[blockIdx.x];
   if (int(blockIdx.x) >= num_items) return;
+#ifdef FLASHKIT_DECODE_TRACE
+  FLASHKIT_DTRACE(0, trace_t0);
+  FLASHKIT_DTRACE(1, trace_clock());
+  FLASHKIT_DTRACE(7, blockIdx.x + 1ull);
+#endif
   // A workspace that was not planned for these dims is a caller error: never index with it.
   if (hdr_batch != p.batch || hdr_hr != p.hr_count || hdr_target != p.target_ctas || item.batch < 0 || item.batch >= p.batch ||
       item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
@@ -315,6 +336,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   for (int tile = 0; tile < n_tiles; ++tile) {
     prims::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
+#ifdef FLASHKIT_DECODE_TRACE
+    if (tile == 0) FLASHKIT_DTRACE(2, trace_clock());
+#endif
     load_tile(tile + kStages - 1);
     if (tid < kBlockN) {
       write_offsets(tile + kStages, next_page);
@@ -507,6 +531,15 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #endif
   prims::cp_async_wait<0>();
   __syncthreads();  // every load landed and every warp is done: the rings are free
+#ifdef FLASHKIT_DECODE_TRACE
+  {
+    unsigned int smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    FLASHKIT_DTRACE(3, trace_clock());
+    FLASHKIT_DTRACE(6, smid | (static_cast<unsigned long long>(n_tiles) << 16) |
+                           (static_cast<unsigned long long>(item.merge_n) << 40));
+  }
+#endif
   float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemStats);
   float* sSum = sMax + Tr::kNWarps * kRows;
   float* sO = reinterpret_cast<float*>(smem + Tr::kSmemK);
@@ -631,6 +664,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       store_lse(r, lse);
     }
   }
+#ifdef FLASHKIT_DECODE_TRACE
+  FLASHKIT_DTRACE(4, trace_clock());
+#endif
   if (!split || item.merge_n < 2) return;
 
   // --- fused merge: the split CTA of (b, hr) that finishes last merges the n partials ---
@@ -703,6 +739,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
     store_out(r, col, acc);
   }
+#ifdef FLASHKIT_DECODE_TRACE
+  FLASHKIT_DTRACE(5, trace_clock());
+#endif
 }
 
 }  // namespace flashkit::decode
