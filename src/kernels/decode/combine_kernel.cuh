@@ -82,14 +82,16 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
   };
 
   // Phase 1: total LSE of each row (online over LSE batches), O batch 0 in flight meanwhile.
-  // Row r belongs to warp r % 4; lane l sums splits l, l + 32, ... in order, then a fixed
-  // butterfly merges the lanes (v10's one thread per row added 64 splits serially: 5 us).
+  // Row r has G = 32..4 threads (the largest power of two with G * rv <= 128, at most a
+  // warp), thread r * G + k summing splits k, k + G, ... in order; a fixed xor butterfly
+  // over the G lanes merges them (v10's one thread per row added 64 splits serially: 5 us).
+  // One running sum per thread and rolled loops: the combine's code is fetched cold every
+  // call after the split kernel streamed the cache through L2, so its size counts (v11).
   stage_lse(0, min(n, lse_batch));
   stage_o(0, min(n, o_batch));
-  constexpr int kWarps = kCombineThreads / 32;
-  constexpr int kRowsPerWarp = kMaxRows / kWarps;
-  const int warp = tid / 32, lane = tid % 32;
-  LseSum acc_lse[kRowsPerWarp];  // this lane's splits of rows warp + kWarps * i
+  const int G = rv <= 4 ? 32 : (rv <= 8 ? 16 : (rv <= 16 ? 8 : 4));
+  const int lr = tid / G, lk = tid % G;  // this thread's row (valid if < rv) and lane in it
+  LseSum acc_lse;
   for (int s0 = 0; s0 < n; s0 += lse_batch) {
     const int ns = min(lse_batch, n - s0);
     if (s0 > 0) {
@@ -101,27 +103,24 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg
     }
     __syncthreads();
     if (s0 == 0) mark(3);
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int r = warp + kWarps * i;
-      if (r < rv) {
-        for (int s = lane; s < ns; s += 32) acc_lse[i].add(s_l[s * rv + r]);
-      }
+    if (lr < rv) {
+#pragma unroll 1
+      for (int s = lk; s < ns; s += G) acc_lse.add(s_l[s * rv + lr]);
     }
   }
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = warp + kWarps * i;
-    if (r >= rv) continue;  // (warp-uniform)
-    acc_lse[i].warp_merge();
-    if (lane == 0) {
-      const float lse = acc_lse[i].total();
-      s_lse[r] = lse;
-      if (p.lse != nullptr && cg == 0) {
-        const int R = row0 + r;
-        const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
-        p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
-      }
+#pragma unroll 1
+  for (int off = G / 2; off > 0; off /= 2) {  // (groups of G lanes are aligned in the warp)
+    const float m2 = __shfl_xor_sync(0xffffffffu, acc_lse.m, off);
+    const float l2 = __shfl_xor_sync(0xffffffffu, acc_lse.l, off);
+    acc_lse.merge(m2, l2);
+  }
+  if (lr < rv && lk == 0) {
+    const float lse = acc_lse.total();
+    s_lse[lr] = lse;
+    if (p.lse != nullptr && cg == 0) {
+      const int R = row0 + lr;
+      const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
+      p.lse[(int64_t(b) * p.h_q + kv_head * p.ratio + hg) * p.s_q + t] = lse;
     }
   }
 
@@ -210,18 +209,18 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
     trace[0] = trace_t0;
     trace[1] = t;
   }
-  int traced_pairs = 0;
 #endif
+  int traced_pairs = 0;
   const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
   const int work = p.ws.header[kHdrNumCombines] * col_groups;
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
 #ifdef FLASHKIT_DECODE_TRACE
     combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, traced_pairs == 0 ? trace : nullptr);
-    ++traced_pairs;
 #else
     combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w);
 #endif
+    ++traced_pairs;
   }
 #ifdef FLASHKIT_DECODE_TRACE
   if (trace != nullptr) {
@@ -230,6 +229,8 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
     trace[6] = t;  // CTA done (no pair: slots 2-5 stay 0)
     trace[7] = traced_pairs + 1ull;
   }
+#else
+  (void)traced_pairs;
 #endif
 }
 

@@ -1,5 +1,5 @@
 // Running log-sum-exp of partial LSEs, in the order they are added (deterministic): the
-// combine kernel (per lane over a fixed residue class of splits, then a warp butterfly) and
+// combine kernel (per thread over a fixed residue class of splits, then a xor butterfly) and
 // the split kernel's fused merge reduce a sequence's split LSEs with it. -inf inputs (splits
 // that saw no key) add nothing; no input at all gives -inf.
 #pragma once
@@ -25,15 +25,6 @@ struct LseSum {
     if (mm == -INFINITY) return;
     l = (m == -INFINITY ? 0.f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.f : l2 * __expf(m2 - mm));
     m = mm;
-  }
-  // Merges the 32 lanes' sums with a fixed xor butterfly (all lanes take part).
-  __device__ __forceinline__ void warp_merge() {
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-      const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
-      merge(m2, l2);
-    }
   }
   __device__ __forceinline__ float total() const { return m == -INFINITY ? -INFINITY : m + __logf(l); }
 };
