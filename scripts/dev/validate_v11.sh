@@ -4,7 +4,8 @@
 #      in one session; the issue-10 quantized-cache table (CSV); the forward FA3 sweep (bf16,
 #      D 64/128/256, cuDNN and FA2); then FLASHKIT_DECODE_QUANT_HINT=1 rebuilt: 8-bit decode
 #      tests and timing.
-#   B: the whole GPU pytest suite and the small sanitizer runs (forward, backward, decode).
+#   B: the SASS check of the hinted copies, the issue-10 table, the whole GPU pytest suite and the
+#      small sanitizer runs (forward, backward, decode).
 #   run(carry=[".carry/cur", ".carry/old"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/validate_v11.sh A .carry/old")
 set -u -o pipefail
 PART=${1:?usage: validate_v11.sh A OLD_TREE | B}
@@ -35,6 +36,9 @@ else
   install_cmd "$TREE"
   step install 420 "${INSTALL[@]}"
   cd /tmp
+  LIB=$(python3 -c "import flashkit, pathlib; p = pathlib.Path(flashkit.__file__).parent; print(next(iter(sorted(p.rglob('libflashkit*.so*')))))")
+  step sass_desc 60 bash "$TREE/scripts/dev/check_ldgsts_desc.sh" "$LIB"
+  step quant 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs $QCF --csv "$O/quant.csv"
   step pytest_gpu 400 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ."
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   step memcheck_fwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick

@@ -40,9 +40,9 @@ namespace flashkit::decode {
 constexpr bool kKvPrefetch256 = (FLASHKIT_DECODE_L2HINT & 1) != 0;
 constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 // FLASHKIT_DECODE_QUANT_HINT (tuning switch, decode.md v11): 1 = the 8-bit caches' K/V copies
-// carry the evict-first hint too (so the metadata, partials and the kernels' code stay in L2).
+// carry the evict-first hint too at D 128 (B 16 8k FP8 -4.6% time, B 1 64k -5%).
 #ifndef FLASHKIT_DECODE_QUANT_HINT
-#define FLASHKIT_DECODE_QUANT_HINT 0
+#define FLASHKIT_DECODE_QUANT_HINT 1
 #endif
 
 // Quantized caches compute both MMAs in fp16 whatever q's dtype (every int8 and e4m3 value
@@ -212,10 +212,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
-  // (Quantized caches: no cache-hint copies unless FLASHKIT_DECODE_QUANT_HINT. With them the
-  // int8 d128 kernel once hit an illegal instruction at the hinted cp.async on sm_90a; plain
-  // copies cost ~1%: decode.md.)
-  constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || FLASHKIT_DECODE_QUANT_HINT != 0);
+  // (Quantized caches: hinted copies at D 128 only (FLASHKIT_DECODE_QUANT_HINT). At D 64 and
+  // 256 ptxas (CUDA 13.0) gives the hinted LDGSTS of the 8-bit kernels an odd uniform register
+  // as its 64-bit cache-policy descriptor (desc[UR1]) and the kernel faults with an illegal
+  // instruction; scripts/dev/check_ldgsts_desc.sh scans a build for that form. decode.md v11.)
+  constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
