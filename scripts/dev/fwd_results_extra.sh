@@ -10,8 +10,8 @@ O=${OUT:-/tmp}/extra
 install_cmd "$TREE"
 step install 300 "${INSTALL[@]}"
 cd /tmp
-step fp16 200 python3 -m flashkit.bench --sweep fa3 --quick --dtype fp16 --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag fp16
-step dims 200 python3 -m flashkit.bench --sweep fa3 --heads-dims 96 192 --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag dims
-step dims_portable 200 env FLASHKIT_FWD_PORTABLE=1 python3 -m flashkit.bench --sweep fa3 --heads-dims 96 192 --impls flashkit --out-dir "$O/bench" --tag dims-portable
+[ -n "${FP16-1}" ] && step fp16 200 python3 -m flashkit.bench --sweep fa3 --quick --dtype fp16 --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag fp16
+step dims 200 python3 -m flashkit.bench --sweep dims --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag dims
+step dims_portable 200 env FLASHKIT_FWD_PORTABLE=1 python3 -m flashkit.bench --sweep dims --impls flashkit --out-dir "$O/bench" --tag dims-portable
 rm -f "$O"/bench/*.png
 tar -czf "${OUT:-/tmp}/extra.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -73,8 +73,16 @@ def test_sweeps_match_spec():
     assert {(c.B, c.H_q) for c in small} == {(4, 8)}
     assert {c.S for c in small} == {256, 512, 1024, 2048, 4096, 8192, 16384}
     assert {c.D for c in small} == {64, 128}
-    for c in fa3 + small:
+    dims = sweeps.build_configs(["dims"])
+    assert len(dims) == 2 * 2 * 6
+    assert {(c.D, c.H_q) for c in dims} == {(96, 16), (192, 16)}
+    for c in dims:
+        assert c.B * c.S == 16384 and c.H_q == c.H_kv
+    for c in fa3 + small + dims:
         assert sweeps.classify_sweep(c.B, c.H_q, c.S, c.D) == c.sweep
+    # "all" is fa3 + small; dims only by name
+    assert len(_resolve(["--sweep", "all"])["configs"]) == len(fa3) + len(small)
+    assert len(_resolve(["--sweep", "dims", "--quick"])["configs"]) == 2 * 2 * 3
 
 
 def test_flops_model():

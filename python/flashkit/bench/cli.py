@@ -107,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(see `--op decode --help`); mla: the MLA decode sweep against FlashMLA "
                         "(see `--op mla --help`); kvcache: the KV-cache manager simulation "
                         "(python -m flashkit.bench.kvcache_sim)")
-    p.add_argument("--sweep", choices=(*sweeps.SWEEPS, "all"), default="all",
+    p.add_argument("--sweep", choices=(*sweeps.SWEEPS, *sweeps.EXTRA_SWEEPS, "all"), default="all",
                    help="fa3: 16k tokens, hidden 2048, D 64/128/256, S 512..16k; "
-                        "small: B=4 H=8 D 64/128, S 256..16k (default: all)")
+                        "small: B=4 H=8 D 64/128, S 256..16k; dims: 16k tokens, H=16, D 96/192, "
+                        "S 512..16k (only by name); all = fa3 + small (default)")
     p.add_argument("--mode", nargs="+", action="extend", metavar="MODE",
                    help="fwd, bwd, fwd_bwd (several allowed; default fwd). bwd times the "
                         "backward alone (flashkit: attention_backward from the saved out/lse; "
