@@ -10,6 +10,7 @@
 #include "kernels/decode/lse_merge.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/globaltimer.cuh"
 #include "prims/numeric.cuh"
 
 namespace flashkit::decode {
@@ -36,17 +37,10 @@ template <typename T>
 __device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
                                             float* s_o, float* s_l, float* s_w,
                                             unsigned long long* trace = nullptr) {
-#ifdef FLASHKIT_DECODE_TRACE
+  // (trace builds: slot i of this CTA's trace record, see FLASHKIT_DECODE_TRACE)
   auto mark = [&](int i) {
-    if (trace != nullptr) {
-      unsigned long long t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      trace[i] = t;
-    }
+    if (trace != nullptr) trace[i] = prims::globaltimer();
   };
-#else
-  auto mark = [](int) {};
-#endif
   const int4 entry = p.ws.combines[e];
   const int b = entry.x, hr = entry.y, first = entry.z, n = entry.w;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
@@ -195,8 +189,10 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   unsigned long long* trace = blockIdx.x < kTraceCombineCtas && threadIdx.x == 0
                                   ? p.ws.trace + int64_t(kTraceSplitCtas) * 8 + blockIdx.x * 8
                                   : nullptr;
-  unsigned long long trace_t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(trace_t0));
+  const unsigned long long trace_t0 = prims::globaltimer();
+  int traced_pairs = 0;
+#else
+  unsigned long long* const trace = nullptr;
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 1) != 0) asm volatile("griddepcontrol.launch_dependents;");
@@ -204,33 +200,24 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
 #endif
 #ifdef FLASHKIT_DECODE_TRACE
   if (trace != nullptr) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     trace[0] = trace_t0;
-    trace[1] = t;
+    trace[1] = prims::globaltimer();
   }
 #endif
-  int traced_pairs = 0;
   const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
   const int work = p.ws.header[kHdrNumCombines] * col_groups;
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, w == int(blockIdx.x) ? trace : nullptr);
 #ifdef FLASHKIT_DECODE_TRACE
-    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, traced_pairs == 0 ? trace : nullptr);
-#else
-    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w);
-#endif
     ++traced_pairs;
+#endif
   }
 #ifdef FLASHKIT_DECODE_TRACE
   if (trace != nullptr) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    trace[6] = t;  // CTA done (no pair: slots 2-5 stay 0)
+    trace[6] = prims::globaltimer();  // CTA done (no pair: slots 2-5 stay 0)
     trace[7] = traced_pairs + 1ull;
   }
-#else
-  (void)traced_pairs;
 #endif
 }
 

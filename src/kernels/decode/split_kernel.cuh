@@ -26,6 +26,7 @@
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
 #include "prims/fp8.cuh"
+#include "prims/globaltimer.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mma.cuh"
 #include "prims/numeric.cuh"
@@ -82,11 +83,6 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
 #ifdef FLASHKIT_DECODE_TRACE
-__device__ __forceinline__ unsigned long long trace_clock() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // Thread 0 of split CTA blockIdx.x writes slot `i` (see FLASHKIT_DECODE_TRACE).
 #define FLASHKIT_DTRACE(i, value)                                                                     \
   do {                                                                                               \
@@ -113,7 +109,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   using QTile = typename Tr::QTile;
 
 #ifdef FLASHKIT_DECODE_TRACE
-  const unsigned long long trace_t0 = trace_clock();
+  const unsigned long long trace_t0 = prims::globaltimer();
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
@@ -128,7 +124,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   if (int(blockIdx.x) >= num_items) return;
 #ifdef FLASHKIT_DECODE_TRACE
   FLASHKIT_DTRACE(0, trace_t0);
-  FLASHKIT_DTRACE(1, trace_clock());
+  FLASHKIT_DTRACE(1, prims::globaltimer());
   FLASHKIT_DTRACE(7, blockIdx.x + 1ull);
 #endif
   // A workspace that was not planned for these dims is a caller error: never index with it.
@@ -344,7 +340,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     prims::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
 #ifdef FLASHKIT_DECODE_TRACE
-    if (tile == 0) FLASHKIT_DTRACE(2, trace_clock());
+    if (tile == 0) FLASHKIT_DTRACE(2, prims::globaltimer());
 #endif
     load_tile(tile + kStages - 1);
     if (tid < kBlockN) {
@@ -542,7 +538,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   {
     unsigned int smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    FLASHKIT_DTRACE(3, trace_clock());
+    FLASHKIT_DTRACE(3, prims::globaltimer());
     FLASHKIT_DTRACE(6, smid | (static_cast<unsigned long long>(n_tiles) << 16) |
                            (static_cast<unsigned long long>(item.merge_n) << 40));
   }
@@ -672,7 +668,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
   }
 #ifdef FLASHKIT_DECODE_TRACE
-  FLASHKIT_DTRACE(4, trace_clock());
+  FLASHKIT_DTRACE(4, prims::globaltimer());
 #endif
   if (!split || item.merge_n < 2) return;
 
@@ -747,7 +743,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     store_out(r, col, acc);
   }
 #ifdef FLASHKIT_DECODE_TRACE
-  FLASHKIT_DTRACE(5, trace_clock());
+  FLASHKIT_DTRACE(5, prims::globaltimer());
 #endif
 }
 

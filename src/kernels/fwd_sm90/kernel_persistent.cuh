@@ -29,6 +29,7 @@
 #pragma once
 
 #include "kernels/fwd_sm90/kernel.cuh"
+#include "prims/globaltimer.cuh"
 #include "prims/opaque.cuh"
 
 namespace flashkit::fwd_sm90 {
@@ -52,16 +53,11 @@ namespace flashkit::fwd_sm90 {
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
 constexpr int kTraceSteps = 32;
-__device__ __forceinline__ uint64_t trace_now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 __device__ __forceinline__ void trace_put(const FwdParams& p, int step, int field) {
   if constexpr (FLASHKIT_FWD_TRACE != 0) {
     if (p.lse == nullptr || step >= kTraceSteps) return;
     uint64_t* tr = reinterpret_cast<uint64_t*>(p.lse);
-    tr[(int64_t(blockIdx.x) * kTraceSteps + step) * 16 + field] = trace_now();
+    tr[(int64_t(blockIdx.x) * kTraceSteps + step) * 16 + field] = prims::globaltimer();
   }
 }
 
