@@ -170,7 +170,8 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     """The Hopper forward loads its K/V tiles after the first by TMA from a producer
     warpgroup (FLASHKIT_FWD_PERSISTENT=0), with cp.async (FLASHKIT_FWD_NO_TMA=1), or runs
     persistent CTAs that load Q and every K/V tile by TMA (FLASHKIT_FWD_PERSISTENT=1; by
-    default where use_persistent says so); each switch is read once,
+    default where use_persistent says so) and store O by TMA (or with the threads:
+    FLASHKIT_FWD_TMA_STORE=0); each switch is read once,
     so a subprocess each. The shared-memory tiles hold the same values every way and the
     math is the same, so the outputs must be bitwise equal: dense and varlen, every head
     dim, both dtypes, causal and not, a strided K, rows that see no key, and a varlen
@@ -182,10 +183,15 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
         pytest.skip("no Hopper forward on this GPU / build")
     # the TMA runs must really use TMA where the variant exists (a failed map would silently
     # fall back; D 64 has no TMA variant and runs the cp.async kernel in every run)
-    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT"]
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT",
+            "FLASHKIT_FWD_TMA_STORE"]
     runs = [run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "0"}, drop).split(),
             run_probe(_TMA_PROBE, {"FLASHKIT_FWD_NO_TMA": "1"}, drop).split(),
-            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "1"}, drop).split()]
+            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "1"}, drop).split(),
+            # the persistent kernel's epilogue with thread stores instead of TMA stores
+            run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "1",
+                                   "FLASHKIT_FWD_TMA_STORE": "0"}, drop).split()]
     assert len(runs[0]) == 90
     assert runs[0] == runs[1], "TMA variant != cp.async kernel"
     assert runs[2] == runs[1], "persistent kernel != cp.async kernel"
+    assert runs[3] == runs[2], "persistent kernel, thread-store epilogue != TMA-store epilogue"
