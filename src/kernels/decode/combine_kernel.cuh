@@ -17,32 +17,31 @@ namespace flashkit::decode {
 
 constexpr int kCombineThreads = 128;
 constexpr int kMaxRows = 32;
-constexpr int kCombineCols = 8;       // output columns per work pair (v11c: 16 -> 8)
+constexpr int kCombineCols = 16;      // output columns per work pair
 constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
 constexpr int kLseFloats = 2048;      // 8 KB of partial LSEs staged per batch of splits
 
-// Persistent: the CTAs loop over the (combine entry, 8-column group) pairs. Latency, not
+// Persistent: the CTAs loop over the (combine entry, 16-column group) pairs. Latency, not
 // bandwidth, is what a combine costs (the partials were just written and sit in L2), so it
 // is counted in dependent L2 round trips. Only the rows_valid rows the split kernel wrote
 // are staged (4 of the 16 MMA rows at GQA 4), and every copy is a cp.async: the compiler
 // does not keep more than a few plain load->store pairs of a loop in flight (v9's loops were
 // 4 to 16 round trips per batch), cp.async keeps them all. With n splits of R valid rows:
 //   group 0: the LSEs of the first kLseFloats / R splits,
-//   group 1: the partial O of the first kStageFloats / (8 R) splits (8 columns each),
-// both issued before the first wait, so a combine of up to 1024 / R splits (the usual case:
-// 256 at GQA 4) is one round trip. Larger ones loop over batches.
-// Sums: each output (row, column pair) is shared by `lanes` adjacent threads (a power of two,
-// 1..32, as many as the CTA has: 8 at R = 4) that take the splits s = lane (mod lanes) in
-// order; a fixed shuffle tree adds their sums. (8 columns per pair, not 16: twice the
-// CTAs and half the serial adds per thread; the LSE phase is repeated per pair, cheaply.)
+//   group 1: the partial O of the first kStageFloats / (16 R) splits (16 columns each),
+// both issued before the first wait, so a combine of up to 512 / R splits (the usual case:
+// 128 at GQA 4) is one round trip. Larger ones loop over batches.
+// Sums: each output (row, column pair) is shared by `lanes` (1, 2 or 4) adjacent threads that take the
+// splits s = lane (mod kLanes) in order; a fixed shuffle tree adds their sums.
 template <typename T>
-__device__ __forceinline__ void combine_one(const DecodeParams& p, int4 entry, int cg, float* s_lse,
+__device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
                                             float* s_o, float* s_l, float* s_w,
                                             unsigned long long* trace = nullptr) {
   // (trace builds: slot i of this CTA's trace record, see FLASHKIT_DECODE_TRACE)
   auto mark = [&](int i) {
     if (trace != nullptr) trace[i] = prims::globaltimer();
   };
+  const int4 entry = p.ws.combines[e];
   const int b = entry.x, hr = entry.y, first = entry.z, n = entry.w;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
   if (first < 0 || n < 2 || int64_t(first + n) * p.hr_count > p.max_partials) return;
@@ -57,7 +56,7 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int4 entry, i
   const int col0 = cg * kCombineCols;
   constexpr int kC4 = kCombineCols / 4;               // 16-byte chunks per row
   const int lse_batch = kLseFloats / rv;              // splits per LSE batch (>= 64)
-  const int o_batch = kStageFloats / (rv * kCombineCols);  // splits per O batch (>= 32)
+  const int o_batch = kStageFloats / (rv * kCombineCols);  // splits per O batch (>= 16)
   const bool lse_resident = n <= lse_batch;           // phase 2 reads the LSEs from s_l
 
   auto stage_lse = [&](int s0, int ns) {
@@ -122,12 +121,11 @@ __device__ __forceinline__ void combine_one(const DecodeParams& p, int4 entry, i
   mark(4);
   // Phase 2: output o = (row, column pair) of this CTA's 16 columns, kLanes threads each.
   constexpr int kPairs = kCombineCols / 2;
-  const int outs = rv * kPairs;  // 4 .. 128
-  int lanes = 1;  // the largest power of two <= 32 with lanes * outs <= kCombineThreads
-  while (lanes < 32 && 2 * lanes * outs <= kCombineThreads) lanes *= 2;
+  const int outs = rv * kPairs;  // 32 .. 256
+  const int lanes = outs >= kCombineThreads ? 1 : (outs >= 64 ? 2 : 4);  // power of 2, divides 32
   const int per_pass = kCombineThreads / lanes;  // outputs per pass of the CTA
   const int lane_k = tid % lanes;
-  constexpr int kMaxOut = (kMaxRows * kPairs + kCombineThreads - 1) / kCombineThreads;  // 1 at 8 columns
+  constexpr int kMaxOut = kMaxRows * kPairs / kCombineThreads;  // 2 per thread at 32 rows
   float2 acc[kMaxOut];
 #pragma unroll
   for (int j = 0; j < kMaxOut; ++j) acc[j] = make_float2(0.f, 0.f);
@@ -196,13 +194,6 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
 #else
   unsigned long long* const trace = nullptr;
 #endif
-  // The work count and the first pair's entry come from the plan, read before the wait: the
-  // plan grid completed before any split CTA passed its own griddepcontrol.wait, and this
-  // grid starts only once every split CTA has triggered or exited (saves one dependent L2
-  // read after the release).
-  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
-  const int work = p.ws.header[kHdrNumCombines] * col_groups;
-  const int4 first_entry = int(blockIdx.x) < work ? p.ws.combines[blockIdx.x / col_groups] : make_int4(-1, -1, -1, 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 1) != 0) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
@@ -213,11 +204,11 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
     trace[1] = prims::globaltimer();
   }
 #endif
+  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
+  const int work = p.ws.header[kHdrNumCombines] * col_groups;
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
-    const bool first = w == int(blockIdx.x);
-    combine_one<T>(p, first ? first_entry : p.ws.combines[w / col_groups], w % col_groups, s_lse, s_o, s_l, s_w,
-                   first ? trace : nullptr);
+    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, w == int(blockIdx.x) ? trace : nullptr);
 #ifdef FLASHKIT_DECODE_TRACE
     ++traced_pairs;
 #endif
