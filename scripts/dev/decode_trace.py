@@ -122,6 +122,22 @@ def case(B, S, hq, hkv, kv, page=16, d=128):
     cnt = [len(v) for v in by_sm.values()]
     print(line("per-SM last loop done", last))
     print(f"  CTAs per SM: {sorted(set(cnt))} (counts {[cnt.count(c) for c in sorted(set(cnt))]})")
+    # CTAs streaming over time (tile 0 ready .. loop done), at 12 points of the split's span
+    lo, hi = min(first), max(done)
+    pts = [lo + (hi - lo) * k / 11 for k in range(12)]
+    act = [sum(1 for f, dn in zip(first, done) if f <= t < dn) for t in pts]
+    print("  streaming CTAs over time: " + "  ".join(f"{t:.0f}us:{a}" for t, a in zip(pts, act)))
+    # per SM: tiles streamed and the mean time per tile of its CTAs (is slowness per SM?)
+    sm_tiles, sm_rate = {}, {}
+    for s_, n, f, dn in zip(sm, tiles, first, done):
+        sm_tiles[s_] = sm_tiles.get(s_, 0) + n
+        if n > 1:
+            sm_rate.setdefault(s_, []).append((dn - f) / (n - 1))
+    rates = sorted((statistics.mean(v), k) for k, v in sm_rate.items())
+    if rates:
+        print(f"  per-SM mean us/tile: fastest {rates[0][0]:.2f} (SM {rates[0][1]}), median "
+              f"{rates[len(rates) // 2][0]:.2f}, slowest {rates[-1][0]:.2f} (SM {rates[-1][1]}); "
+              f"tiles per SM min {min(sm_tiles.values())} max {max(sm_tiles.values())}")
     if len(cb):
         print(line("combine start", [us(x) for x in cb[:, 0].tolist()]))
         print(line("combine released", [us(x) for x in cb[:, 1].tolist()]))
