@@ -10,12 +10,16 @@ written as min, p10, median, p90, max over the grid relative to the earliest spl
 the combine CTAs' points, per-SM finishing spread, and the graph time per call for
 comparison with the traced span.
 """
+import os
 import statistics
 import sys
 
 import torch
 
 import flashkit
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from decode_quick_bench import graph_ms  # noqa: E402
 
 SPLIT_CTAS, COMBINE_CTAS = 8192, 2048  # kTraceSplitCtas, kTraceCombineCtas
 WORDS = SPLIT_CTAS * 8 + COMBINE_CTAS * 8
@@ -31,27 +35,6 @@ def line(name, vals):
         return f"  {name:22s} (none)"
     return (f"  {name:22s} min {min(vals):7.2f}  p10 {pct(vals, .1):7.2f}  med {statistics.median(vals):7.2f}"
             f"  p90 {pct(vals, .9):7.2f}  max {max(vals):7.2f} us  (n={len(vals)})")
-
-
-def graph_us(fn, calls=10, reps=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times), g
 
 
 def case(B, S, hq, hkv, kv, page=16, d=128):
@@ -76,8 +59,11 @@ def case(B, S, hq, hkv, kv, page=16, d=128):
     step = lambda: plan.run(q, k, v, bt, sl, **scales)  # noqa: E731
     for _ in range(3):
         step()
-    t_call, _ = graph_us(step)
-    _, g4 = graph_us(step, calls=4, reps=1)
+    t_call = graph_ms(step) * 1e3
+    g4 = torch.cuda.CUDAGraph()  # 4 back-to-back calls, replayed once below
+    with torch.cuda.graph(g4):
+        for _ in range(4):
+            step()
     ws = plan.workspace.view(torch.int64)
     assert ws.numel() >= WORDS, "not a FLASHKIT_DECODE_TRACE build (workspace has no trace tail)"
     tr = ws[-WORDS:]
