@@ -37,7 +37,7 @@ else
   step install 420 "${INSTALL[@]}"
   cd /tmp
   LIB=$(python3 -c "import flashkit, pathlib; p = pathlib.Path(flashkit.__file__).parent; print(next(iter(sorted(p.rglob('libflashkit*.so*')))))")
-  step sass_desc 60 bash "$TREE/scripts/dev/check_ldgsts_desc.sh" "$LIB"
+  step sass_desc 60 bash "$TREE/scripts/check_ldgsts_desc.sh" "$LIB"
   step quant 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs $QCF --csv "$O/quant.csv"
   step pytest_gpu 400 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ."
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1

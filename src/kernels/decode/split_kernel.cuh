@@ -45,6 +45,11 @@ constexpr bool kKvEvictFirst = (FLASHKIT_DECODE_L2HINT & 2) != 0;
 #ifndef FLASHKIT_DECODE_QUANT_HINT
 #define FLASHKIT_DECODE_QUANT_HINT 1
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kQuantHintArch = true;
+#else
+constexpr bool kQuantHintArch = false;  // sm_80 code: see the 8-bit kernels' copies below
+#endif
 
 // Quantized caches compute both MMAs in fp16 whatever q's dtype (every int8 and e4m3 value
 // is an fp16 value; q is converted once, exactly within fp16's range, clamped outside it). Four cache bytes of
@@ -208,11 +213,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
-  // (Quantized caches: hinted copies at D 128 only (FLASHKIT_DECODE_QUANT_HINT). At D 64 and
-  // 256 ptxas (CUDA 13.0) gives the hinted LDGSTS of the 8-bit kernels an odd uniform register
-  // as its 64-bit cache-policy descriptor (desc[UR1]) and the kernel faults with an illegal
-  // instruction; scripts/dev/check_ldgsts_desc.sh scans a build for that form. decode.md v11.)
-  constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
+  // (Quantized caches: hinted copies at D 128 on sm_90 only (FLASHKIT_DECODE_QUANT_HINT). At
+  // D 64 and 256, and in the sm_80 code of the int8 D 128 kernels, ptxas (CUDA 13.0) gives the
+  // hinted LDGSTS of the 8-bit kernels an odd uniform register as its 64-bit cache-policy
+  // descriptor (desc[UR1]); on Hopper such a kernel faults with an illegal instruction.
+  // scripts/check_ldgsts_desc.sh (a CTest) scans the built library for that form. decode.md v11.)
+  constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
