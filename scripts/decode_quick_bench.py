@@ -41,6 +41,28 @@ def graph_ms(fn, calls=10, reps=20):
     return median_ms(g.replay, reps=reps) / calls
 
 
+def paged_inputs(B, S, hq, hkv, kv, page=16, s_q=1, d=128, dt=torch.bfloat16):
+    """A paged cache of B sequences of S tokens (permuted block table) and q: returns
+    (q, k, v, block_table, seqlens, scales, cache dtype); kv is bf16, int8 or fp8 (one byte per
+    value, random values (never zeros) and fp32 scales: the kernel's speed is what counts)."""
+    pages_per = (S + page - 1) // page
+    P = B * pages_per
+    kvd = {"bf16": dt, "int8": torch.int8, "fp8": torch.float8_e4m3fn}[kv]
+    scales = {}
+    if kv == "bf16":
+        k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+        v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
+    else:
+        k = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
+        v = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
+        scales = dict(k_scale=torch.rand((P, page, hkv), device="cuda") / 100,
+                      v_scale=torch.rand((P, page, hkv), device="cuda") / 100)
+    bt = torch.randperm(P, device="cuda", dtype=torch.int32).view(B, pages_per)
+    sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
+    q = torch.randn((B, s_q, hq, d), device="cuda", dtype=dt)
+    return q, k, v, bt, sl, scales, kvd
+
+
 def kernel_breakdown(fn):
     """Per-kernel GPU time (us) of one call, from torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
@@ -83,21 +105,7 @@ def main():
         for page in a.page:
             for s_q in a.sq:
               for kv in a.kv:
-                pages_per = (S + page - 1) // page
-                P = B * pages_per
-                kvd = {"bf16": dt, "int8": torch.int8, "fp8": torch.float8_e4m3fn}[kv]
-                scales = {}
-                if kv == "bf16":
-                    k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
-                    v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
-                else:  # random values (never zeros) and scales; the kernel's speed is what counts
-                    k = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
-                    v = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
-                    scales = dict(k_scale=torch.rand((P, page, hkv), device="cuda") / 100,
-                                  v_scale=torch.rand((P, page, hkv), device="cuda") / 100)
-                bt = torch.randperm(P, device="cuda", dtype=torch.int32).view(B, pages_per)
-                sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
-                q = torch.randn((B, s_q, hq, d), device="cuda", dtype=dt)
+                q, k, v, bt, sl, scales, kvd = paged_inputs(B, S, hq, hkv, kv, page, s_q, d, dt)
                 plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda",
                                            kv_dtype=None if kv == "bf16" else kvd)
                 plan.plan(sl)

@@ -19,7 +19,7 @@ import torch
 import flashkit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from decode_quick_bench import graph_ms  # noqa: E402
+from decode_quick_bench import graph_ms, paged_inputs  # noqa: E402
 
 SPLIT_CTAS, COMBINE_CTAS = 8192, 2048  # kTraceSplitCtas, kTraceCombineCtas
 WORDS = SPLIT_CTAS * 8 + COMBINE_CTAS * 8
@@ -38,22 +38,7 @@ def line(name, vals):
 
 
 def case(B, S, hq, hkv, kv, page=16, d=128):
-    dt = torch.bfloat16
-    pages_per = (S + page - 1) // page
-    P = B * pages_per
-    kvd = {"bf16": dt, "int8": torch.int8, "fp8": torch.float8_e4m3fn}[kv]
-    scales = {}
-    if kv == "bf16":
-        k = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
-        v = torch.randn((P, page, hkv, d), device="cuda", dtype=dt)
-    else:
-        k = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
-        v = (torch.randn((P, page, hkv, d), device="cuda") * 40).to(torch.int8 if kv == "int8" else dt).to(kvd)
-        scales = dict(k_scale=torch.rand((P, page, hkv), device="cuda") / 100,
-                      v_scale=torch.rand((P, page, hkv), device="cuda") / 100)
-    bt = torch.randperm(P, device="cuda", dtype=torch.int32).view(B, pages_per)
-    sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
-    q = torch.randn((B, 1, hq, d), device="cuda", dtype=dt)
+    q, k, v, bt, sl, scales, kvd = paged_inputs(B, S, hq, hkv, kv, page, 1, d)
     plan = flashkit.DecodePlan(B, 1, hq, hkv, d, device="cuda", kv_dtype=None if kv == "bf16" else kvd)
     plan.plan(sl)
     step = lambda: plan.run(q, k, v, bt, sl, **scales)  # noqa: E731
