@@ -36,6 +36,10 @@ struct BwdParams : FwdParams {
   // with dims (innermost first) head_dim, rows, h_q, batch (varlen: rows = total_q and a
   // batch of 1), boxes of 64 columns x 64 rows, 128-byte swizzle.
   TmaDesc q_tmap, do_tmap;
+  // ... and, fast mode with dQ by TMA reduce-adds (set by the same launcher), a map of
+  // dq_accum: fp32, dims head_dim, h_q, rows (seqlen_q; varlen: total_q), batch (varlen: 1),
+  // boxes of 32 columns x 1 head x 16 rows (one warp's), 128-byte swizzle.
+  TmaDesc dq_tmap;
 };
 
 }  // namespace flashkit

@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
@@ -42,7 +44,8 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                                                                    Pp::kSmemBytes, stream, dev.device);
         }
         // Q and dO by TMA where the maps can be made (FLASHKIT_BWD_NO_TMA=1, read once: the
-        // cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error).
+        // cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error, the
+        // dq_accum map of the fast mode's reduce-adds included).
         static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
         static const bool require_tma = dispatch::env_flag("FLASHKIT_BWD_REQUIRE_TMA");
         if (!no_tma) {
@@ -52,6 +55,22 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                               p.q_batch_stride, Pp::kBlockM) &&
               launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
                                               p.do_batch_stride, Pp::kBlockM)) {
+            // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0, read once: the
+            // per-thread reds of the same kernel, for A/B runs).
+            static const bool dq_reds = [] {
+              const char* e = std::getenv("FLASHKIT_BWD_DQ_TMA");
+              return e != nullptr && e[0] == '0';
+            }();
+            const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
+                                         p.cu_seqlens_q != nullptr ? 1 : p.batch};
+            const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
+                                       int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
+            if (!p.deterministic && !dq_reds &&
+                launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16)) {
+              return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
+                  q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
+            }
+            if (require_tma && !p.deterministic && !dq_reds) return int(cudaErrorNotSupported);
             return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true>>(
                 q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
           }

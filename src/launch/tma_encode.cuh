@@ -68,4 +68,34 @@ bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], i
   return true;
 }
 
+// A 4-D map of the backward's fp32 dq accumulator for TMA reduce-adds: dims (innermost first)
+// head_dim, h_q, rows, batch with byte strides st[0..2], boxes of 32 columns (128 bytes, the
+// 128-byte swizzle's width) x 1 head x box_rows rows. Elements outside the tensor are not
+// written. False as make_tma_map_4d.
+inline bool make_tma_map_f32_reduce(TmaDesc* out, void* base, const int64_t (&dims)[4], const int64_t (&st_in)[3],
+                                    int box_rows) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  int64_t st[3] = {st_in[0], st_in[1], st_in[2]};
+  for (int i = 0; i < 4; ++i) {
+    if (dims[i] <= 0 || dims[i] >= (int64_t(1) << 32)) return false;
+  }
+  if (dims[0] % 32 != 0) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i + 1] == 1) st[i] = 16;
+    if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
+  }
+  cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+  cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
+  cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, gdims, gstrides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  std::memcpy(out, &map, sizeof(map));
+  return true;
+}
+
 }  // namespace flashkit::launch_util

@@ -53,6 +53,16 @@ __device__ __forceinline__ void tma_store_4d(const void* tmap, uint32_t src, int
                "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+// 4-D tile reduce-add of shared `src` (the map's swizzled box layout) into the box at
+// (c0..c3) in global memory (element type from the map; fp32 here): each element is added
+// atomically, the parts outside the tensor are skipped. A bulk async-group operation like
+// tma_store_4d (bulk_commit_group / bulk_wait_group*).
+__device__ __forceinline__ void tma_reduce_add_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tmap)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Until at most N of this thread's bulk groups are pending their reads of shared memory
 // (the source may be overwritten then) ...

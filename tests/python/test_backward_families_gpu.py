@@ -132,31 +132,39 @@ torch.save({k: [x.cpu() for x in v] for k, v in res.items()}, sys.argv[1])
 @pytest.mark.gpu
 def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path, run_probe):
     """The ping-pong backward loads Q / dO with TMA (default) or cp.async
-    (FLASHKIT_BWD_NO_TMA=1; read once: a subprocess each). dK and dV are reduced inside
-    each CTA, so they must match bitwise; dQ goes through fp32 atomics, whose order varies
-    from run to run, so it is compared within a few ulps. Dense with a partial row block
-    (TMA zero rows) and varlen with NaN rows past the last sequence (a partial row block
-    of a varlen sequence is copied with its tail zero-filled, never read by TMA)."""
+    (FLASHKIT_BWD_NO_TMA=1), and in fast mode with TMA sends dQ to the fp32 accumulator by
+    TMA reduce-adds (default) or per-thread reds (FLASHKIT_BWD_DQ_TMA=0); the switches are
+    read once: a subprocess each. dK and dV are reduced inside each CTA, so they must match
+    bitwise; dQ goes through fp32 atomics, whose order varies from run to run, so it is
+    compared within a few ulps. Dense with a partial row block (TMA zero rows; the
+    reduce-adds clip rows past S_q) and varlen with NaN rows past the last sequence (a
+    partial row block of a varlen sequence is copied with its tail zero-filled, never read
+    by TMA, and adds exact zeros to the next sequence's dQ rows)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
         pytest.skip("no Hopper backward on this GPU / build")
+    configs = [  # the first is the default; REQUIRE_TMA makes a failed map an error
+        {"FLASHKIT_BWD_NO_TMA": "0", "FLASHKIT_BWD_DQ_TMA": "1", "FLASHKIT_BWD_REQUIRE_TMA": "1"},
+        {"FLASHKIT_BWD_NO_TMA": "0", "FLASHKIT_BWD_DQ_TMA": "0", "FLASHKIT_BWD_REQUIRE_TMA": "1"},
+        {"FLASHKIT_BWD_NO_TMA": "1", "FLASHKIT_BWD_DQ_TMA": "1", "FLASHKIT_BWD_REQUIRE_TMA": "0"},
+    ]
     runs = []
-    for no_tma in ("0", "1"):
-        path = tmp_path / f"pp-{no_tma}.pt"
-        run_probe(_PP_TMA_PROBE, {"FLASHKIT_BWD_NO_TMA": no_tma, "FLASHKIT_BWD_REQUIRE_TMA": "1" if no_tma == "0" else "0"},
-                  ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"], args=[path])
+    for i, env in enumerate(configs):
+        path = tmp_path / f"pp-{i}.pt"
+        run_probe(_PP_TMA_PROBE, env, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"], args=[path])
         runs.append(torch.load(path))
-    assert runs[0].keys() == runs[1].keys() and len(runs[0]) == 16
-    for key, (a, b) in ((k, (runs[0][k], runs[1][k])) for k in runs[0]):
-        dq_a, dk_a, dv_a = a
-        dq_b, dk_b, dv_b = b
-        assert torch.isfinite(dk_a).all() and torch.isfinite(dv_a).all(), key
-        assert torch.equal(dk_a, dk_b) and torch.equal(dv_a, dv_b), key
-        valid = dq_a[:333] if key.startswith("varlen") else dq_a  # (rows past cu_seqlens[-1]: not written)
-        assert torch.isfinite(valid).all(), key
-        if key.startswith("varlen"):
-            dq_a, dq_b = dq_a[:333], dq_b[:333]
-        tol = 4 * torch.finfo(dq_a.dtype).eps * dq_b.float().abs().max().item() + 1e-3
-        assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key
+    assert all(r.keys() == runs[0].keys() for r in runs) and len(runs[0]) == 16
+    for other in runs[1:]:
+        for key, (a, b) in ((k, (runs[0][k], other[k])) for k in runs[0]):
+            dq_a, dk_a, dv_a = a
+            dq_b, dk_b, dv_b = b
+            assert torch.isfinite(dk_a).all() and torch.isfinite(dv_a).all(), key
+            assert torch.equal(dk_a, dk_b) and torch.equal(dv_a, dv_b), key
+            valid = dq_a[:333] if key.startswith("varlen") else dq_a  # (rows past cu_seqlens[-1]: not written)
+            assert torch.isfinite(valid).all(), key
+            if key.startswith("varlen"):
+                dq_a, dq_b = dq_a[:333], dq_b[:333]
+            tol = 4 * torch.finfo(dq_a.dtype).eps * dq_b.float().abs().max().item() + 1e-3
+            assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key

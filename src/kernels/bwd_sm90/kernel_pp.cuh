@@ -53,7 +53,15 @@ namespace flashkit::bwd_sm90 {
 // (read as "no visible key": P = 0) and delta = 0.
 static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 
-template <class Tr, bool kSoftcap = false, bool kTma = false>
+// kDqTma (fast mode with kTma; the launcher sets p.dq_tmap): warpgroup 0 parks its partial
+// dQ chunk in the accumulator map's box layout (fp32, 32-column boxes, 128-byte swizzle),
+// warpgroup 1 adds its own in place (each thread the elements it holds) and lane 0 of each
+// of its warps sends the warp's 16 rows to dq_accum with TMA reduce-adds: no per-thread
+// reds, no row tests (the map clips rows past the tensor; rows past a varlen sequence hold
+// exact zeros: their Q, dO are zero-filled and P = 0). The buffer goes back to warpgroup 0
+// (x_empty, one arrival per warp) once the adds have read it, which each lane 0 waits for
+// only after its softmax of the next row block (no stall right after the issue).
+template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -105,7 +113,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::mbarrier_init(empty(s), kThreads);
     }
     prims::mbarrier_init(x_full, 128);
-    prims::mbarrier_init(x_empty, 128);
+    prims::mbarrier_init(x_empty, kDqTma ? 4 : 128);  // kDqTma: each warp's issuing lane, once the adds read
     if (kTma) {
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
       prims::tma_prefetch_desc(&p.q_tmap);
@@ -328,6 +336,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     uint32_t dsa[4][4];
     pack_a4<T>(dsa, dp);
+    if constexpr (kDqTma) {  // the previous row block's reduce-adds have read the buffer: release it
+      if (wg == 1 && it > 0 && lane == 0) {
+        prims::bulk_wait_group_read<0>();
+        prims::mbarrier_arrive(x_empty);
+      }
+    }
 
     // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
     // block's dQ products, its last readers, completed before their partials were used.
@@ -405,6 +419,47 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
+      if constexpr (kDqTma) {
+        static_assert(kTma && !kSoftcap, "dQ by TMA reduce-adds: the fast TMA kernel only");
+        // Chunk c = two boxes of 64 rows x 32 fp32 columns (8 KB each, 128-byte rows, the
+        // 16-byte unit u of row r stored at u ^ (r % 8)). This thread's elements: rows
+        // warp * 16 + g (+ 8), columns j * 8 + 2t (+ 1); r % 8 = g.
+        unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + c * (2 * 64 * 128);
+        auto elem = [&](int j, int half) -> float2* {
+          const int r = warp * 16 + g + half * 8;
+          const int unit = (j % 4) * 2 + t / 2;
+          return reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8);
+        };
+        if (wg == 0) {
+          if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) *elem(j, half) = make_float2(dq[j][2 * half], dq[j][2 * half + 1]);
+          if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
+        } else {
+          if (c == 0) prims::mbarrier_wait(x_full, it & 1);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              float2* e = elem(j, half);
+              const float2 o = *e;
+              *e = make_float2(o.x + dq[j][2 * half], o.y + dq[j][2 * half + 1]);
+            }
+          }
+          prims::fence_proxy_async_smem();
+          __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
+          if (lane == 0) {
+            const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
+            const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
+            prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
+            prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, c * 64 + 32, head, row, batch);
+            prims::bulk_commit_group();
+          }
+        }
+        continue;
+      }
       float4* x = sX + c * 8 * 128;
       if (wg == 0) {  // park the partial for warpgroup 1
         if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
@@ -465,6 +520,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::wgmma_wait<0>();
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
+  if constexpr (kDqTma) {
+    if (wg == 1 && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+  }
   __syncthreads();
   const float scale = p.softmax_scale;
 #pragma unroll
