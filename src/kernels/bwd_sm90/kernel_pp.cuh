@@ -423,29 +423,38 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         static_assert(kTma && !kSoftcap, "dQ by TMA reduce-adds: the fast TMA kernel only");
         // Chunk c = two boxes of 64 rows x 32 fp32 columns (8 KB each, 128-byte rows, the
         // 16-byte unit u of row r stored at u ^ (r % 8)). This thread's elements: rows
-        // warp * 16 + g (+ 8), columns j * 8 + 2t (+ 1); r % 8 = g.
+        // warp * 16 + g (+ 8), columns j * 8 + 2t (+ 1); r % 8 = g. A half-warp's 8-byte
+        // accesses (rows g = 0..3 or 4..7, units 2 (j % 4) + t / 2) would meet each unit twice
+        // (ncu: 2x the ideal wavefronts); so in access k the lanes of odd g take j = k ^ 2,
+        // which makes the 8 units of a half-warp distinct (2 wavefronts per access).
         unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + c * (2 * 64 * 128);
+        const int jx = 2 * (g & 1);
         auto elem = [&](int j, int half) -> float2* {
           const int r = warp * 16 + g + half * 8;
           const int unit = (j % 4) * 2 + t / 2;
           return reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8);
         };
+        auto mine = [&](int k, int half) {  // dq of access k: j = k ^ jx
+          const bool odd = jx != 0;
+          return make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half],
+                             odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
+        };
         if (wg == 0) {
           if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
 #pragma unroll
-          for (int j = 0; j < 8; ++j)
+          for (int k = 0; k < 8; ++k)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) *elem(j, half) = make_float2(dq[j][2 * half], dq[j][2 * half + 1]);
+            for (int half = 0; half < 2; ++half) *elem(k ^ jx, half) = mine(k, half);
           if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
         } else {
           if (c == 0) prims::mbarrier_wait(x_full, it & 1);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
+          for (int k = 0; k < 8; ++k) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              float2* e = elem(j, half);
-              const float2 o = *e;
-              *e = make_float2(o.x + dq[j][2 * half], o.y + dq[j][2 * half + 1]);
+              float2* e = elem(k ^ jx, half);
+              const float2 o = *e, m = mine(k, half);
+              *e = make_float2(o.x + m.x, o.y + m.y);
             }
           }
           prims::fence_proxy_async_smem();
