@@ -88,10 +88,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   float4* sX = reinterpret_cast<float4*>(smem + Tr::kSmemX);  // [kChunks][8][128] float4
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBars);
   constexpr int kQElems = QTile::kBytes / int(sizeof(T));
-  // lse / delta of row r = 8 j + 2 t + e sit at 16 t + 2 j + e in their stage: the thread of
-  // column pair t then reads its 16 values as four 16-byte loads (one wavefront each; row-major
-  // they took eight 8-byte loads of two wavefronts).
-  auto stat_slot = [](int r) { return ((r % 8) / 2) * 16 + (r / 8) * 2 + r % 2; };
 
   const int tid = threadIdx.x;
   // Warp-uniform (a shuffle from lane 0), so ptxas sees the warpgroup branches as uniform:
@@ -178,7 +174,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const bool is_lse = tid < kBlockM;
       const float* src = r < rows ? (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r
                                   : &kStatFill[is_lse ? 0 : 1];
-      prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + stat_slot(r), src, true);
+      prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, src, true);
       prims::cp_async_mbarrier_arrive(full(stage));  // (also covers the tail copies above)
       return;
     }
@@ -198,9 +194,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const bool in = r < rows;
       const int64_t i = stat + (in ? r : 0);
       if (tid < kBlockM) {
-        prims::cp_async_4(sLse + stage * kBlockM + stat_slot(r), p.lse + i, in);
+        prims::cp_async_4(sLse + stage * kBlockM + r, p.lse + i, in);
       } else {
-        prims::cp_async_4(sDelta + stage * kBlockM + stat_slot(r), p.delta + i, in);
+        prims::cp_async_4(sDelta + stage * kBlockM + r, p.delta + i, in);
       }
     }
     prims::cp_async_mbarrier_arrive(full(stage));
@@ -289,11 +285,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     const float* delta_s = sDelta + stage * kBlockM;
     float2 lse_v[8];
 #pragma unroll
-    for (int q4 = 0; q4 < 4; ++q4) {  // (stat_slot's order)
-      const float4 v = *reinterpret_cast<const float4*>(lse_s + t * 16 + q4 * 4);
-      lse_v[2 * q4] = make_float2(v.x, v.y);
-      lse_v[2 * q4 + 1] = make_float2(v.z, v.w);
-    }
+    for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
@@ -326,11 +318,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::fence_operands(dp);
     float2 delta_v[8];
 #pragma unroll
-    for (int q4 = 0; q4 < 4; ++q4) {
-      const float4 v = *reinterpret_cast<const float4*>(delta_s + t * 16 + q4 * 4);
-      delta_v[2 * q4] = make_float2(v.x, v.y);
-      delta_v[2 * q4 + 1] = make_float2(v.z, v.w);
-    }
+    for (int j = 0; j < 8; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
