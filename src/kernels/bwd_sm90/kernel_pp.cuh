@@ -61,6 +61,17 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // exact zeros: their Q, dO are zero-filled and P = 0). The buffer goes back to warpgroup 0
 // (x_empty, one arrival per warp) once the adds have read it, which each lane 0 waits for
 // only after its softmax of the next row block (no stall right after the issue).
+//
+// kDqSplit (kDqTma at D 128): FlashAttention-3's split of dQ by columns instead of the
+// hand-off. Warpgroup w computes dQ[:, 64w .. 64w + 63] over all 128 keys from both
+// warpgroups' dS^T tiles, for row block j - 1 at its gate B of j (warpgroup 1's tile of j is
+// not written yet when warpgroup 0 passes gate B of j), stages it in its own buffer and sends
+// it with TMA reduce-adds: one fp32 store per element instead of three shared-memory passes
+// (park, read + add, store back). dS^T tiles are double-buffered (j and j - 1); a tile is
+// rewritten at j + 2 after both warpgroups' dQ(j) products are done (ds_empty). At j = 0 the
+// product runs on the unused buffer and its result is dropped (a branch among the gate's
+// wgmmas costs registers); after the loop both warpgroups meet at a named barrier and compute
+// the last row block's dQ.
 template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
@@ -75,6 +86,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
   using DsTile = typename Tr::DsTile;
+  constexpr bool kDqSplit = kDqTma && kChunks == 2;
+  static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_addr = prims::smem_addr(smem_raw);
@@ -97,11 +110,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int warp = wtid / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  T* sdS = reinterpret_cast<T*>(smem + Tr::kSmemDs + wg * DsTile::kBytes);  // this warpgroup's dS^T
+  // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
+  // only buffer 0 is used.
+  auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
+  T* sdS = ds_tile(0, wg);  // this warpgroup's dS^T (kDqSplit: of even row blocks)
 
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (QS + s); };
   const uint32_t x_full = bars + 8 * (2 * QS), x_empty = bars + 8 * (2 * QS + 1);
+  auto ds_empty = [&](int b) { return bars + 8 * (2 * QS + 2 + b); };  // kDqSplit: both warpgroups' dQ read buffer b
 
   const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
   if (cta.n0 >= cta.seqlen_k) return;
@@ -114,6 +131,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::mbarrier_init(x_full, 128);
     prims::mbarrier_init(x_empty, kDqTma ? 4 : 128);  // kDqTma: each warp's issuing lane, once the adds read
+    prims::mbarrier_init(ds_empty(0), kThreads);
+    prims::mbarrier_init(ds_empty(1), kThreads);
     if (kTma) {
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
       prims::tma_prefetch_desc(&p.q_tmap);
@@ -243,6 +262,39 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   };
   if (wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
 
+  // kDqSplit: this warpgroup's 64 dQ columns of row block i (in dq) to its staging buffer (two
+  // boxes of 64 rows x 32 fp32 columns, 128-byte swizzle: the 16-byte unit u of row r at
+  // u ^ (r % 8); the lanes of odd g take column group k ^ 2 in access k, so a half-warp's 8-byte
+  // stores meet 8 distinct units), then each warp's lane 0 adds its 16 rows into dq_accum by TMA.
+  auto send_dq_split = [&](int i) {
+    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
+    if (lane == 0) prims::bulk_wait_group_read<0>();  // this warp's previous adds have read its rows
+    __syncwarp();
+    const int jx = 2 * (g & 1);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int j = k ^ jx;
+        const int r = warp * 16 + g + half * 8;
+        const int unit = (j % 4) * 2 + t / 2;
+        const bool odd = jx != 0;
+        *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8) =
+            make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half], odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
+      }
+    }
+    prims::fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) {
+      const int head_i = cta.head_of(p, i), m0_i = cta.m_block_of(i) * kBlockM;
+      const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
+      const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
+      prims::tma_reduce_add_4d(&p.dq_tmap, src, wg * 64, head_i, row, batch);
+      prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, wg * 64 + 32, head_i, row, batch);
+      prims::bulk_commit_group();
+    }
+  };
+
   int32_t* sem = nullptr;
   int my_turn = 0;
 
@@ -336,7 +388,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     uint32_t dsa[4][4];
     pack_a4<T>(dsa, dp);
-    if constexpr (kDqTma) {  // the previous row block's reduce-adds have read the buffer: release it
+    if constexpr (kDqTma && !kDqSplit) {  // the previous row block's reduce-adds have read the buffer: release it
       if (wg == 1 && it > 0 && lane == 0) {
         prims::bulk_wait_group_read<0>();
         prims::mbarrier_arrive(x_empty);
@@ -345,6 +397,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
     // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
     // block's dQ products, its last readers, completed before their partials were used.
+    // kDqSplit: buffer it % 2, last read by both warpgroups' dQ(it - 2).
+    if constexpr (kDqSplit) {
+      sdS = ds_tile(it & 1, wg);
+      if (it >= 2) prims::mbarrier_wait(ds_empty(it & 1), ((it - 2) / 2) & 1);
+    }
 #pragma unroll
     for (int st = 0; st < 4; ++st) {
       const int c = st * 16 + 2 * t;
@@ -391,7 +448,29 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     };
-    issue_dq(0);
+    // kDqSplit: dQ(it - 1)[:, 64 wg ..] over both warpgroups' keys (it = 0: a dropped product).
+    auto issue_dq_split = [&](int b) {
+#pragma unroll
+      for (int kw = 0; kw < 2; ++kw) {  // keys of warpgroup kw: its dS^T tile, K rows 64 kw ..
+        const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint64_t a_off = (ks * 16 * 128) >> 4;
+          const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
+          if (kw == 0 && ks == 0) {
+            prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
+          } else {
+            prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_a + a_off, desc_k_mn + b_off);
+          }
+        }
+      }
+      prims::wgmma_commit();
+    };
+    if constexpr (kDqSplit) {
+      issue_dq_split((it + 1) & 1);
+    } else {
+      issue_dq(0);
+    }
     // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
     if (wg == 0 || it + 1 < cta.iters) prims::bar_arrive(other_turn, 2 * 128);
 
@@ -411,113 +490,148 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       load_rows(jn, sn);
     }
 
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      if (c > 0) {  // chunk 0 went out with gate B
-        prims::wgmma_fence();
-        issue_dq(c);
-      }
+    if constexpr (kDqSplit) {
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
-      if constexpr (kDqTma) {
-        static_assert(kTma && !kSoftcap, "dQ by TMA reduce-adds: the fast TMA kernel only");
-        // Chunk c = two boxes of 64 rows x 32 fp32 columns (8 KB each, 128-byte rows, the
-        // 16-byte unit u of row r stored at u ^ (r % 8)). This thread's elements: rows
-        // warp * 16 + g (+ 8), columns j * 8 + 2t (+ 1); r % 8 = g. A half-warp's 8-byte
-        // accesses (rows g = 0..3 or 4..7, units 2 (j % 4) + t / 2) would meet each unit twice
-        // (ncu: 2x the ideal wavefronts); so in access k the lanes of odd g take j = k ^ 2,
-        // which makes the 8 units of a half-warp distinct (2 wavefronts per access).
-        unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + c * (2 * 64 * 128);
-        const int jx = 2 * (g & 1);
-        auto elem = [&](int j, int half) -> float2* {
-          const int r = warp * 16 + g + half * 8;
-          const int unit = (j % 4) * 2 + t / 2;
-          return reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8);
-        };
-        auto mine = [&](int k, int half) {  // dq of access k: j = k ^ jx
-          const bool odd = jx != 0;
-          return make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half],
-                             odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
-        };
-        if (wg == 0) {
+      if (it > 0) {
+        prims::mbarrier_arrive(ds_empty((it - 1) & 1));
+        send_dq_split(it - 1);
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        if (c > 0) {  // chunk 0 went out with gate B
+          prims::wgmma_fence();
+          issue_dq(c);
+        }
+        prims::wgmma_wait<0>();
+        prims::fence_operands(dq);
+        if constexpr (kDqTma) {
+          static_assert(kTma && !kSoftcap, "dQ by TMA reduce-adds: the fast TMA kernel only");
+          // Chunk c = two boxes of 64 rows x 32 fp32 columns (8 KB each, 128-byte rows, the
+          // 16-byte unit u of row r stored at u ^ (r % 8)). This thread's elements: rows
+          // warp * 16 + g (+ 8), columns j * 8 + 2t (+ 1); r % 8 = g. A half-warp's 8-byte
+          // accesses (rows g = 0..3 or 4..7, units 2 (j % 4) + t / 2) would meet each unit twice
+          // (ncu: 2x the ideal wavefronts); so in access k the lanes of odd g take j = k ^ 2,
+          // which makes the 8 units of a half-warp distinct (2 wavefronts per access).
+          unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + c * (2 * 64 * 128);
+          const int jx = 2 * (g & 1);
+          auto elem = [&](int j, int half) -> float2* {
+            const int r = warp * 16 + g + half * 8;
+            const int unit = (j % 4) * 2 + t / 2;
+            return reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8);
+          };
+          auto mine = [&](int k, int half) {  // dq of access k: j = k ^ jx
+            const bool odd = jx != 0;
+            return make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half],
+                               odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
+          };
+          if (wg == 0) {
+            if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) *elem(k ^ jx, half) = mine(k, half);
+            if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
+          } else {
+            if (c == 0) prims::mbarrier_wait(x_full, it & 1);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                float2* e = elem(k ^ jx, half);
+                const float2 o = *e, m = mine(k, half);
+                *e = make_float2(o.x + m.x, o.y + m.y);
+              }
+            }
+            prims::fence_proxy_async_smem();
+            __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
+            if (lane == 0) {
+              const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
+              const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
+              prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
+              prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, c * 64 + 32, head, row, batch);
+              prims::bulk_commit_group();
+            }
+          }
+          continue;
+        }
+        float4* x = sX + c * 8 * 128;
+        if (wg == 0) {  // park the partial for warpgroup 1
           if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
 #pragma unroll
-          for (int k = 0; k < 8; ++k)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) *elem(k ^ jx, half) = mine(k, half);
+          for (int j = 0; j < 8; ++j) x[j * 128 + wtid] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
           if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
-        } else {
+        } else {  // add warpgroup 0's partial, then one fp32 add per element into dq_accum
           if (c == 0) prims::mbarrier_wait(x_full, it & 1);
 #pragma unroll
-          for (int k = 0; k < 8; ++k) {
+          for (int j = 0; j < 8; ++j) {
+            const float4 o = x[j * 128 + wtid];
+            dq[j][0] += o.x;
+            dq[j][1] += o.y;
+            dq[j][2] += o.z;
+            dq[j][3] += o.w;
+          }
+          if (c == kChunks - 1) prims::mbarrier_arrive(x_empty);
+          if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
+            // Per warp, no named barrier: each of warpgroup 1's four warps waits until the
+            // four warps of every earlier turn have released (the counter advances by one
+            // per warp), adds its own rows, and releases. The warps own disjoint rows, so
+            // every element still gets its adds in turn order.
+            my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+            sem = cta.dq_counter(p, head, m_block);
+            if (lane == 0) {  // relaxed polls (an acquire empties L1 each time), one acquire after
+              while (prims::ld_relaxed_gpu(sem) < kWarpsPerWg * my_turn) {
+              }
+              (void)prims::ld_acquire_gpu(sem);
+            }
+            __syncwarp();
+          }
+          float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              float2* e = elem(k ^ jx, half);
-              const float2 o = *e, m = mine(k, half);
-              *e = make_float2(o.x + m.x, o.y + m.y);
+          for (int half = 0; half < 2; ++half) {
+            const int r = warp * 16 + g + half * 8;
+            if (m0 + r < cta.seqlen_q) {
+              float* row = acc_base + int64_t(r) * p.h_q * kD + c * 64 + 2 * t;
+#pragma unroll
+              for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
             }
           }
-          prims::fence_proxy_async_smem();
-          __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
-          if (lane == 0) {
-            const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
-            const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
-            prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
-            prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, c * 64 + 32, head, row, batch);
-            prims::bulk_commit_group();
+          if (c == kChunks - 1 && p.deterministic) {
+            __threadfence();
+            __syncwarp();  // every lane's reds before lane 0's release
+            if (lane == 0) prims::red_add_release_gpu(sem, 1);
           }
-        }
-        continue;
-      }
-      float4* x = sX + c * 8 * 128;
-      if (wg == 0) {  // park the partial for warpgroup 1
-        if (c == 0 && it > 0) prims::mbarrier_wait(x_empty, (it - 1) & 1);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j * 128 + wtid] = make_float4(dq[j][0], dq[j][1], dq[j][2], dq[j][3]);
-        if (c == kChunks - 1) prims::mbarrier_arrive(x_full);
-      } else {  // add warpgroup 0's partial, then one fp32 add per element into dq_accum
-        if (c == 0) prims::mbarrier_wait(x_full, it & 1);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float4 o = x[j * 128 + wtid];
-          dq[j][0] += o.x;
-          dq[j][1] += o.y;
-          dq[j][2] += o.z;
-          dq[j][3] += o.w;
-        }
-        if (c == kChunks - 1) prims::mbarrier_arrive(x_empty);
-        if (c == 0 && p.deterministic) {  // this key block's turn for the row block's dq
-          // Per warp, no named barrier: each of warpgroup 1's four warps waits until the
-          // four warps of every earlier turn have released (the counter advances by one
-          // per warp), adds its own rows, and releases. The warps own disjoint rows, so
-          // every element still gets its adds in turn order.
-          my_turn = cta.dq_turn<kBlockM, kBlockN>(m0);
-          sem = cta.dq_counter(p, head, m_block);
-          if (lane == 0) {  // relaxed polls (an acquire empties L1 each time), one acquire after
-            while (prims::ld_relaxed_gpu(sem) < kWarpsPerWg * my_turn) {
-            }
-            (void)prims::ld_acquire_gpu(sem);
-          }
-          __syncwarp();
-        }
-        float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = warp * 16 + g + half * 8;
-          if (m0 + r < cta.seqlen_q) {
-            float* row = acc_base + int64_t(r) * p.h_q * kD + c * 64 + 2 * t;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
-          }
-        }
-        if (c == kChunks - 1 && p.deterministic) {
-          __threadfence();
-          __syncwarp();  // every lane's reds before lane 0's release
-          if (lane == 0) prims::red_add_release_gpu(sem, 1);
         }
       }
-    }
+    }  // (kDqSplit)
 
+  }
+
+  if constexpr (kDqSplit) {  // the last row block's dQ: both warpgroups' last dS^T tiles
+    if (cta.iters > 0) {
+      prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
+      prims::wgmma_fence();
+      const int b = (cta.iters - 1) & 1;
+#pragma unroll
+      for (int kw = 0; kw < 2; ++kw) {
+        const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint64_t a_off = (ks * 16 * 128) >> 4;
+          const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
+          if (kw == 0 && ks == 0) {
+            prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
+          } else {
+            prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_a + a_off, desc_k_mn + b_off);
+          }
+        }
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();
+      prims::fence_operands(dq);
+      send_dq_split(cta.iters - 1);
+    }
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
@@ -530,7 +644,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if (wg == 1 && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit || wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   __syncthreads();
   const float scale = p.softmax_scale;

@@ -32,17 +32,20 @@ struct BwdPpTraits {
   using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
   using DsTile = tiles::Swizzle128Tile<T, 64, kBlockM>;       // one warpgroup's dS^T [key][row]
   static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 64 x 64 dQ chunk
+  // dS^T tiles per warpgroup: D 128 keeps two (row blocks j and j - 1) for the fast kernel's
+  // column-split dQ (kernel_pp.cuh, kDqSplit), which reads both warpgroups' tiles of j - 1.
+  static constexpr int kDsBufs = kHeadDim == 128 ? 2 : 1;
 
   static constexpr int kSmemK = 0;
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
   static constexpr int kSmemQ = kSmemV + KTile::kBytes;
   static constexpr int kSmemDo = kSmemQ + kStages * QTile::kBytes;
-  static constexpr int kSmemDs = kSmemDo + kStages * QTile::kBytes;  // [2 warpgroups]
-  static constexpr int kSmemX = kSmemDs + 2 * DsTile::kBytes;        // [kDChunks] fp32 chunks
+  static constexpr int kSmemDs = kSmemDo + kStages * QTile::kBytes;  // [kDsBufs][2 warpgroups]
+  static constexpr int kSmemX = kSmemDs + 2 * kDsBufs * DsTile::kBytes;  // [kDChunks] fp32 chunks
   static constexpr int kSmemLse = kSmemX + kDChunks * kXChunkBytes;  // fp32 [kStages][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + kStages * kBlockM * 4;
-  // mbarriers: full[kStages], empty[kStages], x_full, x_empty
-  static constexpr int kNumBars = 2 * kStages + 2;
+  // mbarriers: full[kStages], empty[kStages], x_full, x_empty, ds_empty[2]
+  static constexpr int kNumBars = 2 * kStages + 4;
   static constexpr int kSmemBars = kSmemDelta + kStages * kBlockM * 4;
   static constexpr int kSmemBytes = kSmemBars + 8 * kNumBars + 1024;  // + alignment slack
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Device A/B of the backward between two trees (.carry/old and this one), interleaved
+# old, new, old, new (each tree built once in its own build dir, reinstalled by pip), FA3
+# sweep bf16 D 64/128; the backward tests and memcheck on the new tree.
+#   run(carry=[".carry/cur", ".carry/old"], command="bash .carry/cur/scripts/dev/bwd_ab_trees.sh")
+set -u -o pipefail
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+OLD=$(cd "$TREE/../old" && pwd)
+O=${OUT:-/tmp}/bwdab
+. "$(dirname "$0")/device_steps.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
+cd /tmp
+BQ() { step "$1" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --impls flashkit --out-dir "$O/ab" --tag "$1"; }
+install_cmd "$OLD"; I_OLD=("${INSTALL[@]}")
+install_cmd "$TREE"; I_NEW=("${INSTALL[@]}")
+step install_new 300 "${I_NEW[@]}"
+step tests_fam 200 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -p no:cacheprovider test_backward_families_gpu.py -k pp_tma"
+BQ new1
+step install_old 300 "${I_OLD[@]}"
+BQ old1
+step install_new2 300 "${I_NEW[@]}"
+BQ new2
+step install_old2 300 "${I_OLD[@]}"
+BQ old2
+step install_new3 300 "${I_NEW[@]}"
+step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
+export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+step memcheck_bwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick
+step racecheck_bwd 200 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 128
+tar -czf "${OUT:-/tmp}/bwdab.tgz" -C "$(dirname "$O")" "$(basename "$O")"
