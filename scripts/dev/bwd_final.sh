@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Device run: the backward results file of this tree (backward and forward+backward at D 64/128/256
+# with SDPA cuDNN and flash; the deterministic mode) and the whole GPU pytest suite.
+#   run(carry=[".carry/cur"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/bwd_final.sh")
+set -u -o pipefail
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/bwdfinal
+. "$(dirname "$0")/device_steps.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
+install_cmd "$TREE"
+step install 300 "${INSTALL[@]}"
+cd /tmp
+step results 200 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag bwd
+step results_det 100 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd --deterministic --impls flashkit --out-dir "$O/bench" --tag bwd-det
+step pytest_gpu 330 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ."
+tar -czf "${OUT:-/tmp}/bwdfinal.tgz" -C "$(dirname "$O")" "$(basename "$O")"
