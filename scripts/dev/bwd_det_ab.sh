@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Device A/B: the deterministic mode on the ping-pong TMA kernel (this tree) against the previous
+# tree (.carry/old: deterministic mode on v1), fast and deterministic, FA3 sweep bf16 D 64/128,
+# interleaved new, old, new; the backward tests, memcheck and racecheck on this tree.
+#   run(carry=[".carry/cur", ".carry/old"], command="bash .carry/cur/scripts/dev/bwd_det_ab.sh")
+set -u -o pipefail
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+OLD=$(cd "$TREE/../old" && pwd)
+O=${OUT:-/tmp}/bwddet
+. "$(dirname "$0")/device_steps.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
+cd /tmp
+BQ() { step "$1" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --impls flashkit --out-dir "$O/ab" --tag "$1"
+       step "$1det" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --deterministic --impls flashkit --out-dir "$O/ab" --tag "$1det"; }
+install_cmd "$OLD"; I_OLD=("${INSTALL[@]}")
+install_cmd "$TREE"; I_NEW=("${INSTALL[@]}")
+step install_new 300 "${I_NEW[@]}"
+step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
+BQ new1
+step install_old 300 "${I_OLD[@]}"
+BQ old1
+step install_new2 300 "${I_NEW[@]}"
+BQ new2
+export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+step memcheck_bwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick
+step racecheck_bwd 200 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128
+tar -czf "${OUT:-/tmp}/bwddet.tgz" -C "$(dirname "$O")" "$(basename "$O")"
