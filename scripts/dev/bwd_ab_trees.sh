@@ -26,5 +26,5 @@ step install_new3 300 "${I_NEW[@]}"
 step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 step memcheck_bwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick
-step racecheck_bwd 200 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 128
+step racecheck_bwd 200 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128
 tar -czf "${OUT:-/tmp}/bwdab.tgz" -C "$(dirname "$O")" "$(basename "$O")"
