@@ -295,6 +295,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
   };
 
+  // kDqSplit: dQ[:, 64 wg ..] of the row block whose dS^T tiles are buffer b, over both
+  // warpgroups' keys (issued at gate B of the next row block; at it = 0 a dropped product).
+  auto issue_dq_split = [&](int b) {
+#pragma unroll
+    for (int kw = 0; kw < 2; ++kw) {  // keys of warpgroup kw: its dS^T tile, K rows 64 kw ..
+      const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint64_t a_off = (ks * 16 * 128) >> 4;
+        const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
+        if (kw == 0 && ks == 0) {
+          prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
+        } else {
+          prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_a + a_off, desc_k_mn + b_off);
+        }
+      }
+    }
+    prims::wgmma_commit();
+  };
+
   int32_t* sem = nullptr;
   int my_turn = 0;
 
@@ -448,24 +468,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     };
-    // kDqSplit: dQ(it - 1)[:, 64 wg ..] over both warpgroups' keys (it = 0: a dropped product).
-    auto issue_dq_split = [&](int b) {
-#pragma unroll
-      for (int kw = 0; kw < 2; ++kw) {  // keys of warpgroup kw: its dS^T tile, K rows 64 kw ..
-        const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint64_t a_off = (ks * 16 * 128) >> 4;
-          const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
-          if (kw == 0 && ks == 0) {
-            prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
-          } else {
-            prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_a + a_off, desc_k_mn + b_off);
-          }
-        }
-      }
-      prims::wgmma_commit();
-    };
     if constexpr (kDqSplit) {
       issue_dq_split((it + 1) & 1);
     } else {
@@ -612,22 +614,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
       prims::wgmma_fence();
-      const int b = (cta.iters - 1) & 1;
-#pragma unroll
-      for (int kw = 0; kw < 2; ++kw) {
-        const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint64_t a_off = (ks * 16 * 128) >> 4;
-          const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
-          if (kw == 0 && ks == 0) {
-            prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
-          } else {
-            prims::wgmma_m64n64k16_ss_tnspab<T>(dq, desc_a + a_off, desc_k_mn + b_off);
-          }
-        }
-      }
-      prims::wgmma_commit();
+      issue_dq_split((cta.iters - 1) & 1);
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       send_dq_split(cta.iters - 1);
