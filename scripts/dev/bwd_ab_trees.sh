@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Device A/B of the backward between two trees (.carry/old and this one), interleaved
 # old, new, old, new (each tree built once in its own build dir, reinstalled by pip), FA3
-# sweep bf16 D 64/128; the backward tests and memcheck on the new tree.
-#   run(carry=[".carry/cur", ".carry/old"], command="bash .carry/cur/scripts/dev/bwd_ab_trees.sh")
+# sweep bf16 D 64/128 (DET=1: the deterministic mode timed after each fast run); the backward
+# tests, memcheck and racecheck on the new tree.
+#   run(carry=[".carry/cur", ".carry/old"], command="[DET=1] bash .carry/cur/scripts/dev/bwd_ab_trees.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 OLD=$(cd "$TREE/../old" && pwd)
@@ -10,7 +11,13 @@ O=${OUT:-/tmp}/bwdab
 . "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 cd /tmp
-BQ() { step "$1" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --impls flashkit --out-dir "$O/ab" --tag "$1"; }
+BQ() {
+  step "$1" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --impls flashkit --out-dir "$O/ab" --tag "$1"
+  if [ "${DET:-0}" = 1 ]; then
+    step "$1det" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --deterministic --impls flashkit \
+      --out-dir "$O/ab" --tag "$1det"
+  fi
+}
 install_cmd "$OLD"; I_OLD=("${INSTALL[@]}")
 install_cmd "$TREE"; I_NEW=("${INSTALL[@]}")
 step install_new 300 "${I_NEW[@]}"

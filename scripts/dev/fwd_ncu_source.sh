@@ -9,17 +9,8 @@ O=${OUT:-/tmp}/ncusrc
 install_cmd "$TREE"
 step install 300 "${INSTALL[@]}"
 cd /tmp
-cat > /tmp/case.py <<'PY'
-import sys, torch, flashkit
-D, S, causal = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-H = 2048 // D; B = 16384 // S
-q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-for _ in range(3):
-    flashkit.attention(q, k, v, causal=causal)
-torch.cuda.synchronize()
-PY
 step ncu 240 /usr/local/cuda/bin/ncu --section SourceCounters --section WarpStateStats -k regex:fwd_kernel -s 2 -c 1 \
-  -f -o /tmp/rep python3 /tmp/case.py "$@"
+  -f -o /tmp/rep python3 "$TREE/scripts/dev/fwd_case.py" "$@"
 step export 120 bash -c "/usr/local/cuda/bin/ncu -i /tmp/rep.ncu-rep --page source --csv --print-source sass > /tmp/src.csv"
 python3 - > "$O/by_region.txt" <<'PY'
 import csv

@@ -10,19 +10,10 @@ O=${OUT:-/tmp}/smem
 install_cmd "$TREE"
 step install 300 "${INSTALL[@]}"
 cd /tmp
-cat > /tmp/case.py <<'PY'
-import sys, torch, flashkit
-D, S, causal = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-H = 2048 // D; B = 16384 // S
-q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-for _ in range(3):
-    flashkit.attention(q, k, v, causal=causal)
-torch.cuda.synchronize()
-PY
 NCU="/usr/local/cuda/bin/ncu --section SourceCounters --section SpeedOfLight --section WarpStateStats"
 for c in "64 4096 0" "128 2048 0" "256 2048 0" "128 512 1"; do
   n=fwd-${c// /-}
-  step "$n" 200 $NCU -k regex:fwd -s 2 -c 1 -f -o /tmp/$n python3 /tmp/case.py $c
+  step "$n" 200 $NCU -k regex:fwd -s 2 -c 1 -f -o /tmp/$n python3 "$TREE/scripts/dev/fwd_case.py" $c
   /usr/local/cuda/bin/ncu -i /tmp/$n.ncu-rep --page details > "$O/$n-details.txt" 2>&1
   /usr/local/cuda/bin/ncu -i /tmp/$n.ncu-rep --page source --csv --print-source sass 2>/dev/null | gzip > "$O/$n-src.csv.gz"
   python3 "$TREE/scripts/dev/ncu_smem_lines.py" <(zcat "$O/$n-src.csv.gz") > "$O/$n-smem.txt" 2>&1
