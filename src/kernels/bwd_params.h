@@ -40,6 +40,9 @@ struct BwdParams : FwdParams {
   // dq_accum: fp32, dims head_dim, h_q, rows (seqlen_q; varlen: total_q), batch (varlen: 1),
   // boxes of 32 columns x 1 head x 16 rows (one warp's), 128-byte swizzle.
   TmaDesc dq_tmap;
+  // Deterministic mode of that kernel without a mask (set by its launcher): each CTA walks its
+  // row blocks rotated and the dq turns follow (attn::BwdCta::m_block_rot / dq_turn_rot).
+  bool dq_rotate = false;
 };
 
 }  // namespace flashkit

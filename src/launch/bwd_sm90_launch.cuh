@@ -36,6 +36,34 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       // turns, docs/kernels/bwd.md) is the default once it has passed the tests and racecheck.
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
       static const bool pp_det = dispatch::env_flag("FLASHKIT_BWD_PP_DET");
+      // Deterministic mode at D 128: the column-split TMA kernel's deterministic instantiation
+      // (turns released a step late; the walk rotated without a mask when a (batch, KV head)
+      // group's key blocks can all be resident at once: its CTAs then wait on each other in
+      // both directions) where the maps can be made; FLASHKIT_BWD_DET_V1=1 (read once) keeps v1.
+      if constexpr (kD == 128) {
+        static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
+        static const bool no_tma_det = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+        if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma_det && p.softcap <= 0.f) {
+          using Pp = bwd_sm90::BwdPpTraits<T, kD>;
+          BwdParams q = p;
+          const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+          const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
+                                       p.cu_seqlens_q != nullptr ? 1 : p.batch};
+          const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
+                                     int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
+          if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
+                                              Pp::kBlockM) &&
+              launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                              p.do_batch_stride, Pp::kBlockM) &&
+              launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16)) {
+            const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
+            q.dq_rotate = !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
+            const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+            return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
+                q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
+          }
+        }
+      }
       if (!v1 && (!p.deterministic || pp_det)) {
         using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));

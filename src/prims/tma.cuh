@@ -63,6 +63,11 @@ __device__ __forceinline__ void tma_reduce_add_4d(const void* tmap, uint32_t src
                "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+// Orders this thread's completed async-proxy global accesses (bulk reduce-adds it waited for)
+// before its later generic-proxy ones (the release of a turn counter).
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Until at most N of this thread's bulk groups are pending their reads of shared memory
 // (the source may be overwritten then) ...

@@ -53,6 +53,30 @@ struct BwdCta {
     }
     return n_block - mask.first_key_tile(m0, kBlockN);
   }
+  // Deterministic mode without a mask, rotated (p.dq_rotate; docs/kernels/bwd.md, "Deterministic
+  // mode: the plan"; scripts/dev/models/bwd_det_rotation_model.py): with M = per_head row blocks
+  // and N key blocks, CTA n walks row blocks shift = floor(n M / N), shift + 1, ... (mod M), and
+  // the turn of (m, n) is (n*(m) - n) mod N, n*(m) = the last key block whose walk starts at or
+  // before m: the visitors of a row block in the order of their steps, each floor(M / N) steps
+  // after the previous one.
+  template <int kBlockN>
+  __device__ __forceinline__ int rot_shift() const {
+    const int n_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+    return int(int64_t(n_block) * per_head / n_blocks);
+  }
+  __device__ __forceinline__ int m_block_rot(int it, int shift) const {
+    int m = it % per_head + shift;
+    if (m >= per_head) m -= per_head;
+    return m_begin + m;
+  }
+  template <int kBlockN>
+  __device__ __forceinline__ int dq_turn_rot(int m_block) const {
+    const int n_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+    const int m = m_block - m_begin;
+    const int n_star = min(n_blocks - 1, int((int64_t(m + 1) * n_blocks + per_head - 1) / per_head) - 1);
+    const int turn = n_star - n_block;
+    return turn < 0 ? turn + n_blocks : turn;
+  }
   __device__ __forceinline__ int32_t* dq_counter(const BwdParams& p, int head, int m_block) const {
     return p.dq_semaphore + (int64_t(batch) * p.h_q + head) * p.sem_m_blocks + m_block;
   }

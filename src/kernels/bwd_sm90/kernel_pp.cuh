@@ -72,7 +72,13 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // product runs on the unused buffer and its result is dropped (a branch among the gate's
 // wgmmas costs registers); after the loop both warpgroups meet at a named barrier and compute
 // the last row block's dQ.
-template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false>
+//
+// kDet (with kDqSplit; the deterministic mode's instantiation, so the fast kernel's code is
+// untouched): each issuing lane waits for the row block's turn before its adds (8 warps per
+// turn) and releases it one step late, at its next send, once the adds have long been
+// performed (no warp waits for its own adds). Without a mask the walk is rotated
+// (p.dq_rotate) so that the previous turn of a row block is two steps ahead.
+template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -87,6 +93,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   using KTile = typename Tr::KTile;
   using DsTile = typename Tr::DsTile;
   constexpr bool kDqSplit = kDqTma && kChunks == 2;
+  static_assert(!kDet || kDqSplit, "the deterministic instantiation is the column-split dQ kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -122,6 +129,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
   if (cta.n0 >= cta.seqlen_k) return;
+  // kDet with p.dq_rotate: the rotated walk (BwdCta::m_block_rot); otherwise BwdCta::m_block_of.
+  const int rot = kDet && p.dq_rotate ? cta.rot_shift<kBlockN>() : 0;
+  auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(it); };
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
@@ -162,7 +172,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // TMA bytes or none): 129 arrivals.
   auto load_rows = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
-    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int m0 = m_block_at(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
     if constexpr (kTma) {
       const bool tail = cta.varlen && rows < kBlockM;
@@ -266,9 +276,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // boxes of 64 rows x 32 fp32 columns, 128-byte swizzle: the 16-byte unit u of row r at
   // u ^ (r % 8); the lanes of odd g take column group k ^ 2 in access k, so a half-warp's 8-byte
   // stores meet 8 distinct units), then each warp's lane 0 adds its 16 rows into dq_accum by TMA.
+  // kDet: the turn of row block i's adds (8 warps per turn) and its release.
+  auto det_counter = [&](int i) { return cta.dq_counter(p, cta.head_of(p, i), m_block_at(i)); };
+  auto det_release = [&](int i) {  // lane 0: row block i's adds performed, then its turn passed on
+    prims::bulk_wait_group<0>();
+    prims::fence_proxy_async_global();
+    __threadfence();
+    prims::red_add_release_gpu(det_counter(i), 1);
+  };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
-    if (lane == 0) prims::bulk_wait_group_read<0>();  // this warp's previous adds have read its rows
+    if (lane == 0) {
+      if constexpr (kDet) {
+        if (i > 0) det_release(i - 1);  // issued a step ago: performed by now (also the read wait)
+      } else {
+        prims::bulk_wait_group_read<0>();  // this warp's previous adds have read its rows
+      }
+    }
     __syncwarp();
     const int jx = 2 * (g & 1);
 #pragma unroll
@@ -286,7 +310,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::fence_proxy_async_smem();
     __syncwarp();
     if (lane == 0) {
-      const int head_i = cta.head_of(p, i), m0_i = cta.m_block_of(i) * kBlockM;
+      const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
+      if constexpr (kDet) {  // this key block's turn: the 8 warps of every earlier turn released
+        const int32_t* sem_i = det_counter(i);
+        const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i)) : cta.dq_turn<kBlockM, kBlockN>(m0_i);
+        while (prims::ld_relaxed_gpu(sem_i) < 2 * kWarpsPerWg * turn_i) {
+        }
+        (void)prims::ld_acquire_gpu(sem_i);
+      }
       const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
       const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
       prims::tma_reduce_add_4d(&p.dq_tmap, src, wg * 64, head_i, row, batch);
@@ -321,7 +352,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it % QS;
     const int head = cta.head_of(p, it);
-    const int m_block = cta.m_block_of(it);
+    const int m_block = m_block_at(it);
     const int m0 = m_block * kBlockM;
     prims::mbarrier_wait(full(stage), (it / QS) & 1);
 
@@ -618,6 +649,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       send_dq_split(cta.iters - 1);
+      if constexpr (kDet) {
+        if (lane == 0) det_release(cta.iters - 1);
+      }
     }
   }
 

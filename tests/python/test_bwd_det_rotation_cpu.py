@@ -1,0 +1,89 @@
+"""CPU model check of the deterministic backward's rotated walk (src/kernels/attention_common/
+bwd_cta.cuh: rot_shift, m_block_rot, dq_turn_rot; used by the Hopper column-split kernel's
+deterministic instantiation when there is no mask, p.dq_rotate).
+
+The formulas are quoted from the C++ (integer semantics, all operands non-negative). Checked on
+all small (M row blocks, N key blocks), including M < N (S_q < S_k):
+- each CTA's walk visits every row block exactly once;
+- the turns of a row block are exactly 0..N-1 (the counter reaches every threshold once);
+- simulated with all CTAs of the group resident (the launcher's condition), one row block per
+  step, each add's turn released one step after the add (the kernel releases at its next send):
+  no deadlock, and with M >= N nobody ever waits (the previous turn is floor(M / N) >= 1 steps
+  ahead), so the group ends at step M + 1 whatever N is.
+"""
+import itertools
+
+import pytest
+
+
+def rot_shift(n_block, per_head, n_blocks):
+    return n_block * per_head // n_blocks
+
+
+def m_block_rot(it, shift, per_head, m_begin=0):
+    m = it % per_head + shift
+    if m >= per_head:
+        m -= per_head
+    return m_begin + m
+
+
+def dq_turn_rot(m_block, n_block, per_head, n_blocks, m_begin=0):
+    m = m_block - m_begin
+    n_star = min(n_blocks - 1, ((m + 1) * n_blocks + per_head - 1) // per_head - 1)
+    turn = n_star - n_block
+    return turn + n_blocks if turn < 0 else turn
+
+
+def simulate(M, N):
+    """Returns (last step, total steps spent waiting) or raises on a deadlock."""
+    walks = []
+    for n in range(N):
+        s = rot_shift(n, M, N)
+        walk = [m_block_rot(it, s, M) for it in range(M)]
+        assert sorted(walk) == list(range(M)), (M, N, n)
+        walks.append(walk)
+    for m in range(M):
+        assert sorted(dq_turn_rot(m, n, M, N) for n in range(N)) == list(range(N)), (M, N, m)
+    released = {}  # (m, turn) -> step at which the turn is passed on
+    pos = [0] * N
+    clock = [0] * N
+    waited = 0
+    while any(p < M for p in pos):
+        moved = False
+        for n in range(N):
+            if pos[n] == M:
+                continue
+            m = walks[n][pos[n]]
+            k = dq_turn_rot(m, n, M, N)
+            if k > 0 and (m, k - 1) not in released:
+                continue
+            start = max(clock[n], released[(m, k - 1)] if k > 0 else 0)
+            waited += start - clock[n]
+            released[(m, k)] = start + 1  # released at the CTA's next step
+            clock[n] = start + 1
+            pos[n] += 1
+            moved = True
+        if not moved:
+            raise AssertionError(f"deadlock at M {M} N {N}")
+    return max(clock), waited
+
+
+@pytest.mark.parametrize("M,N", [(m, n) for m, n in itertools.product(range(1, 33), range(1, 33))])
+def test_rotated_walk_and_turns(M, N):
+    last, waited = simulate(M, N)
+    if M >= N:
+        assert waited == 0 and last == M, (M, N, last, waited)
+
+
+def test_rotation_beats_the_ascending_chain():
+    # the ascending order (every CTA walks m = 0, 1, ...; turn = n) waits at every step
+    M, N = 64, 32
+    last_rot, _ = simulate(M, N)
+    clock = [0] * N
+    released = {}
+    for m in range(M):
+        for n in range(N):
+            start = max(clock[n], released[(m, n - 1)] if n > 0 else 0)
+            released[(m, n)] = start + 1
+            clock[n] = start + 1
+    assert last_rot == M < max(clock)
