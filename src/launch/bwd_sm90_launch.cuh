@@ -36,11 +36,11 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       // turns, docs/kernels/bwd.md) is the default once it has passed the tests and racecheck.
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
       static const bool pp_det = dispatch::env_flag("FLASHKIT_BWD_PP_DET");
-      // Deterministic mode at D 128: the column-split TMA kernel's deterministic instantiation
+      // Deterministic mode at D 64/128: the TMA reduce-add kernel's deterministic instantiation
       // (turns released a step late; the walk rotated without a mask when a (batch, KV head)
       // group's key blocks can all be resident at once: its CTAs then wait on each other in
       // both directions) where the maps can be made; FLASHKIT_BWD_DET_V1=1 (read once) keeps v1.
-      if constexpr (kD == 128) {
+      if constexpr (kD == 64 || kD == 128) {
         static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
         static const bool no_tma_det = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
         if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma_det && p.softcap <= 0.f) {

@@ -73,9 +73,9 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // wgmmas costs registers); after the loop both warpgroups meet at a named barrier and compute
 // the last row block's dQ.
 //
-// kDet (with kDqSplit; the deterministic mode's instantiation, so the fast kernel's code is
+// kDet (with kDqTma; the deterministic mode's instantiation, so the fast kernel's code is
 // untouched): each issuing lane waits for the row block's turn before its adds (8 warps per
-// turn) and releases it one step late, at its next send, once the adds have long been
+// turn at D 128, warpgroup 1's 4 at D 64) and releases it one step late, at its next send, once the adds have long been
 // performed (no warp waits for its own adds). Without a mask the walk is rotated
 // (p.dq_rotate) so that the previous turn of a row block is two steps ahead.
 template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   using KTile = typename Tr::KTile;
   using DsTile = typename Tr::DsTile;
   constexpr bool kDqSplit = kDqTma && kChunks == 2;
-  static_assert(!kDet || kDqSplit, "the deterministic instantiation is the column-split dQ kernel's");
+  static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -580,6 +580,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             prims::fence_proxy_async_smem();
             __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
             if (lane == 0) {
+              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn, released a step late
+                if (it > 0) det_release(it - 1);
+                const int32_t* sem_it = det_counter(it);
+                const int turn_it = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block) : cta.dq_turn<kBlockM, kBlockN>(m0);
+                while (prims::ld_relaxed_gpu(sem_it) < kWarpsPerWg * turn_it) {
+                }
+                (void)prims::ld_acquire_gpu(sem_it);
+              }
               const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
               const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
               prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
@@ -653,6 +661,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         if (lane == 0) det_release(cta.iters - 1);
       }
     }
+  } else if constexpr (kDet) {  // D 64: the last row block's turn
+    if (wg == 1 && lane == 0 && cta.iters > 0) det_release(cta.iters - 1);
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
