@@ -37,7 +37,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
       static const bool pp_det = dispatch::env_flag("FLASHKIT_BWD_PP_DET");
       // Deterministic mode at D 64/128: the TMA reduce-add kernel's deterministic instantiation
-      // (turns released a step late; the walk rotated without a mask when a (batch, KV head)
+      // (turns released after the next softmax; the walk rotated without a mask when a (batch, KV head)
       // group's key blocks can all be resident at once: its CTAs then wait on each other in
       // both directions) where the maps can be made; FLASHKIT_BWD_DET_V1=1 (read once) keeps v1.
       if constexpr (kD == 64 || kD == 128) {

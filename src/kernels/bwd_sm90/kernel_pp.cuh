@@ -75,9 +75,12 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 //
 // kDet (with kDqTma; the deterministic mode's instantiation, so the fast kernel's code is
 // untouched): each issuing lane waits for the row block's turn before its adds (8 warps per
-// turn at D 128, warpgroup 1's 4 at D 64) and releases it one step late, at its next send, once the adds have long been
-// performed (no warp waits for its own adds). Without a mask the walk is rotated
-// (p.dq_rotate) so that the previous turn of a row block is two steps ahead.
+// turn at D 128, warpgroup 1's 4 at D 64) and releases it after its softmax of the next row
+// block, once the adds have been performed (they had the next step's gate A to complete). A
+// row block's previous visitor is one step ahead (rotated walk without a mask, p.dq_rotate;
+// descending order with one), so the turn it passes on is released about half a step before
+// it is wanted; released at the next send instead (the first version) it came exactly when
+// wanted, and every CTA waited for its neighbour's whole send path (bwd.md).
 template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
@@ -277,21 +280,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // u ^ (r % 8); the lanes of odd g take column group k ^ 2 in access k, so a half-warp's 8-byte
   // stores meet 8 distinct units), then each warp's lane 0 adds its 16 rows into dq_accum by TMA.
   // kDet: the turn of row block i's adds (8 warps per turn) and its release.
+  // det_sent: the counter of the row block this lane last sent (kept, not recomputed where
+  // it is released: the release sits among the softmax's live registers).
   auto det_counter = [&](int i) { return cta.dq_counter(p, cta.head_of(p, i), m_block_at(i)); };
-  auto det_release = [&](int i) {  // lane 0: row block i's adds performed, then its turn passed on
-    prims::bulk_wait_group<0>();
-    prims::fence_proxy_async_global();
-    __threadfence();
-    prims::red_add_release_gpu(det_counter(i), 1);
+  int32_t* det_sent = nullptr;
+  auto det_release = [&] {  // lane 0: the adds it last sent performed, then their turn passed on
+    prims::bulk_wait_group<0>();      // the adds performed
+    prims::fence_proxy_async_global();  // ... and ordered before this thread's generic accesses,
+    prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
   };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
     if (lane == 0) {
-      if constexpr (kDet) {
-        if (i > 0) det_release(i - 1);  // issued a step ago: performed by now (also the read wait)
-      } else {
-        prims::bulk_wait_group_read<0>();  // this warp's previous adds have read its rows
-      }
+      // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
+      if constexpr (!kDet) prims::bulk_wait_group_read<0>();
     }
     __syncwarp();
     const int jx = 2 * (g & 1);
@@ -312,7 +314,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (lane == 0) {
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
       if constexpr (kDet) {  // this key block's turn: the 8 warps of every earlier turn released
-        const int32_t* sem_i = det_counter(i);
+        int32_t* sem_i = det_counter(i);
+        det_sent = sem_i;
         const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i)) : cta.dq_turn<kBlockM, kBlockN>(m0_i);
         while (prims::ld_relaxed_gpu(sem_i) < 2 * kWarpsPerWg * turn_i) {
         }
@@ -441,9 +444,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     pack_a4<T>(dsa, dp);
     if constexpr (kDqTma && !kDqSplit) {  // the previous row block's reduce-adds have read the buffer: release it
       if (wg == 1 && it > 0 && lane == 0) {
+        if constexpr (kDet) det_release();  // row block it - 1 (its adds performed: the turn passes on)
         prims::bulk_wait_group_read<0>();
         prims::mbarrier_arrive(x_empty);
       }
+    }
+    if constexpr (kDet && kDqSplit) {  // row block it - 2, sent at the end of step it - 1
+      if (it > 1 && lane == 0) det_release();
     }
 
     // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
@@ -580,9 +587,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             prims::fence_proxy_async_smem();
             __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
             if (lane == 0) {
-              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn, released a step late
-                if (it > 0) det_release(it - 1);
-                const int32_t* sem_it = det_counter(it);
+              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn (released after the next softmax)
+                int32_t* sem_it = det_counter(it);
+                det_sent = sem_it;
                 const int turn_it = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block) : cta.dq_turn<kBlockM, kBlockN>(m0);
                 while (prims::ld_relaxed_gpu(sem_it) < kWarpsPerWg * turn_it) {
                 }
@@ -656,13 +663,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       issue_dq_split((cta.iters - 1) & 1);
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
+      if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step
+        if (lane == 0 && cta.iters > 1) det_release();
+      }
       send_dq_split(cta.iters - 1);
       if constexpr (kDet) {
-        if (lane == 0) det_release(cta.iters - 1);
+        if (lane == 0) det_release();
       }
     }
   } else if constexpr (kDet) {  // D 64: the last row block's turn
-    if (wg == 1 && lane == 0 && cta.iters > 0) det_release(cta.iters - 1);
+    if (wg == 1 && lane == 0 && cta.iters > 0) det_release();
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
