@@ -280,10 +280,24 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // u ^ (r % 8); the lanes of odd g take column group k ^ 2 in access k, so a half-warp's 8-byte
   // stores meet 8 distinct units), then each warp's lane 0 adds its 16 rows into dq_accum by TMA.
   // kDet: the turn of row block i's adds (8 warps per turn) and its release.
-  // det_sent: the counter of the row block this lane last sent (kept, not recomputed where
-  // it is released: the release sits among the softmax's live registers).
+  // det_sent: the counter of the row block this lane sends next or last sent (kept, not
+  // recomputed where it is released: the release sits among the softmax's live registers).
+  // det_poll reads it (an acquire: the adds issued after it are ordered after it); at D 64
+  // while gate B's wgmmas run, so a turn already passed costs no round trip at the send
+  // (+3.4%; at D 128 the same lost 1%, its poll stays at the send).
   auto det_counter = [&](int i) { return cta.dq_counter(p, cta.head_of(p, i), m_block_at(i)); };
   int32_t* det_sent = nullptr;
+  int det_need = 0, det_seen = 0;
+  auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
+    det_sent = det_counter(i);
+    const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
+                                   : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
+    det_need = (kDqSplit ? 2 : 1) * kWarpsPerWg * turn_i;
+    det_seen = prims::ld_acquire_gpu(det_sent);
+  };
+  auto det_wait = [&] {  // lane 0: until that turn (every earlier turn's warps released)
+    while (det_seen < det_need) det_seen = prims::ld_acquire_gpu(det_sent);
+  };
   auto det_release = [&] {  // lane 0: the adds it last sent performed, then their turn passed on
     prims::bulk_wait_group<0>();      // the adds performed
     prims::fence_proxy_async_global();  // ... and ordered before this thread's generic accesses,
@@ -313,13 +327,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     __syncwarp();
     if (lane == 0) {
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
-      if constexpr (kDet) {  // this key block's turn: the 8 warps of every earlier turn released
-        int32_t* sem_i = det_counter(i);
-        det_sent = sem_i;
-        const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i)) : cta.dq_turn<kBlockM, kBlockN>(m0_i);
-        while (prims::ld_relaxed_gpu(sem_i) < 2 * kWarpsPerWg * turn_i) {
-        }
-        (void)prims::ld_acquire_gpu(sem_i);
+      if constexpr (kDet) {  // this key block's turn (polled here: early at gate B, D 128 lost 1%)
+        det_poll(i);
+        det_wait();
       }
       const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
       const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
@@ -513,6 +523,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
     if (wg == 0 || it + 1 < cta.iters) prims::bar_arrive(other_turn, 2 * 128);
+    if constexpr (kDet && !kDqSplit) {  // the turn of the row block this step sends (the previous one's released)
+      if (lane == 0 && wg == 1) det_poll(it);
+    }
 
     prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
 #pragma unroll
@@ -587,14 +600,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             prims::fence_proxy_async_smem();
             __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
             if (lane == 0) {
-              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn (released after the next softmax)
-                int32_t* sem_it = det_counter(it);
-                det_sent = sem_it;
-                const int turn_it = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block) : cta.dq_turn<kBlockM, kBlockN>(m0);
-                while (prims::ld_relaxed_gpu(sem_it) < kWarpsPerWg * turn_it) {
-                }
-                (void)prims::ld_acquire_gpu(sem_it);
-              }
+              if constexpr (kDet) det_wait();  // D 64: warpgroup 1's 4 warps per turn (polled at gate B)
               const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
               const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
               prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
