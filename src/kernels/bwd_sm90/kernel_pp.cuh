@@ -76,11 +76,11 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // kDet (with kDqTma; the deterministic mode's instantiation, so the fast kernel's code is
 // untouched): each issuing lane waits for the row block's turn before its adds (8 warps per
 // turn at D 128, warpgroup 1's 4 at D 64) and releases it after its softmax of the next row
-// block, once the adds have been performed (they had the next step's gate A to complete). A
-// row block's previous visitor is one step ahead (rotated walk without a mask, p.dq_rotate;
-// descending order with one), so the turn it passes on is released about half a step before
-// it is wanted; released at the next send instead (the first version) it came exactly when
-// wanted, and every CTA waited for its neighbour's whole send path (bwd.md).
+// block, once the adds have been performed (they had the next step's gate A to complete), with
+// red.release and no fence.sc. A row block's previous visitor is about two steps ahead (64-row
+// blocks, 128-key blocks: the rotated walk without a mask, p.dq_rotate; the descending order
+// with one). The first version released at the next send, after a fence.sc: 7-14% slower
+// (bwd.md: the two changes were measured together).
 template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
