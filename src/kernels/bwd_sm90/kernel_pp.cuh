@@ -36,6 +36,7 @@
 #include "kernels/bwd_sm90/pp_traits.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cp_async.cuh"
+#include "prims/globaltimer.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
 #include "prims/tma.cuh"
@@ -46,8 +47,28 @@
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
 #endif
+// Deterministic-mode trace (diagnostic builds only, scripts/dev/bwd_det_trace.sh; off, every
+// kernel compiles to the same SASS): the issuing lanes sum the %globaltimer time spent getting
+// their turns (poll + wait) and releasing them; at exit every CTA adds its sums and its lifetime
+// to a per-instantiation record, and the last CTA of the grid prints the totals and resets it
+// (only for grids whose CTAs all reach the end: no empty varlen key blocks).
+#ifndef FLASHKIT_BWD_DET_TRACE
+#define FLASHKIT_BWD_DET_TRACE 0
+#endif
+// A/B switch (bwd.md, "Deterministic mode on the TMA kernel"): 1 puts back the fence.sc that the
+// first version had in front of each turn's release, to measure it apart from the release's position.
+#ifndef FLASHKIT_BWD_DET_FENCE_SC
+#define FLASHKIT_BWD_DET_FENCE_SC 0
+#endif
 
 namespace flashkit::bwd_sm90 {
+
+#if FLASHKIT_BWD_DET_TRACE
+struct DetTrace {
+  unsigned long long wait_ns, release_ns, sends, cta_ns, t_first, t_last, done;
+};
+static __device__ DetTrace g_det_trace = {0, 0, 0, 0, ~0ull, 0, 0};
+#endif
 
 // What the kTma variant copies for the lse / delta of rows past the sequence: lse = -inf
 // (read as "no visible key": P = 0) and delta = 0.
@@ -288,6 +309,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto det_counter = [&](int i) { return cta.dq_counter(p, cta.head_of(p, i), m_block_at(i)); };
   int32_t* det_sent = nullptr;
   int det_need = 0, det_seen = 0;
+  // FLASHKIT_BWD_DET_TRACE: this lane's sums (unused, and compiled away, otherwise).
+  auto tr_now = [] { return FLASHKIT_BWD_DET_TRACE && kDet ? prims::globaltimer() : uint64_t(0); };
+  uint64_t tr_wait = 0, tr_release = 0, tr_sends = 0;
+  const uint64_t tr_start = tr_now();
   auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
     det_sent = det_counter(i);
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
@@ -299,9 +324,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     while (det_seen < det_need) det_seen = prims::ld_acquire_gpu(det_sent);
   };
   auto det_release = [&] {  // lane 0: the adds it last sent performed, then their turn passed on
+    const uint64_t tr0 = tr_now();
     prims::bulk_wait_group<0>();      // the adds performed
     prims::fence_proxy_async_global();  // ... and ordered before this thread's generic accesses,
+    if constexpr (FLASHKIT_BWD_DET_FENCE_SC != 0) __threadfence();
     prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
+    tr_release += tr_now() - tr0;
   };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
@@ -328,8 +356,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (lane == 0) {
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
       if constexpr (kDet) {  // this key block's turn (polled here: early at gate B, D 128 lost 1%)
+        const uint64_t tr0 = tr_now();
         det_poll(i);
         det_wait();
+        tr_wait += tr_now() - tr0;
+        ++tr_sends;
       }
       const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
       const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
@@ -600,7 +631,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             prims::fence_proxy_async_smem();
             __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
             if (lane == 0) {
-              if constexpr (kDet) det_wait();  // D 64: warpgroup 1's 4 warps per turn (polled at gate B)
+              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn (polled at gate B)
+                const uint64_t tr0 = tr_now();
+                det_wait();
+                tr_wait += tr_now() - tr0;
+                ++tr_sends;
+              }
               const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
               const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
               prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
@@ -717,6 +753,40 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   tiles::store_tile<KTile, kThreads>(
       static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride, p.dv_row_stride,
       sV, cta.keys_here, tid);
+#if FLASHKIT_BWD_DET_TRACE
+  if constexpr (kDet) {
+    DetTrace& tr = g_det_trace;
+    if (lane == 0 && (kDqSplit || wg == 1)) {
+      atomicAdd(&tr.wait_ns, (unsigned long long)tr_wait);
+      atomicAdd(&tr.release_ns, (unsigned long long)tr_release);
+      atomicAdd(&tr.sends, (unsigned long long)tr_sends);
+    }
+    if (tid == 0) {
+      const uint64_t end = prims::globaltimer();
+      atomicAdd(&tr.cta_ns, (unsigned long long)(end - tr_start));
+      atomicMin(&tr.t_first, (unsigned long long)tr_start);
+      atomicMax(&tr.t_last, (unsigned long long)end);
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      const unsigned long long grid = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+      if (atomicAdd(&tr.done, 1ull) == grid - 1) {
+        __threadfence();
+        const unsigned long long w = atomicAdd(&tr.wait_ns, 0ull), r = atomicAdd(&tr.release_ns, 0ull),
+                                 n = atomicAdd(&tr.sends, 0ull), c = atomicAdd(&tr.cta_ns, 0ull),
+                                 t0 = atomicAdd(&tr.t_first, 0ull), t1 = atomicAdd(&tr.t_last, 0ull);
+        printf("det_trace D=%d batch=%d h_q=%d seqlen_q=%d seqlen_k=%d causal=%d rotate=%d grid=%llu "
+               "issuing_warps=%d sends=%llu wait_ns=%llu release_ns=%llu cta_ns=%llu span_ns=%llu\n",
+               p.head_dim, p.batch, p.h_q, p.seqlen_q, p.seqlen_k, int(p.causal), int(p.dq_rotate), grid,
+               kDqSplit ? 2 * kWarpsPerWg : kWarpsPerWg, n, w, r, c, t1 - t0);
+        tr.wait_ns = tr.release_ns = tr.sends = tr.cta_ns = tr.t_last = tr.done = 0;
+        tr.t_first = ~0ull;
+        __threadfence();
+      }
+    }
+  }
+#endif
 #endif  // FLASHKIT_BWD_SM90_KERNEL_BODY
 }
 
