@@ -7,7 +7,8 @@ all small (M row blocks, N key blocks), including M < N (S_q < S_k):
 - each CTA's walk visits every row block exactly once;
 - the turns of a row block are exactly 0..N-1 (the counter reaches every threshold once);
 - simulated with all CTAs of the group resident (the launcher's condition), one row block per
-  step, each add's turn released one step after the add (the kernel releases at its next send):
+  step, each add's turn released one step after the add (the kernel releases earlier: after its
+  next softmax, before its next send):
   no deadlock, and with M >= N nobody ever waits (the previous turn is floor(M / N) >= 1 steps
   ahead), so the group ends at step M + 1 whatever N is.
 """
