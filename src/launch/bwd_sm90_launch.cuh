@@ -31,70 +31,66 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
-      // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode runs
-      // v1 unless FLASHKIT_BWD_PP_DET=1: the ping-pong kernel's deterministic path (per-warp
-      // turns, docs/kernels/bwd.md) is the default once it has passed the tests and racecheck.
+      // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode: the
+      // TMA kernel's deterministic instantiation (below); FLASHKIT_BWD_DET_V1=1 keeps v1 and
+      // FLASHKIT_BWD_PP_DET=1 the ping-pong kernel's turns around per-thread reds (both read
+      // once, kept for A/B runs; docs/kernels/bwd.md).
       static const bool v1 = dispatch::env_flag("FLASHKIT_BWD_SM90_V1");
       static const bool pp_det = dispatch::env_flag("FLASHKIT_BWD_PP_DET");
+      using Pp = bwd_sm90::BwdPpTraits<T, kD>;
+      // The ping-pong kernel's TMA maps: Q and dO (boxes of its row blocks), and dq_accum's for
+      // the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen: total_q rows, batch 1).
+      auto make_qdo_maps = [&](BwdParams& q) {
+        const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+        return launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
+                                               p.q_batch_stride, Pp::kBlockM) &&
+               launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                               p.do_batch_stride, Pp::kBlockM);
+      };
+      auto make_dq_map = [&](BwdParams& q) {
+        const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
+                                     p.cu_seqlens_q != nullptr ? 1 : p.batch};
+        const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
+                                   int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
+        return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16);
+      };
       // Deterministic mode at D 64/128: the TMA reduce-add kernel's deterministic instantiation
       // (turns released after the next softmax; the walk rotated without a mask when a (batch, KV head)
       // group's key blocks can all be resident at once: its CTAs then wait on each other in
       // both directions) where the maps can be made; FLASHKIT_BWD_DET_V1=1 (read once) keeps v1.
-      if constexpr (kD == 64 || kD == 128) {
-        static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
-        static const bool no_tma_det = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
-        if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma_det && p.softcap <= 0.f) {
-          using Pp = bwd_sm90::BwdPpTraits<T, kD>;
-          BwdParams q = p;
-          const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
-          const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
-                                       p.cu_seqlens_q != nullptr ? 1 : p.batch};
-          const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
-                                     int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
-          if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
-                                              Pp::kBlockM) &&
-              launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
-                                              p.do_batch_stride, Pp::kBlockM) &&
-              launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16)) {
-            const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
-            q.dq_rotate = !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
-            const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
-            return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
-                q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
-          }
+      static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
+      // FLASHKIT_BWD_NO_TMA=1 (read once): the cp.async copies (fast mode), v1 (deterministic).
+      static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+      if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
+        BwdParams q = p;
+        if (make_qdo_maps(q) && make_dq_map(q)) {
+          const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
+          q.dq_rotate = !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
+          const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
+              q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
         }
       }
       if (!v1 && (!p.deterministic || pp_det)) {
-        using Pp = bwd_sm90::BwdPpTraits<T, kD>;
         const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
         if (p.softcap > 0.f) {
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, true>>(p, grid, Pp::kThreads,
                                                                                    Pp::kSmemBytes, stream, dev.device);
         }
-        // Q and dO by TMA where the maps can be made (FLASHKIT_BWD_NO_TMA=1, read once: the
-        // cp.async copies; FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error, the
-        // dq_accum map of the fast mode's reduce-adds included).
-        static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+        // Q and dO by TMA where the maps can be made (not with FLASHKIT_BWD_NO_TMA=1;
+        // FLASHKIT_BWD_REQUIRE_TMA=1, tests: a failed map is an error, the dq_accum map of
+        // the fast mode's reduce-adds included).
         static const bool require_tma = dispatch::env_flag("FLASHKIT_BWD_REQUIRE_TMA");
         if (!no_tma) {
           BwdParams q = p;
-          const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
-          if (launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
-                                              p.q_batch_stride, Pp::kBlockM) &&
-              launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
-                                              p.do_batch_stride, Pp::kBlockM)) {
+          if (make_qdo_maps(q)) {
             // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0, read once: the
             // per-thread reds of the same kernel, for A/B runs).
             static const bool dq_reds = [] {
               const char* e = std::getenv("FLASHKIT_BWD_DQ_TMA");
               return e != nullptr && e[0] == '0';
             }();
-            const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
-                                         p.cu_seqlens_q != nullptr ? 1 : p.batch};
-            const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
-                                       int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
-            if (!p.deterministic && !dq_reds &&
-                launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16)) {
+            if (!p.deterministic && !dq_reds && make_dq_map(q)) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
                   q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
             }

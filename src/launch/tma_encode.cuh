@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/tma_desc.h"
+#include "launch/tma_layout.h"
 
 namespace flashkit::launch_util {
 
@@ -33,6 +34,26 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// Encodes a 4-D map of a tensor that passed tma_layout_ok (dims, byte strides st) with the
+// 128-byte swizzle and no OOB fill; false when there is no encoder or it refuses.
+inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void* base, const int64_t (&dims)[4],
+                              const int64_t (&st)[3], const cuuint32_t (&box)[4], CUtensorMapL2promotion promotion) {
+  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
+  cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
+  cuuint32_t box_dims[4] = {box[0], box[1], box[2], box[3]};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode(&map, type, 4, const_cast<void*>(base), gdims, gstrides, box_dims, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  std::memcpy(out, &map, sizeof(map));
+  return true;
+}
+
 // A 4-D map of a 16-bit tensor with dims (innermost first) cols, rows, heads, batch and
 // element strides row_s, head_s, batch_s, for boxes of 64 columns x box_rows rows with the
 // 128-byte swizzle (tiles::Swizzle128Tile's layout), zeros outside the tensor. False when
@@ -41,31 +62,14 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 template <typename T>
 bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
                      int64_t batch_s, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
-  const auto encode = tensor_map_encoder();
-  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
   constexpr int64_t es = sizeof(T);
   int64_t st[3] = {row_s * es, head_s * es, batch_s * es};
-  for (int i = 0; i < 4; ++i) {
-    if (dims[i] <= 0 || dims[i] >= (int64_t(1) << 32)) return false;
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (dims[i + 1] == 1) st[i] = 16;  // never stepped: any valid value
-    if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
-  }
-  cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
-  cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
-  cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
-  cuuint32_t estr[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult r = encode(&map, std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                            4, const_cast<void*>(base), gdims, gstrides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return false;
-  std::memcpy(out, &map, sizeof(map));
-  return true;
+  if (!tma_layout_ok(base, dims, st)) return false;
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  return encode_tma_map_4d(out,
+                           std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                           base, dims, st, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // A 4-D map of the backward's fp32 dq accumulator for TMA reduce-adds: dims (innermost first)
@@ -74,28 +78,10 @@ bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], i
 // written. False as make_tma_map_4d.
 inline bool make_tma_map_f32_reduce(TmaDesc* out, void* base, const int64_t (&dims)[4], const int64_t (&st_in)[3],
                                     int box_rows) {
-  const auto encode = tensor_map_encoder();
-  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
   int64_t st[3] = {st_in[0], st_in[1], st_in[2]};
-  for (int i = 0; i < 4; ++i) {
-    if (dims[i] <= 0 || dims[i] >= (int64_t(1) << 32)) return false;
-  }
-  if (dims[0] % 32 != 0) return false;
-  for (int i = 0; i < 3; ++i) {
-    if (dims[i + 1] == 1) st[i] = 16;
-    if (st[i] <= 0 || st[i] % 16 != 0 || st[i] >= (int64_t(1) << 40)) return false;
-  }
-  cuuint64_t gdims[4] = {cuuint64_t(dims[0]), cuuint64_t(dims[1]), cuuint64_t(dims[2]), cuuint64_t(dims[3])};
-  cuuint64_t gstrides[3] = {cuuint64_t(st[0]), cuuint64_t(st[1]), cuuint64_t(st[2])};
-  cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
-  cuuint32_t estr[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, gdims, gstrides, box, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return false;
-  std::memcpy(out, &map, sizeof(map));
-  return true;
+  if (dims[0] % 32 != 0 || !tma_layout_ok(base, dims, st)) return false;
+  const cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
+  return encode_tma_map_4d(out, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, dims, st, box, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace flashkit::launch_util
