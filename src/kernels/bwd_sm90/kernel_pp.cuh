@@ -328,6 +328,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto det_wait = [&] {  // lane 0: until that turn (every earlier turn's warps released)
     while (det_seen < det_need) det_seen = prims::ld_acquire_gpu(det_sent);
   };
+  auto det_turn = [&](int i, bool poll) {  // lane 0, before sending row block i (polled already unless poll)
+    const uint64_t tr0 = tr_now();
+    if (poll) det_poll(i);
+    det_wait();
+    tr_wait += tr_now() - tr0;
+    ++tr_sends;
+  };
+  // lane 0: this warp's 16 rows of the staged dQ (two 32-column boxes from src) added into
+  // dq_accum's columns col0 .. col0 + 63 of (head_i, row block at m0_i).
+  auto send_rows = [&](uint32_t src, int col0, int head_i, int m0_i) {
+    const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
+    prims::tma_reduce_add_4d(&p.dq_tmap, src, col0, head_i, row, batch);
+    prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
+    prims::bulk_commit_group();
+  };
   auto det_release = [&] {  // lane 0: the adds it last sent performed, then their turn passed on
     const uint64_t tr0 = tr_now();
     prims::bulk_wait_group<0>();      // the adds performed
@@ -360,18 +375,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     __syncwarp();
     if (lane == 0) {
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
-      if constexpr (kDet) {  // this key block's turn (polled here: early at gate B, D 128 lost 1%)
-        const uint64_t tr0 = tr_now();
-        if (!(FLASHKIT_BWD_DET_POLL_EARLY && kDqSplit) || i == cta.iters - 1) det_poll(i);
-        det_wait();
-        tr_wait += tr_now() - tr0;
-        ++tr_sends;
-      }
-      const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
-      const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
-      prims::tma_reduce_add_4d(&p.dq_tmap, src, wg * 64, head_i, row, batch);
-      prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, wg * 64 + 32, head_i, row, batch);
-      prims::bulk_commit_group();
+      // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
+      if constexpr (kDet) det_turn(i, !(FLASHKIT_BWD_DET_POLL_EARLY && kDqSplit) || i == cta.iters - 1);
+      send_rows(prims::smem_addr(xc) + warp * 16 * 128, wg * 64, head_i, m0_i);
     }
   };
 
@@ -643,17 +649,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             prims::fence_proxy_async_smem();
             __syncwarp();  // this warp's 16 rows summed in place (a 16-row box: 2 KB, whole swizzle periods)
             if (lane == 0) {
-              if constexpr (kDet) {  // D 64: warpgroup 1's 4 warps per turn (polled at gate B)
-                const uint64_t tr0 = tr_now();
-                det_wait();
-                tr_wait += tr_now() - tr0;
-                ++tr_sends;
-              }
-              const uint32_t src = prims::smem_addr(xc) + warp * 16 * 128;
-              const int row = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
-              prims::tma_reduce_add_4d(&p.dq_tmap, src, c * 64, head, row, batch);
-              prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, c * 64 + 32, head, row, batch);
-              prims::bulk_commit_group();
+              if constexpr (kDet) det_turn(it, false);  // D 64: warpgroup 1's 4 warps per turn (read at gate B)
+              send_rows(prims::smem_addr(xc) + warp * 16 * 128, c * 64, head, m0);
             }
           }
           continue;
