@@ -827,6 +827,7 @@ NB_MODULE(_C, m) {
         d["SEQLENS_K"] = uint32_t(flashkit::kDeviceErrorSeqlensK);
         d["APPEND_SLOT"] = uint32_t(flashkit::kDeviceErrorAppendSlot);
         d["DECODE_PLAN"] = uint32_t(flashkit::kDeviceErrorDecodePlan);
+        d["DET_ORDER"] = uint32_t(flashkit::kDeviceErrorDetOrder);
         return d;
       },
       "The bits of the device error word by name (as in flashkit::DeviceError).");

@@ -43,6 +43,13 @@ enum DeviceError : uint32_t {
   // Paged decode: the workspace was not planned (decode_plan) for this call's sizes; the
   // run did nothing with it (out is not written).
   kDeviceErrorDecodePlan = 1u << 5,
+  // Deterministic backward (Hopper, D 64/128, no mask): the CTAs of one (batch, KV head)
+  // wait on each other's dq turns in a cycle, which needs them all resident at once. When
+  // they were not (another kernel held SMs for a long time, or an SM limit such as MPS's
+  // applies), a CTA that had waited ~2^20 polls for its turn added its dq without it, so
+  // the call never hangs: its dq is correct, but its last bits may differ from another
+  // run's. FLASHKIT_BWD_DET_ROTATE=0 selects an order that never needs co-residency.
+  kDeviceErrorDetOrder = 1u << 6,
 };
 
 // Reads the error word of CUDA device `device` (-1: the calling thread's current device)

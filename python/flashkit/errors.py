@@ -40,6 +40,10 @@ class DeviceError(enum.IntFlag):
     APPEND_SLOT = 16
     #: paged decode: the workspace was not planned for the call's sizes (nothing written)
     DECODE_PLAN = 32
+    #: deterministic backward: its CTAs could not all be resident (a kernel held SMs, an SM
+    #: limit), so some dq adds were made out of turn: dq correct, maybe not bitwise
+    #: reproducible (FLASHKIT_BWD_DET_ROTATE=0 avoids it)
+    DET_ORDER = 64
 
 
 def _native():

@@ -37,6 +37,11 @@ FLASHKIT_EXPORT std::string describe_device_errors(uint32_t bits) {
       {kDeviceErrorDecodePlan,
        "decode plan mismatch (bit 0x20): decode_run got a workspace not planned for its sizes; "
        "it wrote nothing (call decode_plan with the same sizes first)"},
+      {kDeviceErrorDetOrder,
+       "deterministic order given up (bit 0x40): a deterministic backward's CTAs could not all be "
+       "resident at once (another kernel held SMs, or an SM limit applies), so some dq adds were "
+       "made out of turn: dq is correct but may not be bitwise reproducible "
+       "(FLASHKIT_BWD_DET_ROTATE=0 avoids the need)"},
   };
   std::string s;
   uint32_t known = 0;

@@ -64,8 +64,17 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;
         if (make_qdo_maps(q) && make_dq_map(q)) {
+          // The rotated walk needs a group's CTAs all resident (kernel_pp.cuh, det_wait; when
+          // they cannot be, the kernel gives the order up rather than hang and reports
+          // kDeviceErrorDetOrder). FLASHKIT_BWD_DET_ROTATE=0 (read once) keeps the ascending
+          // order, whose CTAs only wait for earlier-launched ones: for GPUs shared with other
+          // kernels (overlapped collectives) or under an SM limit.
+          static const bool no_rotate = [] {
+            const char* e = std::getenv("FLASHKIT_BWD_DET_ROTATE");
+            return e != nullptr && e[0] == '0';
+          }();
           const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
-          q.dq_rotate = !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
+          q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
           const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
               q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);

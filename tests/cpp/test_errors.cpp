@@ -18,6 +18,8 @@ TEST(DeviceErrors, BitValuesAreStable) {
   EXPECT_EQ(flashkit::kDeviceErrorBlockId, 4u);
   EXPECT_EQ(flashkit::kDeviceErrorSeqlensK, 8u);
   EXPECT_EQ(flashkit::kDeviceErrorAppendSlot, 16u);
+  EXPECT_EQ(flashkit::kDeviceErrorDecodePlan, 32u);
+  EXPECT_EQ(flashkit::kDeviceErrorDetOrder, 64u);
 }
 
 TEST(DeviceErrors, DescribeNothing) { EXPECT_EQ(flashkit::describe_device_errors(0), "no device errors"); }

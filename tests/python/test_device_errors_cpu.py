@@ -8,7 +8,7 @@ import pytest
 def test_bits_match_the_cpp_enum(flashkit_ext):
     bits = flashkit_ext._C.device_error_bits()
     assert {m.name: int(m) for m in flashkit_ext.DeviceError} == dict(bits)
-    assert [int(m) for m in flashkit_ext.DeviceError] == [1, 2, 4, 8, 16, 32]
+    assert [int(m) for m in flashkit_ext.DeviceError] == [1, 2, 4, 8, 16, 32, 64]
 
 
 def test_describe_no_bits(flashkit_ext):
@@ -23,6 +23,7 @@ def test_describe_no_bits(flashkit_ext):
     ("SEQLENS_K", ["seqlens_k out of range (bit 0x8)", "max_pages * page_size"]),
     ("APPEND_SLOT", ["append slot invalid (bit 0x10)", "not written"]),
     ("DECODE_PLAN", ["decode plan mismatch (bit 0x20)", "decode_plan"]),
+    ("DET_ORDER", ["deterministic order given up (bit 0x40)", "resident", "FLASHKIT_BWD_DET_ROTATE=0"]),
 ])
 def test_describe_each_bit(flashkit_ext, bit, words):
     text = flashkit_ext.describe_device_errors(flashkit_ext.DeviceError[bit])

@@ -32,6 +32,7 @@
 #include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
+#include "kernels/device_errors.cuh"
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/pp_traits.cuh"
 #include "prims/atomic.cuh"
@@ -325,8 +326,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     det_need = (kDqSplit ? 2 : 1) * kWarpsPerWg * turn_i;
     det_seen = prims::ld_acquire_gpu(det_sent);
   };
+  // The rotated walk's CTAs wait on each other in a cycle, so they must all be resident: a
+  // lane that has polled 2^20 times (~0.5 s; the longest wait of a resident group is about a
+  // CTA's lifetime, ~2 ms) takes the group as not resident (another kernel holds SMs, or an
+  // SM limit), reports it (kDeviceErrorDetOrder) and stops waiting for the rest of its walk,
+  // so the call ends with a correct dq, out of turn, instead of hanging. Its releases go on,
+  // so no one else waits for them.
+  bool det_free = false;
   auto det_wait = [&] {  // lane 0: until that turn (every earlier turn's warps released)
-    while (det_seen < det_need) det_seen = prims::ld_acquire_gpu(det_sent);
+    uint32_t polls = 0;
+    while (det_seen < det_need && !det_free) {
+      det_seen = prims::ld_acquire_gpu(det_sent);
+      if (p.dq_rotate && ++polls == (1u << 20)) {
+        report_device_error(p.error_flag, kDeviceErrorDetOrder);
+        det_free = true;
+      }
+    }
   };
   auto det_turn = [&](int i, bool poll) {  // lane 0, before sending row block i (polled already unless poll)
     const uint64_t tr0 = tr_now();
