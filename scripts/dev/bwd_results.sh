@@ -17,8 +17,8 @@ BQ old1
 install_cmd "$TREE"
 step install_new 300 "${INSTALL[@]}"
 BQ new1
-step results 400 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag bwd
-step results_det 200 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd --deterministic --impls flashkit --out-dir "$O/bench" --tag bwd-det
+step results 400 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd \
+  --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag bwd
 step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py"
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 step memcheck_bwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick

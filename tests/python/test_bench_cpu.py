@@ -852,3 +852,60 @@ def test_window_check_against_the_reference():
     out, _ = R.attention_reference(q, k, v, causal=True)
     diff, _, _ = runner.Runner._window_diff(this, q, k, v, out, 5)
     assert diff > 0.1
+
+
+def test_flashkit_deterministic_impl(monkeypatch):
+    """flashkit_deterministic: FlashKit with its deterministic backward whatever --deterministic
+    says, rows for bwd and fwd_bwd only; refused by a build without the backward."""
+    calls = []
+    fake = types.ModuleType("flashkit")
+
+    def attention(q, k, v, causal=False, return_lse=False, deterministic=False):
+        calls.append(("fwd", deterministic))
+        return ("out", "lse") if return_lse else "out"
+
+    def attention_backward(dout, q, k, v, out, lse, causal=False, deterministic=False):
+        calls.append(("bwd", deterministic))
+        return "dq", "dk", "dv"
+
+    fake.attention, fake.attention_backward = attention, attention_backward
+    monkeypatch.setitem(sys.modules, "flashkit", fake)
+
+    class Leaf:
+        def detach(self):
+            return self
+
+    assert impls.FLASHKIT_DET in impls.ALL_IMPLS and impls.FLASHKIT_DET not in impls.DEFAULT_IMPLS
+    impl = impls.make_impl("flashkit_deterministic")
+    assert impl.name == "flashkit_deterministic" and impl.modes == ("bwd", "fwd_bwd")
+    assert impl.setup() is None
+    impl.configure(deterministic=False)
+    assert impl.forward(Leaf(), Leaf(), Leaf(), True) == "out"
+    assert impl.backward_fn(Leaf(), Leaf(), Leaf(), "dout", False)() == ("dq", "dk", "dv")
+    assert calls == [("fwd", True), ("fwd", False), ("bwd", True)]
+    assert impls.make_impl("flashkit").modes is None
+    del fake.attention_backward
+    assert "no backward" in impls.make_impl("flashkit_deterministic").setup()
+    assert report.impl_sort_key("flashkit") < report.impl_sort_key("flashkit_deterministic") \
+        < report.impl_sort_key("sdpa_flash")
+
+
+def test_runner_skips_the_modes_an_impl_has_no_rows_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+    det = _FakeImpl("flashkit_deterministic", direct=True)
+    det.modes = ("bwd", "fwd_bwd")
+    fakes = {"flashkit": _FakeImpl("flashkit", direct=True), "flashkit_deterministic": det,
+             "sdpa_flash": _FakeImpl("sdpa_flash")}
+    monkeypatch.setattr(impls, "make_impl", lambda name: fakes.get(name) or _FakeImpl(name))
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
+    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, False)],
+                             modes=["fwd", "bwd"], dtype="bf16", impls=list(fakes),
+                             out_dir=str(tmp_path), plot=False)
+    assert runner.run(opts) == 0
+    out = capsys.readouterr().out
+    rows = report.read_csv(next(tmp_path.glob("*.csv")))
+    assert sorted((r["impl"], r["mode"]) for r in rows) == [
+        ("flashkit", "bwd"), ("flashkit", "fwd"), ("flashkit_deterministic", "bwd"),
+        ("sdpa_flash", "bwd"), ("sdpa_flash", "fwd")]
+    assert "not measured" not in out and det.direct_calls >= 1

@@ -24,6 +24,9 @@ import contextlib
 from typing import Callable, Optional
 
 FLASHKIT = "flashkit"
+# FlashKit's backward in deterministic mode, beside the fast one in the same run (bwd and
+# fwd_bwd rows; its forward is flashkit's, so it has no fwd rows).
+FLASHKIT_DET = "flashkit_deterministic"
 SDPA_BACKENDS = {
     # impl name -> torch.nn.attention.SDPBackend member
     "sdpa_flash": "FLASH_ATTENTION",
@@ -32,7 +35,7 @@ SDPA_BACKENDS = {
 }
 FLEX = "flex"
 WINDOW_PREFIX = "flashkit_window"  # + the left bound: FlashKit with a causal sliding window
-ALL_IMPLS = (FLASHKIT, *SDPA_BACKENDS, FLEX)
+ALL_IMPLS = (FLASHKIT, FLASHKIT_DET, *SDPA_BACKENDS, FLEX)
 DEFAULT_IMPLS = (FLASHKIT, *SDPA_BACKENDS)
 # Order in which SDPA backends are tried as the reference for the correctness check.
 REFERENCE_ORDER = tuple(SDPA_BACKENDS)
@@ -42,6 +45,8 @@ class Impl:
     """One implementation. ``setup()`` returns None when usable, else the reason why not."""
 
     name: str = "?"
+    # The modes this impl has rows for (None: every mode).
+    modes: Optional[tuple] = None
 
     def setup(self) -> Optional[str]:
         return None
@@ -108,6 +113,26 @@ class FlashKitImpl(Impl):
         def fn():
             return backward(dout, q, k, v, out, lse, causal=causal, deterministic=det)
         return fn
+
+
+class FlashKitDeterministicImpl(FlashKitImpl):
+    """FlashKit with its deterministic backward whatever --deterministic says."""
+
+    name = FLASHKIT_DET
+    modes = ("bwd", "fwd_bwd")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deterministic = True
+
+    def setup(self) -> Optional[str]:
+        reason = super().setup()
+        if reason is None and self._backward is None:
+            return "this flashkit build has no backward"
+        return reason
+
+    def configure(self, deterministic: bool = False) -> None:
+        self.deterministic = True
 
 
 def window_impl_name(left: int) -> str:
@@ -222,6 +247,8 @@ class FlexImpl(Impl):
 def make_impl(name: str) -> Impl:
     if name == FLASHKIT:
         return FlashKitImpl()
+    if name == FLASHKIT_DET:
+        return FlashKitDeterministicImpl()
     if window_of(name) is not None:
         return FlashKitWindowImpl(window_of(name))
     if name in SDPA_BACKENDS:

@@ -23,7 +23,7 @@ CSV_COLUMNS = ("op", "impl", "dtype", "D", "Dv", "B", "H_q", "H_kv", "S_q", "S_k
 _INT_COLUMNS = ("D", "Dv", "B", "H_q", "H_kv", "S_q", "S_k")
 
 # Column order in tables and legend order in plots; others follow alphabetically.
-IMPL_ORDER = ("flashkit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
+IMPL_ORDER = ("flashkit", "flashkit_deterministic", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
 # Ratio columns: flashkit / peer.
 RATIO_PEERS = ("sdpa_flash", "sdpa_cudnn")
 OURS = "flashkit"
@@ -343,6 +343,7 @@ MATPLOTLIB_MISSING = ("matplotlib is not installed: no plot written (pip install
 
 _STYLE = {  # impl -> (color, linewidth, marker)
     "flashkit": ("tab:red", 2.4, "o"),
+    "flashkit_deterministic": ("tab:orange", 1.8, "o"),
     "sdpa_flash": ("tab:blue", 1.4, "s"),
     "sdpa_cudnn": ("tab:green", 1.4, "^"),
     "sdpa_efficient": ("tab:gray", 1.2, "v"),

@@ -379,6 +379,8 @@ class Runner(BaseRunner):
             grads_state = None  # (leaves, out) once a backward probe succeeded, or why not
             for mode in opts.modes:
                 done += 1
+                if impl.modes is not None and mode not in impl.modes:
+                    continue  # (flashkit_deterministic: no fwd rows, its forward is flashkit's)
                 if mode == "fwd":
                     fn = (lambda impl=impl: impl.forward(q, k, v, cfg.causal))
                 else:
