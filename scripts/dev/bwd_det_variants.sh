@@ -1,38 +1,50 @@
 #!/usr/bin/env bash
 # Device run: the deterministic backward's compile-time variants against this tree, interleaved
-# twice (FA3 sweep bf16 D 64/128, deterministic mode only): FLASHKIT_BWD_DET_FENCE_SC=1 (the
-# fence.sc back in front of each release) and FLASHKIT_BWD_DET_POLL_EARLY=1 (D 128's turn read
-# after the softmax); then the FLASHKIT_BWD_DET_TRACE build's turn / release shares
-# (scripts/dev/bwd_det_trace.py). Each variant is a copy of the tree with its define set.
-#   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/bwd_det_variants.sh")
+# twice (FA3 sweep bf16 D 64/128, deterministic mode only), then (TRACE=1, the default) the
+# FLASHKIT_BWD_DET_TRACE build's turn / release shares (scripts/dev/bwd_det_trace.py). Each
+# variant is a copy of the tree with its defines set (kernel_pp.cuh):
+#   fence     FLASHKIT_BWD_DET_FENCE_SC=1      the fence.sc back in front of each release
+#   early     FLASHKIT_BWD_DET_POLL_EARLY=1    D 128's turn read after the softmax
+#   lag2      FLASHKIT_BWD_DET_RELEASE_LAG=2   each turn released a send later (wait_group 1)
+#   lag2early both of the last two
+# VARIANTS="early lag2 lag2early" (default) picks them; ~50 s of build each, 20 s per sweep.
+#   run(carry=[".carry/cur"], command="[VARIANTS='...'] [TRACE=0] bash .carry/cur/scripts/dev/bwd_det_variants.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/bwdvar
 . "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 K=src/kernels/bwd_sm90/kernel_pp.cuh
-variant() {  # variant NAME MACRO: /tmp/var_NAME = this tree with MACRO set to 1
+declare -A DEFS=([fence]="FLASHKIT_BWD_DET_FENCE_SC=1" [early]="FLASHKIT_BWD_DET_POLL_EARLY=1"
+                 [lag2]="FLASHKIT_BWD_DET_RELEASE_LAG=2"
+                 [lag2early]="FLASHKIT_BWD_DET_RELEASE_LAG=2 FLASHKIT_BWD_DET_POLL_EARLY=1"
+                 [trace]="FLASHKIT_BWD_DET_TRACE=1")
+variant() {  # variant NAME: /tmp/var_NAME = this tree with NAME's defines
   rm -rf "/tmp/var_$1" && mkdir -p "/tmp/var_$1"
   (cd "$TREE" && tar --exclude=./build -cf - .) | tar -xf - -C "/tmp/var_$1"
-  sed -i "s/^#define $2 0\$/#define $2 1/" "/tmp/var_$1/$K"
-  grep -c "^#define $2 1" "/tmp/var_$1/$K" | sed "s/^/$1: $2 set in /" >> "$O/summary.txt"
+  for d in ${DEFS[$1]}; do
+    sed -i "s/^#define ${d%=*} [0-9]*\$/#define ${d%=*} ${d#*=}/" "/tmp/var_$1/$K"
+    grep -c "^#define ${d%=*} ${d#*=}\$" "/tmp/var_$1/$K" | sed "s/^/$1: ${d} set in /" >> "$O/summary.txt"
+  done
 }
-variant fence FLASHKIT_BWD_DET_FENCE_SC
-variant early FLASHKIT_BWD_DET_POLL_EARLY
-variant trace FLASHKIT_BWD_DET_TRACE
+VARS=(${VARIANTS:-early lag2 lag2early})
+declare -A TREES=([base]="$TREE")
+for v in "${VARS[@]}"; do variant "$v"; TREES[$v]=/tmp/var_$v; done
 cd /tmp
-declare -A TREES=([base]="$TREE" [fence]=/tmp/var_fence [early]=/tmp/var_early)
 for r in 1 2; do
-  for v in base fence early; do
+  for v in base "${VARS[@]}"; do
     install_cmd "${TREES[$v]}"
     step "install_$v$r" 300 "${INSTALL[@]}"
     step "$v$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --deterministic \
       --impls flashkit --out-dir "$O/ab" --tag "$v$r"
   done
 done
-install_cmd /tmp/var_trace
-step install_trace 300 "${INSTALL[@]}"
-step trace 200 python3 "$TREE/scripts/dev/bwd_det_trace.py" ${TRACE_CASES:-}
-python3 "$TREE/scripts/dev/bwd_det_trace.py" --summarize "$O/trace.log" | tee -a "$O/summary.txt"
-grep "^case" "$O/trace.log" | tee -a "$O/summary.txt"
+if [ "${TRACE:-1}" = 1 ]; then
+  variant trace
+  install_cmd /tmp/var_trace
+  step install_trace 300 "${INSTALL[@]}"
+  step trace 200 python3 "$TREE/scripts/dev/bwd_det_trace.py" ${TRACE_CASES:-}
+  python3 "$TREE/scripts/dev/bwd_det_trace.py" --summarize "$O/trace.log" | tee -a "$O/summary.txt"
+  grep "^case" "$O/trace.log" | tee -a "$O/summary.txt"
+fi
 tar -czf "${OUT:-/tmp}/bwdvar.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -88,3 +88,93 @@ def test_rotation_beats_the_ascending_chain():
             released[(m, n)] = start + 1
             clock[n] = start + 1
     assert last_rot == M < max(clock)
+
+
+def kernel_events(walk, lag, split):
+    """The deterministic kernel's turn events of one CTA, in program order (kernel_pp.cuh):
+    ('rel', m) releases row block m's turn, ('send', m) waits for it and adds. D 128 (split):
+    step s sends the block visited at s - 1 at its end and releases, after its softmax, the
+    block sent lag sends earlier; D 64 sends the block of step s at its end. The tail sends
+    what is left and releases everything."""
+    L, ev = len(walk), []
+    for s in range(L):
+        old = s - lag - (1 if split else 0)  # the block whose release is due at this softmax
+        if old >= 0:
+            ev.append(("rel", walk[old]))
+        if split and s >= 1:
+            ev.append(("send", walk[s - 1]))
+        if not split:
+            ev.append(("send", walk[s]))
+    sent = [walk[i] for i in range(L - 1)] if split else list(walk)
+    released = {walk[i] for i in range(L) if i + lag + (1 if split else 0) < L}
+    if split:
+        # lag 1: release L-2, send L-1, release L-1; lag 2: release L-3, send L-1, release L-2, L-1
+        for m in sent:
+            if m not in released and (lag == 1 or m != walk[L - 2]):
+                ev.append(("rel", m))
+                released.add(m)
+        ev.append(("send", walk[L - 1]))
+        sent.append(walk[L - 1])
+    for m in sent:
+        if m not in released:
+            ev.append(("rel", m))
+            released.add(m)
+    return ev
+
+
+def simulate_events(M, N, lag, split):
+    """All CTAs resident, one event per CTA per tick unless its send waits for its turn;
+    returns the tick at which the last CTA finishes, or raises on a deadlock."""
+    evs = []
+    for n in range(N):
+        walk = [m_block_rot(it, rot_shift(n, M, N), M) for it in range(M)]
+        ev = kernel_events(walk, lag, split)
+        assert sorted(m for k, m in ev if k == "send") == list(range(M))
+        assert sorted(m for k, m in ev if k == "rel") == list(range(M))
+        evs.append(ev)
+    done = {m: 0 for m in range(M)}  # turns released per row block
+    pos, tick = [0] * N, 0
+    while any(p < len(e) for p, e in zip(pos, evs)):
+        tick += 1
+        moved = False
+        releases = []
+        for n in range(N):
+            if pos[n] == len(evs[n]):
+                continue
+            kind, m = evs[n][pos[n]]
+            if kind == "send" and done[m] < dq_turn_rot(m, n, M, N):
+                continue
+            if kind == "rel":
+                releases.append(m)
+            pos[n] += 1
+            moved = True
+        for m in releases:  # visible from the next tick
+            done[m] += 1
+        if not moved:
+            raise AssertionError(f"deadlock at M {M} N {N} lag {lag} split {split}")
+    return tick
+
+
+@pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.parametrize("split", [False, True], ids=["d64", "d128"])
+def test_kernel_release_schedule_never_deadlocks(lag, split):
+    """The kernel's own send / release points with FLASHKIT_BWD_DET_RELEASE_LAG 1 (every small
+    (M, N), M < N included) and 2 (only where M >= 2N: the launcher does not rotate otherwise):
+    no deadlock, and with M >= 2N (the FA3 sweep's S_q = S_k) no CTA ever waits (each finishes
+    in exactly its own number of events)."""
+    for M, N in itertools.product(range(1, 21), range(1, 21)):
+        if lag == 2 and M < 2 * N:
+            continue
+        tick = simulate_events(M, N, lag, split)
+        if M >= 2 * N:
+            walk = [m_block_rot(it, rot_shift(0, M, N), M) for it in range(M)]
+            assert tick == len(kernel_events(walk, lag, split)), (M, N, lag, split, tick)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["d64", "d128"])
+def test_lag_two_needs_two_steps_between_visitors(split):
+    """Why the launcher keeps the lag-2 build's rotation to M >= 2N: with a row block's
+    visitors one step apart, each CTA holds its last turn while waiting for the next, in a
+    cycle."""
+    with pytest.raises(AssertionError, match="deadlock"):
+        simulate_events(2, 2, 2, split)

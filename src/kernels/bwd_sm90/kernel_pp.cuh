@@ -66,6 +66,13 @@
 #ifndef FLASHKIT_BWD_DET_POLL_EARLY
 #define FLASHKIT_BWD_DET_POLL_EARLY 0
 #endif
+// A/B switch: 2 releases each turn one step later (the block sent before the last, after
+// `cp.async.bulk.wait_group 1`: its adds had a whole step to complete, so the issuing lane
+// should not stall on them; the successor still gets it ~half a step before its send).
+#ifndef FLASHKIT_BWD_DET_RELEASE_LAG
+#define FLASHKIT_BWD_DET_RELEASE_LAG 1
+#endif
+static_assert(FLASHKIT_BWD_DET_RELEASE_LAG == 1 || FLASHKIT_BWD_DET_RELEASE_LAG == 2, "release lag: 1 or 2 sends");
 
 namespace flashkit::bwd_sm90 {
 
@@ -319,7 +326,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto tr_now = [] { return FLASHKIT_BWD_DET_TRACE && kDet ? prims::globaltimer() : uint64_t(0); };
   uint64_t tr_wait = 0, tr_release = 0, tr_sends = 0;
   const uint64_t tr_start = tr_now();
+  // FLASHKIT_BWD_DET_RELEASE_LAG 2: the counter of the block sent before det_sent's, while its
+  // turn is not released yet (else null).
+  constexpr bool kLag2 = FLASHKIT_BWD_DET_RELEASE_LAG == 2;
+  int32_t* det_older = nullptr;
   auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
+    if constexpr (kLag2) det_older = det_sent;  // (released by now if it was older still)
     det_sent = det_counter(i);
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
                                    : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
@@ -366,11 +378,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
     tr_release += tr_now() - tr0;
   };
+  auto det_release_older = [&] {  // lag 2, lane 0: the same for det_older, the newest adds left in flight
+    if (det_older == nullptr) return;
+    const uint64_t tr0 = tr_now();
+    prims::bulk_wait_group<1>();
+    prims::fence_proxy_async_global();
+    if constexpr (FLASHKIT_BWD_DET_FENCE_SC != 0) __threadfence();
+    prims::red_add_release_gpu(det_older, 1);
+    det_older = nullptr;
+    tr_release += tr_now() - tr0;
+  };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
-      if constexpr (!kDet) prims::bulk_wait_group_read<0>();
+      if constexpr (!kDet || kLag2) prims::bulk_wait_group_read<0>();
     }
     __syncwarp();
     const int jx = 2 * (g & 1);
@@ -511,19 +533,34 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     pack_a4<T>(dsa, dp);
     if constexpr (kDqTma && !kDqSplit) {  // the previous row block's reduce-adds have read the buffer: release it
       if (wg == 1 && it > 0 && lane == 0) {
-        if constexpr (kDet) det_release();  // row block it - 1 (its adds performed: the turn passes on)
+        if constexpr (kDet) {  // row block it - 1 (its adds performed: the turn passes on); lag 2: it - 2
+          if constexpr (kLag2) {
+            det_release_older();
+          } else {
+            det_release();
+          }
+        }
         prims::bulk_wait_group_read<0>();
         prims::mbarrier_arrive(x_empty);
       }
     }
     if constexpr (kDet && kDqSplit) {  // row block it - 2, sent at the end of step it - 1
+      // (lag 2: it - 3, sent at the end of step it - 2)
       if constexpr (FLASHKIT_BWD_DET_POLL_EARLY) {
-        if (it > 0 && lane == 0) {
-          if (it > 1) det_release();
-          det_poll(it - 1);  // sent at the end of this step
+        if (lane == 0) {
+          if constexpr (kLag2) {
+            det_release_older();
+          } else if (it > 1) {
+            det_release();
+          }
+          if (it > 0) det_poll(it - 1);  // sent at the end of this step
         }
-      } else {
-        if (it > 1 && lane == 0) det_release();
+      } else if (lane == 0) {
+        if constexpr (kLag2) {
+          det_release_older();
+        } else if (it > 1) {
+          det_release();
+        }
       }
     }
 
@@ -729,16 +766,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       issue_dq_split((cta.iters - 1) & 1);
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
-      if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step
-        if (lane == 0 && cta.iters > 1) det_release();
+      if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step (lag 2: iters - 3)
+        if constexpr (kLag2) {
+          if (lane == 0) det_release_older();
+        } else {
+          if (lane == 0 && cta.iters > 1) det_release();
+        }
       }
       send_dq_split(cta.iters - 1);
       if constexpr (kDet) {
-        if (lane == 0) det_release();
+        if (lane == 0) {
+          if constexpr (kLag2) det_release_older();  // iters - 2
+          det_release();
+        }
       }
     }
   } else if constexpr (kDet) {  // D 64: the last row block's turn
-    if (wg == 1 && lane == 0 && cta.iters > 0) det_release();
+    if (wg == 1 && lane == 0 && cta.iters > 0) {
+      if constexpr (kLag2) det_release_older();  // iters - 2
+      det_release();
+    }
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
