@@ -30,7 +30,7 @@ BQ new2
 step install_old2 300 "${I_OLD[@]}"
 BQ old2
 step install_new3 300 "${I_NEW[@]}"
-step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py --durations=12"
+step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py test_bwd_det_residency_gpu.py --durations=12"
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 step memcheck_bwd 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick
 step racecheck_bwd 200 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128
