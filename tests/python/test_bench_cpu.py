@@ -545,9 +545,14 @@ def test_runner_checks_the_direct_backward(tmp_path, monkeypatch, capsys):
     assert len(flagged) == 1 and " bwd " in flagged[0] and "flashkit" in flagged[0]
 
 
-def test_flashkit_impl_backward_entry_point(monkeypatch):
-    """FlashKitImpl: forward with the deterministic choice, backward_fn through
-    flashkit.attention_backward from the saved out and lse (a stand-in flashkit module)."""
+class _Leaf:
+    def detach(self):
+        return self
+
+
+def _stand_in_flashkit(monkeypatch):
+    """A flashkit module whose attention / attention_backward record their calls: returns
+    (module, calls)."""
     calls = []
     fake = types.ModuleType("flashkit")
 
@@ -561,10 +566,14 @@ def test_flashkit_impl_backward_entry_point(monkeypatch):
 
     fake.attention, fake.attention_backward = attention, attention_backward
     monkeypatch.setitem(sys.modules, "flashkit", fake)
+    return fake, calls
 
-    class Leaf:
-        def detach(self):
-            return self
+
+def test_flashkit_impl_backward_entry_point(monkeypatch):
+    """FlashKitImpl: forward with the deterministic choice, backward_fn through
+    flashkit.attention_backward from the saved out and lse (a stand-in flashkit module)."""
+    _, calls = _stand_in_flashkit(monkeypatch)
+    Leaf = _Leaf
 
     impl = impls.make_impl("flashkit")
     assert impl.setup() is None
@@ -857,24 +866,8 @@ def test_window_check_against_the_reference():
 def test_flashkit_deterministic_impl(monkeypatch):
     """flashkit_deterministic: FlashKit with its deterministic backward whatever --deterministic
     says, rows for bwd and fwd_bwd only; refused by a build without the backward."""
-    calls = []
-    fake = types.ModuleType("flashkit")
-
-    def attention(q, k, v, causal=False, return_lse=False, deterministic=False):
-        calls.append(("fwd", deterministic))
-        return ("out", "lse") if return_lse else "out"
-
-    def attention_backward(dout, q, k, v, out, lse, causal=False, deterministic=False):
-        calls.append(("bwd", deterministic))
-        return "dq", "dk", "dv"
-
-    fake.attention, fake.attention_backward = attention, attention_backward
-    monkeypatch.setitem(sys.modules, "flashkit", fake)
-
-    class Leaf:
-        def detach(self):
-            return self
-
+    fake, calls = _stand_in_flashkit(monkeypatch)
+    Leaf = _Leaf
     assert impls.FLASHKIT_DET in impls.ALL_IMPLS and impls.FLASHKIT_DET not in impls.DEFAULT_IMPLS
     impl = impls.make_impl("flashkit_deterministic")
     assert impl.name == "flashkit_deterministic" and impl.modes == ("bwd", "fwd_bwd")
@@ -882,7 +875,7 @@ def test_flashkit_deterministic_impl(monkeypatch):
     impl.configure(deterministic=False)
     assert impl.forward(Leaf(), Leaf(), Leaf(), True) == "out"
     assert impl.backward_fn(Leaf(), Leaf(), Leaf(), "dout", False)() == ("dq", "dk", "dv")
-    assert calls == [("fwd", True), ("fwd", False), ("bwd", True)]
+    assert [(c[0], c[-1]) for c in calls] == [("fwd", True), ("fwd", False), ("bwd", True)]
     assert impls.make_impl("flashkit").modes is None
     del fake.attention_backward
     assert "no backward" in impls.make_impl("flashkit_deterministic").setup()
