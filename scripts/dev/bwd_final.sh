@@ -13,6 +13,7 @@ step install 300 "${INSTALL[@]}"
 cd /tmp
 step results 300 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd \
   --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag bwd
+python3 "$TREE/scripts/dev/bwd_summary.py" "$O"/bench/*-bwd.csv | tee -a "$O/summary.txt"
 if [ "${SUITE:-all}" = bwd ]; then  # only the backward changed: its tests and sanitizers
   step tests_bwd 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py test_bwd_det_residency_gpu.py"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
