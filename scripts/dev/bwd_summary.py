@@ -38,6 +38,35 @@ def summarize(rows):
     return lines
 
 
+# Issue 9's bars: bwd >= 1.05x cuDNN at D 64/128 and >= 1.2x at D 256 (every row); the
+# deterministic mode >= 0.8x the fast one.
+BARS = {64: 1.05, 128: 1.05, 256: 1.2}
+
+
+def bar_checks(rows):
+    """(passed, total, failing rows as text) over issue 9's per-row checks in `rows`."""
+    v = {(r["impl"], r["mode"], int(r["D"]), int(r["S_q"]), r["causal"]): float(r["value"]) for r in rows}
+    passed, total, fails = 0, 0, []
+    for k, x in sorted(v.items()):
+        impl, mode, D = k[0], k[1], k[2]
+        if impl != "flashkit" or mode != "bwd" or D not in BARS:
+            continue
+        for peer, want, label in (("sdpa_cudnn", BARS[D], "cuDNN"), ("flashkit_deterministic", 0.8, "det/fast")):
+            other = v.get((peer,) + k[1:])
+            if other is None:
+                continue
+            ratio = x / other if peer == "sdpa_cudnn" else other / x
+            total += 1
+            if ratio >= want:
+                passed += 1
+            else:
+                fails.append(f"D{D} S{k[3]} causal={k[4]}: {label} {ratio:.2f} < {want}")
+    return passed, total, fails
+
+
 if __name__ == "__main__":
     for path in sys.argv[1:]:
-        print("\n".join(summarize(list(csv.DictReader(open(path))))))
+        rows = list(csv.DictReader(open(path)))
+        print("\n".join(summarize(rows)))
+        ok, n, _ = bar_checks(rows)
+        print(f"issue 9 bar checks (bwd rows): {ok} of {n} pass")
