@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/bwd_cta.cuh"
@@ -370,23 +371,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
     prims::bulk_commit_group();
   };
-  auto det_release = [&] {  // lane 0: the adds it last sent performed, then their turn passed on
+  // lane 0: the adds of `counter`'s row block performed (all but the kInFlight newest bulk
+  // groups complete), then its turn passed on.
+  auto det_release_of = [&](auto in_flight, int32_t* counter) {
     const uint64_t tr0 = tr_now();
-    prims::bulk_wait_group<0>();      // the adds performed
+    prims::bulk_wait_group<decltype(in_flight)::value>();  // the adds performed
     prims::fence_proxy_async_global();  // ... and ordered before this thread's generic accesses,
     if constexpr (FLASHKIT_BWD_DET_FENCE_SC != 0) __threadfence();
-    prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
+    prims::red_add_release_gpu(counter, 1);  // which the release makes visible first (no fence.sc)
     tr_release += tr_now() - tr0;
   };
-  auto det_release_older = [&] {  // lag 2, lane 0: the same for det_older, the newest adds left in flight
+  auto det_release = [&] { det_release_of(std::integral_constant<int, 0>{}, det_sent); };  // the last sent
+  auto det_release_older = [&] {  // lag 2: det_older's, the newest adds left in flight
     if (det_older == nullptr) return;
-    const uint64_t tr0 = tr_now();
-    prims::bulk_wait_group<1>();
-    prims::fence_proxy_async_global();
-    if constexpr (FLASHKIT_BWD_DET_FENCE_SC != 0) __threadfence();
-    prims::red_add_release_gpu(det_older, 1);
+    det_release_of(std::integral_constant<int, 1>{}, det_older);
     det_older = nullptr;
-    tr_release += tr_now() - tr0;
   };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
