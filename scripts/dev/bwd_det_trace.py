@@ -1,5 +1,5 @@
 """Deterministic backward, where the time goes (a FLASHKIT_BWD_DET_TRACE build; see
-scripts/dev/bwd_det_trace.sh): per FA3-sweep shape, the fast and deterministic backward times
+scripts/dev/bwd_det_variants.sh): per FA3-sweep shape, the fast and deterministic backward times
 (CUDA events, median of 7) and the kernel's own trace line, which this script summarizes:
 the share of the issuing warps' lifetime spent getting turns (poll + wait) and releasing them.
 

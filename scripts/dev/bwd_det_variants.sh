@@ -8,7 +8,8 @@
 #   lag2      FLASHKIT_BWD_DET_RELEASE_LAG=2   each turn released a send later (wait_group 1)
 #   lag2early both of the last two
 # VARIANTS="early lag2 lag2early" (default) picks them; ~50 s of build each, 20 s per sweep.
-#   run(carry=[".carry/cur"], command="[VARIANTS='...'] [TRACE=0] bash .carry/cur/scripts/dev/bwd_det_variants.sh")
+# ROUNDS=0: no sweeps, only the trace build (TRACE_CASES="D S causal ..." narrows its shapes).
+#   run(carry=[".carry/cur"], command="[VARIANTS='...'] [ROUNDS=0] [TRACE=0] bash .carry/cur/scripts/dev/bwd_det_variants.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/bwdvar
@@ -28,10 +29,12 @@ variant() {  # variant NAME: /tmp/var_NAME = this tree with NAME's defines
   done
 }
 VARS=(${VARIANTS:-early lag2 lag2early})
+ROUNDS=${ROUNDS:-2}
+[ "$ROUNDS" = 0 ] && VARS=()
 declare -A TREES=([base]="$TREE")
 for v in "${VARS[@]}"; do variant "$v"; TREES[$v]=/tmp/var_$v; done
 cd /tmp
-for r in 1 2; do
+for ((r = 1; r <= ROUNDS; r++)); do
   for v in base "${VARS[@]}"; do
     install_cmd "${TREES[$v]}"
     step "install_$v$r" 300 "${INSTALL[@]}"

@@ -49,7 +49,7 @@
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
 #endif
-// Deterministic-mode trace (diagnostic builds only, scripts/dev/bwd_det_trace.sh; off, every
+// Deterministic-mode trace (diagnostic builds only, scripts/dev/bwd_det_variants.sh; off, every
 // kernel compiles to the same SASS): the issuing lanes sum the %globaltimer time spent getting
 // their turns (poll + wait) and releasing them; at exit every CTA adds its sums and its lifetime
 // to a per-instantiation record, and the last CTA of the grid prints the totals and resets it
