@@ -518,6 +518,19 @@ def test_runner_loop_with_fake_torch(tmp_path, monkeypatch, capsys):
     assert len(timed) == len(rows)
 
 
+def _run_one_config(monkeypatch, tmp_path, fakes, causal, modes, dtype="bf16", others=None):
+    """runner.run over one small D 64 config with these fake impls (others: the impls not in
+    fakes, e.g. the SDPA references), each timing a single call at 1 ms; returns its exit code."""
+    others = others or (lambda name: _FakeImpl(name))
+    monkeypatch.setattr(impls, "make_impl", lambda name: fakes.get(name) or others(name))
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
+    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
+    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, causal)],
+                             modes=modes, dtype=dtype, impls=list(fakes),
+                             out_dir=str(tmp_path), plot=False)
+    return runner.run(opts)
+
+
 def test_runner_checks_the_direct_backward(tmp_path, monkeypatch, capsys):
     """A backward entry point whose gradients are wrong is flagged on its bwd rows only (the
     autograd path behind fwd_bwd is checked separately); without --deterministic the fast
@@ -525,14 +538,8 @@ def test_runner_checks_the_direct_backward(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", _fake_torch())
     fakes = {"flashkit": _FakeImpl("flashkit", direct=True, direct_error=1.0),
              "sdpa_flash": _FakeImpl("sdpa_flash")}
-    monkeypatch.setattr(impls, "make_impl",
-                        lambda name: fakes.get(name) or _FakeImpl(name, refuse_d=64))
-    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
-    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
-    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, True)],
-                             modes=["bwd", "fwd_bwd"], dtype="bf16", impls=list(fakes),
-                             out_dir=str(tmp_path), plot=False)
-    assert runner.run(opts) == 1
+    assert _run_one_config(monkeypatch, tmp_path, fakes, True, ["bwd", "fwd_bwd"],
+                           others=lambda name: _FakeImpl(name, refuse_d=64)) == 1
     out = capsys.readouterr().out
     assert fakes["flashkit"].deterministic is False
     assert "MISMATCH flashkit bwd (direct)" in out and "dq: max|g-ref|" in out
@@ -596,14 +603,8 @@ def test_runner_flashkit_missing_is_loud(tmp_path, monkeypatch, capsys):
         def setup(self):
             return "import flashkit failed: ImportError: no _C"
     fakes = {"flashkit": Missing(), "sdpa_flash": _FakeImpl("sdpa_flash")}
-    monkeypatch.setattr(impls, "make_impl",
-                        lambda name: fakes.get(name) or _FakeImpl(name, refuse_d=64))
-    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
-    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
-    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, False)],
-                             modes=["fwd"], dtype="fp16", impls=["flashkit", "sdpa_flash"],
-                             out_dir=str(tmp_path), plot=False)
-    assert runner.run(opts) == 1
+    assert _run_one_config(monkeypatch, tmp_path, fakes, False, ["fwd"], dtype="fp16",
+                           others=lambda name: _FakeImpl(name, refuse_d=64)) == 1
     captured = capsys.readouterr()
     assert "FLASHKIT NOT MEASURED" in captured.out
     assert "flashkit not measured: import flashkit failed" in captured.err
@@ -889,13 +890,7 @@ def test_runner_skips_the_modes_an_impl_has_no_rows_for(tmp_path, monkeypatch, c
     det.modes = ("bwd", "fwd_bwd")
     fakes = {"flashkit": _FakeImpl("flashkit", direct=True), "flashkit_deterministic": det,
              "sdpa_flash": _FakeImpl("sdpa_flash")}
-    monkeypatch.setattr(impls, "make_impl", lambda name: fakes.get(name) or _FakeImpl(name))
-    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1.0)[1])
-    monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
-    opts = runner.RunOptions(configs=[sweeps.Config("small", 4, 8, 8, 16, 64, False)],
-                             modes=["fwd", "bwd"], dtype="bf16", impls=list(fakes),
-                             out_dir=str(tmp_path), plot=False)
-    assert runner.run(opts) == 0
+    assert _run_one_config(monkeypatch, tmp_path, fakes, False, ["fwd", "bwd"]) == 0
     out = capsys.readouterr().out
     rows = report.read_csv(next(tmp_path.glob("*.csv")))
     assert sorted((r["impl"], r["mode"]) for r in rows) == [
