@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
@@ -69,10 +68,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           // kDeviceErrorDetOrder). FLASHKIT_BWD_DET_ROTATE=0 (read once) keeps the ascending
           // order, whose CTAs only wait for earlier-launched ones: for GPUs shared with other
           // kernels (overlapped collectives) or under an SM limit.
-          static const bool no_rotate = [] {
-            const char* e = std::getenv("FLASHKIT_BWD_DET_ROTATE");
-            return e != nullptr && e[0] == '0';
-          }();
+          static const bool no_rotate = dispatch::env_off("FLASHKIT_BWD_DET_ROTATE");
           const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
 #if FLASHKIT_BWD_DET_RELEASE_LAG == 2
@@ -102,10 +98,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (make_qdo_maps(q)) {
             // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0, read once: the
             // per-thread reds of the same kernel, for A/B runs).
-            static const bool dq_reds = [] {
-              const char* e = std::getenv("FLASHKIT_BWD_DQ_TMA");
-              return e != nullptr && e[0] == '0';
-            }();
+            static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
             if (!p.deterministic && !dq_reds && make_dq_map(q)) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
                   q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);

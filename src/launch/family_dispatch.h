@@ -48,6 +48,11 @@ inline bool env_flag(const char* name) {
   const char* e = std::getenv(name);
   return e != nullptr && e[0] == '1';
 }
+// Whether it starts with '0' (a default-on switch turned off; read once, as env_flag).
+inline bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && e[0] == '0';
+}
 
 // The Hopper entry when there is one and the device runs sm_90a code, unless forced off.
 // `force_portable` is called only here, after the device checks (it reads its environment

@@ -64,11 +64,9 @@ bool make_q_tensor_map(FwdParams& p) {
   using T = typename Tr::T;
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
-  static const bool env_off = [] {  // FLASHKIT_FWD_TMA_STORE=0 (read once): thread stores (A/B runs)
-    const char* e = std::getenv("FLASHKIT_FWD_TMA_STORE");
-    return e != nullptr && e[0] == '0';
-  }();
-  p.o_tma = FLASHKIT_FWD_TMA_STORE != 0 && !env_off &&
+  // FLASHKIT_FWD_TMA_STORE=0 (read once): thread stores (A/B runs)
+  static const bool stores_off = dispatch::env_off("FLASHKIT_FWD_TMA_STORE");
+  p.o_tma = FLASHKIT_FWD_TMA_STORE != 0 && !stores_off &&
             launch_util::make_tma_map_4d<T>(&p.o_tmap, p.o, dims, p.o_row_stride, p.o_head_stride, p.o_batch_stride, 64);
   return launch_util::make_tma_map_4d<T>(&p.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
                                          Tr::kBlockM);
