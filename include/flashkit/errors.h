@@ -46,7 +46,7 @@ enum DeviceError : uint32_t {
   // Deterministic backward (Hopper, D 64/128, no mask): the CTAs of one (batch, KV head)
   // wait on each other's dq turns in a cycle, which needs them all resident at once. When
   // they were not (another kernel held SMs for a long time, or an SM limit such as MPS's
-  // applies), a CTA that had waited ~2^20 polls for its turn added its dq without it, so
+  // applies), a CTA that had waited 0.2 s for its turn added its dq without it, so
   // the call never hangs: its dq is correct, but its last bits may differ from another
   // run's. FLASHKIT_BWD_DET_ROTATE=0 selects an order that never needs co-residency.
   kDeviceErrorDetOrder = 1u << 6,

@@ -8,6 +8,7 @@
 #   lag2      FLASHKIT_BWD_DET_RELEASE_LAG=2   each turn released a send later (wait_group 1)
 #   lag2early both of the last two
 # VARIANTS="early lag2 lag2early" (default) picks them; ~50 s of build each, 20 s per sweep.
+# RESIDENCY=0 skips the residency test run first on this tree.
 # ROUNDS=0: no sweeps, only the trace build (TRACE_CASES="D S causal ..." narrows its shapes).
 #   run(carry=[".carry/cur"], command="[VARIANTS='...'] [ROUNDS=0] [TRACE=0] bash .carry/cur/scripts/dev/bwd_det_variants.sh")
 set -u -o pipefail
@@ -34,6 +35,11 @@ ROUNDS=${ROUNDS:-2}
 declare -A TREES=([base]="$TREE")
 for v in "${VARS[@]}"; do variant "$v"; TREES[$v]=/tmp/var_$v; done
 cd /tmp
+if [ "${RESIDENCY:-1}" = 1 ]; then  # the base tree's residency test (the give-up bound) first
+  install_cmd "$TREE"
+  step install_base0 300 "${INSTALL[@]}"
+  step residency 120 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -p no:cacheprovider -rA test_bwd_det_residency_gpu.py"
+fi
 for ((r = 1; r <= ROUNDS; r++)); do
   for v in base "${VARS[@]}"; do
     install_cmd "${TREES[$v]}"

@@ -46,7 +46,7 @@ hold = cupy.RawKernel(src, "hold")
 hold.max_dynamic_shared_size_bytes = 120 * 1024  # one block per SM, none beside a backward CTA
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 blocker = cupy.cuda.Stream(non_blocking=True)
-hold_s = 12.0  # a stuck batch of CTAs gives up after ~0.5-2 s of polls; two batches here
+hold_s = 12.0  # a stuck batch of CTAs gives up after 0.2 s of waiting (FLASHKIT_BWD_DET_GIVE_UP_NS); ~3 batches here
 with blocker:
     hold((sms - FREE,), (32,), (np.uint64(int(hold_s * 1e9)),), shared_mem=120 * 1024)
 time.sleep(0.2)  # the spinners are resident

@@ -45,6 +45,11 @@
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
+// How long (ns of %globaltimer) a lane of the rotated deterministic walk waits for one turn before
+// it takes its group as not all resident (det_wait, below; the residency GPU test's bound).
+#ifndef FLASHKIT_BWD_DET_GIVE_UP_NS
+#define FLASHKIT_BWD_DET_GIVE_UP_NS 200000000ull
+#endif
 // Wide wgmmas in the dK/dV step (tuning switch, bwd.md): 1 = one m64n128 per k-step at D 128.
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
@@ -340,19 +345,27 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     det_seen = prims::ld_acquire_gpu(det_sent);
   };
   // The rotated walk's CTAs wait on each other in a cycle, so they must all be resident: a
-  // lane that has polled 2^20 times (~0.5 s; the longest wait of a resident group is about a
-  // CTA's lifetime, ~2 ms) takes the group as not resident (another kernel holds SMs, or an
-  // SM limit), reports it (kDeviceErrorDetOrder) and stops waiting for the rest of its walk,
-  // so the call ends with a correct dq, out of turn, instead of hanging. Its releases go on,
-  // so no one else waits for them.
+  // lane that has waited kDetGiveUpNs on one turn (the longest wait of a resident group is
+  // about a CTA's lifetime, ~2 ms at 16k) takes the group as not resident (another kernel
+  // holds SMs, or an SM limit), reports it (kDeviceErrorDetOrder) and stops waiting for the
+  // rest of its walk, so the call ends with a correct dq, out of turn, instead of hanging. Its
+  // releases go on, so no one else waits for them. The bound is a time, read every 1024 polls:
+  // a count was not one (2^20 polls per turn outlasted a 12 s hold of all but 48 SMs).
+  constexpr uint64_t kDetGiveUpNs = FLASHKIT_BWD_DET_GIVE_UP_NS;
   bool det_free = false;
   auto det_wait = [&] {  // lane 0: until that turn (every earlier turn's warps released)
     uint32_t polls = 0;
+    uint64_t t0 = 0;
     while (det_seen < det_need && !det_free) {
       det_seen = prims::ld_acquire_gpu(det_sent);
-      if (p.dq_rotate && ++polls == (1u << 20)) {
-        report_device_error(p.error_flag, kDeviceErrorDetOrder);
-        det_free = true;
+      if (p.dq_rotate && (++polls & 1023u) == 0) {
+        const uint64_t now = prims::globaltimer();
+        if (t0 == 0) {
+          t0 = now;
+        } else if (now - t0 > kDetGiveUpNs) {
+          report_device_error(p.error_flag, kDeviceErrorDetOrder);
+          det_free = true;
+        }
       }
     }
   };
