@@ -92,10 +92,11 @@ def test_rotation_beats_the_ascending_chain():
 
 def kernel_events(walk, lag, split):
     """The deterministic kernel's turn events of one CTA, in program order (kernel_pp.cuh):
-    ('rel', m) releases row block m's turn, ('send', m) waits for it and adds. D 128 (split):
-    step s sends the block visited at s - 1 at its end and releases, after its softmax, the
-    block sent lag sends earlier; D 64 sends the block of step s at its end. The tail sends
-    what is left and releases everything."""
+    ('rel', m) releases row block m's turn, ('send', m) waits for it and adds. The split
+    schedule (D 128, and D 64 with FLASHKIT_BWD_D64_DQ_ONE, the default): step s sends the
+    block visited at s - 1 at its end and releases, after its softmax, the block sent lag
+    sends earlier; the hand-off (D 64 with it off) sends the block of step s at its end. The
+    tail sends what is left and releases everything."""
     L, ev = len(walk), []
     for s in range(L):
         old = s - lag - (1 if split else 0)  # the block whose release is due at this softmax
@@ -156,7 +157,7 @@ def simulate_events(M, N, lag, split):
 
 
 @pytest.mark.parametrize("lag", [1, 2])
-@pytest.mark.parametrize("split", [False, True], ids=["d64", "d128"])
+@pytest.mark.parametrize("split", [False, True], ids=["handoff", "split"])
 def test_kernel_release_schedule_never_deadlocks(lag, split):
     """The kernel's own send / release points with FLASHKIT_BWD_DET_RELEASE_LAG 1 (every small
     (M, N), M < N included) and 2 (only where M >= 2N: the launcher does not rotate otherwise):
@@ -171,7 +172,7 @@ def test_kernel_release_schedule_never_deadlocks(lag, split):
             assert tick == len(kernel_events(walk, lag, split)), (M, N, lag, split, tick)
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["d64", "d128"])
+@pytest.mark.parametrize("split", [False, True], ids=["handoff", "split"])
 def test_lag_two_needs_two_steps_between_visitors(split):
     """Why the launcher keeps the lag-2 build's rotation to M >= 2N: with a row block's
     visitors one step apart, each CTA holds its last turn while waiting for the next, in a

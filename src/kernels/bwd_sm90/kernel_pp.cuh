@@ -54,6 +54,12 @@
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
 #endif
+// D 64 with kDqTma: 1 = warpgroup 1 computes the row block's whole dQ (64 columns, both
+// warpgroups' keys) and sends it; warpgroup 0 computes none (kDqOne below). 0 = the hand-off
+// (warpgroup 0 parks its partial, warpgroup 1 adds it in place and sends the sum).
+#ifndef FLASHKIT_BWD_D64_DQ_ONE
+#define FLASHKIT_BWD_D64_DQ_ONE 1
+#endif
 // Deterministic-mode trace (diagnostic builds only, scripts/dev/bwd_det_variants.sh; off, every
 // kernel compiles to the same SASS): the issuing lanes sum the %globaltimer time spent getting
 // their turns (poll + wait) and releasing them; at exit every CTA adds its sums and its lifetime
@@ -135,7 +141,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
   using DsTile = typename Tr::DsTile;
-  constexpr bool kDqSplit = kDqTma && kChunks == 2;
+  // kDqOne (D 64): the column split's schedule with one writer: warpgroup 1's dQ covers all 64
+  // columns (N = 64 is one swizzle atom; a 32-column half of K could not be a 128-byte-swizzled
+  // MN-major operand), so warpgroup 0 has no dQ product and no staging at all.
+  constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0;
+  constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne);
+  constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send dQ (kDqSplit)
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
@@ -160,6 +171,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int warp = wtid / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
+  const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
   auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
@@ -341,7 +353,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     det_sent = det_counter(i);
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
                                    : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
-    det_need = (kDqSplit ? 2 : 1) * kWarpsPerWg * turn_i;
+    det_need = (kDqSplit ? kDqWriters : 1) * kWarpsPerWg * turn_i;
     det_seen = prims::ld_acquire_gpu(det_sent);
   };
   // The rotated walk's CTAs wait on each other in a cycle, so they must all be resident: a
@@ -401,7 +413,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     det_older = nullptr;
   };
   auto send_dq_split = [&](int i) {
-    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + wg * (2 * 64 * 128);
+    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
       if constexpr (!kDet || kLag2) prims::bulk_wait_group_read<0>();
@@ -426,20 +438,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
       // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
       if constexpr (kDet) det_turn(i, !(FLASHKIT_BWD_DET_POLL_EARLY && kDqSplit) || i == cta.iters - 1);
-      send_rows(prims::smem_addr(xc) + warp * 16 * 128, wg * 64, head_i, m0_i);
+      send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne ? 0 : wg * 64, head_i, m0_i);
     }
   };
 
-  // kDqSplit: dQ[:, 64 wg ..] of the row block whose dS^T tiles are buffer b, over both
-  // warpgroups' keys (issued at gate B of the next row block; at it = 0 a dropped product).
+  // kDqSplit: dQ[:, 64 wg ..] (kDqOne: warpgroup 1's dQ[:, 0 .. 63]) of the row block whose
+  // dS^T tiles are buffer b, over both warpgroups' keys (issued at gate B of the next row block;
+  // at it = 0 a dropped product). kDqOne's warpgroup 0 commits an empty group, so that the
+  // wgmma_wait<1> after gate B still means "dV and dK done" for both warpgroups.
   auto issue_dq_split = [&](int b) {
+    if (!dq_writer) {
+      prims::wgmma_commit();
+      return;
+    }
 #pragma unroll
     for (int kw = 0; kw < 2; ++kw) {  // keys of warpgroup kw: its dS^T tile, K rows 64 kw ..
       const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const uint64_t a_off = (ks * 16 * 128) >> 4;
-        const uint64_t b_off = (wg * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
+        const uint64_t b_off = ((kDqOne ? 0 : wg) * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
         if (kw == 0 && ks == 0) {
           prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
         } else {
@@ -559,7 +577,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if constexpr (kDet && kDqSplit) {  // row block it - 2, sent at the end of step it - 1
       // (lag 2: it - 3, sent at the end of step it - 2)
       if constexpr (FLASHKIT_BWD_DET_POLL_EARLY) {
-        if (lane == 0) {
+        if (lane == 0 && dq_writer) {
           if constexpr (kLag2) {
             det_release_older();
           } else if (it > 1) {
@@ -567,7 +585,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
           }
           if (it > 0) det_poll(it - 1);  // sent at the end of this step
         }
-      } else if (lane == 0) {
+      } else if (lane == 0 && dq_writer) {
         if constexpr (kLag2) {
           det_release_older();
         } else if (it > 1) {
@@ -661,7 +679,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        send_dq_split(it - 1);
+        if (dq_writer) send_dq_split(it - 1);
       }
     } else {
 #pragma unroll
@@ -774,6 +792,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   if constexpr (kDqSplit) {  // the last row block's dQ: both warpgroups' last dS^T tiles
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
+    }
+    if (cta.iters > 0 && dq_writer) {
       prims::wgmma_fence();
       issue_dq_split((cta.iters - 1) & 1);
       prims::wgmma_wait<0>();
@@ -810,7 +830,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if ((kDqSplit || wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   __syncthreads();
   const float scale = p.softmax_scale;
@@ -839,7 +859,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #if FLASHKIT_BWD_DET_TRACE
   if constexpr (kDet) {
     DetTrace& tr = g_det_trace;
-    if (lane == 0 && (kDqSplit || wg == 1)) {
+    if (lane == 0 && (kDqSplit ? dq_writer : wg == 1)) {
       atomicAdd(&tr.wait_ns, (unsigned long long)tr_wait);
       atomicAdd(&tr.release_ns, (unsigned long long)tr_release);
       atomicAdd(&tr.sends, (unsigned long long)tr_sends);
@@ -862,7 +882,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         printf("det_trace D=%d batch=%d h_q=%d seqlen_q=%d seqlen_k=%d causal=%d rotate=%d grid=%llu "
                "issuing_warps=%d sends=%llu wait_ns=%llu release_ns=%llu cta_ns=%llu span_ns=%llu\n",
                p.head_dim, p.batch, p.h_q, p.seqlen_q, p.seqlen_k, int(p.causal), int(p.dq_rotate), grid,
-               kDqSplit ? 2 * kWarpsPerWg : kWarpsPerWg, n, w, r, c, t1 - t0);
+               kDqSplit ? kDqWriters * kWarpsPerWg : kWarpsPerWg, n, w, r, c, t1 - t0);
         tr.wait_ns = tr.release_ns = tr.sends = tr.cta_ns = tr.t_last = tr.done = 0;
         tr.t_first = ~0ull;
         __threadfence();

@@ -32,9 +32,10 @@ struct BwdPpTraits {
   using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
   using DsTile = tiles::Swizzle128Tile<T, 64, kBlockM>;       // one warpgroup's dS^T [key][row]
   static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 64 x 64 dQ chunk
-  // dS^T tiles per warpgroup: D 128 keeps two (row blocks j and j - 1) for the fast kernel's
-  // column-split dQ (kernel_pp.cuh, kDqSplit), which reads both warpgroups' tiles of j - 1.
-  static constexpr int kDsBufs = kHeadDim == 128 ? 2 : 1;
+  // dS^T tiles per warpgroup: two (row blocks j and j - 1) for the TMA kernel's dQ after the
+  // next row block's gate B (kernel_pp.cuh: kDqSplit at D 128, kDqOne at D 64), which reads
+  // both warpgroups' tiles of j - 1.
+  static constexpr int kDsBufs = 2;
 
   static constexpr int kSmemK = 0;
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
