@@ -609,9 +609,10 @@ class Runner(BaseRunner):
         return fn
 
     def _bwd_note(self) -> str:
-        det = "deterministic" if self.opts.deterministic else "fast (dq by atomics)"
-        return (f"flashkit: attention_backward from the saved out/lse, {det}; peers: "
-                "autograd on a graph built once (retain_graph)")
+        det = "deterministic" if self.opts.deterministic else "fast (dq summed in any order)"
+        return (f"flashkit: attention_backward from the saved out/lse, {det}; flashkit_deterministic "
+                "(where run): the same with deterministic=True; peers: autograd on a graph built "
+                "once (retain_graph)")
 
     # -- the end ----------------------------------------------------------------------------
 
