@@ -99,7 +99,7 @@ static __device__ DetTrace g_det_trace = {0, 0, 0, 0, ~0ull, 0, 0};
 // (read as "no visible key": P = 0) and delta = 0.
 static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 
-// kDqTma (fast mode with kTma; the launcher sets p.dq_tmap): warpgroup 0 parks its partial
+// kDqTma without kDqSplit (D 64 with FLASHKIT_BWD_D64_DQ_ONE=0; the launcher sets p.dq_tmap): warpgroup 0 parks its partial
 // dQ chunk in the accumulator map's box layout (fp32, 32-column boxes, 128-byte swizzle),
 // warpgroup 1 adds its own in place (each thread the elements it holds) and lane 0 of each
 // of its warps sends the warp's 16 rows to dq_accum with TMA reduce-adds: no per-thread

@@ -5,8 +5,10 @@
 // [64w, 64w + 64) and does everything for them on its own: S^T, dP^T, dV, dK and its
 // partial dQ = dS_w K_w over all D columns (the dS^T tile of each warpgroup is its own).
 // The two warpgroups meet only at the MMA gates (named barriers: their tensor phases
-// alternate), at the Q/dO stages (full/empty mbarriers) and at the dQ hand-off buffer
-// (warpgroup 0's partial dQ goes through shared memory to warpgroup 1, which adds once).
+// alternate), at the Q/dO stages (full/empty mbarriers) and at dQ: with TMA reduce-adds each
+// warpgroup computes 64 of D 128's columns over both dS^T tiles (kDqSplit), and at D 64
+// warpgroup 1 computes all of them (kDqOne); otherwise warpgroup 0's partial goes through a
+// shared-memory hand-off buffer to warpgroup 1, which adds once.
 #pragma once
 
 #include "tiles/smem_swizzle.cuh"
