@@ -7,6 +7,9 @@
 #   early     FLASHKIT_BWD_DET_POLL_EARLY=1    D 128's turn read after the softmax
 #   lag2      FLASHKIT_BWD_DET_RELEASE_LAG=2   each turn released a send later (wait_group 1)
 #   lag2early both of the last two
+#   alt       FLASHKIT_BWD_D64_DQ_ALT=1        D 64's dQ writer alternating by row block (fast mode
+#             only: time it with MODES="fast"; the define is in pp_traits.cuh)
+# MODES="det" (default) times the deterministic mode; "fast det" both, "fast" the fast one.
 # VARIANTS="early lag2 lag2early" (default) picks them; ~50 s of build each, 20 s per sweep.
 # RESIDENCY=0 skips the residency test run first on this tree.
 # ROUNDS=0: no sweeps, only the trace build (TRACE_CASES="D S causal ..." narrows its shapes).
@@ -16,8 +19,9 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/bwdvar
 . "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-K=src/kernels/bwd_sm90/kernel_pp.cuh
+KS="src/kernels/bwd_sm90/kernel_pp.cuh src/kernels/bwd_sm90/pp_traits.cuh"
 declare -A DEFS=([fence]="FLASHKIT_BWD_DET_FENCE_SC=1" [early]="FLASHKIT_BWD_DET_POLL_EARLY=1"
+                 [alt]="FLASHKIT_BWD_D64_DQ_ALT=1"
                  [lag2]="FLASHKIT_BWD_DET_RELEASE_LAG=2"
                  [lag2early]="FLASHKIT_BWD_DET_RELEASE_LAG=2 FLASHKIT_BWD_DET_POLL_EARLY=1"
                  [trace]="FLASHKIT_BWD_DET_TRACE=1")
@@ -25,8 +29,8 @@ variant() {  # variant NAME: /tmp/var_NAME = this tree with NAME's defines
   rm -rf "/tmp/var_$1" && mkdir -p "/tmp/var_$1"
   (cd "$TREE" && tar --exclude=./build -cf - .) | tar -xf - -C "/tmp/var_$1"
   for d in ${DEFS[$1]}; do
-    sed -i "s/^#define ${d%=*} [0-9]*\$/#define ${d%=*} ${d#*=}/" "/tmp/var_$1/$K"
-    grep -c "^#define ${d%=*} ${d#*=}\$" "/tmp/var_$1/$K" | sed "s/^/$1: ${d} set in /" >> "$O/summary.txt"
+    for k in $KS; do sed -i "s/^#define ${d%=*} [0-9]*\$/#define ${d%=*} ${d#*=}/" "/tmp/var_$1/$k"; done
+    (cd "/tmp/var_$1" && cat $KS) | grep -c "^#define ${d%=*} ${d#*=}\$" | sed "s/^/$1: ${d} set in /" >> "$O/summary.txt"
   done
 }
 VARS=(${VARIANTS:-early lag2 lag2early})
@@ -44,8 +48,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for v in base "${VARS[@]}"; do
     install_cmd "${TREES[$v]}"
     step "install_$v$r" 300 "${INSTALL[@]}"
-    step "$v$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --deterministic \
-      --impls flashkit --out-dir "$O/ab" --tag "$v$r"
+    for m in ${MODES:-det}; do
+      step "$v$r$m" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd \
+        $([ "$m" = det ] && echo --deterministic) --impls flashkit --out-dir "$O/ab" --tag "$v$r$m"
+    done
   done
 done
 if [ "${TRACE:-1}" = 1 ]; then

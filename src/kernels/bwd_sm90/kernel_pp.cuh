@@ -146,7 +146,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // MN-major operand), so warpgroup 0 has no dQ product and no staging at all.
   constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0;
   constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne);
-  constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send dQ (kDqSplit)
+  constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send one row block's dQ (kDqSplit)
+  // FLASHKIT_BWD_D64_DQ_ALT (fast mode, A/B switch): kDqOne's writer alternates by row block
+  // (warpgroup i % 2 for row block i), so the dQ product's 8 k-steps fall on both warpgroups'
+  // gates B in turn instead of always on warpgroup 1's; each warpgroup stages in its own buffer.
+  constexpr bool kDqAlt = kDqOne && !kDet && FLASHKIT_BWD_D64_DQ_ALT != 0;
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
@@ -172,6 +176,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
+  // ... of row block i (kDqAlt: every other one)
+  auto writes = [&](int i) { return kDqAlt ? (i & 1) == wg : dq_writer; };  // (no index math unless kDqAlt)
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
   auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
@@ -413,7 +419,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     det_older = nullptr;
   };
   auto send_dq_split = [&](int i) {
-    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
+    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne && !kDqAlt ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
       if constexpr (!kDet || kLag2) prims::bulk_wait_group_read<0>();
@@ -446,8 +452,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // dS^T tiles are buffer b, over both warpgroups' keys (issued at gate B of the next row block;
   // at it = 0 a dropped product). kDqOne's warpgroup 0 commits an empty group, so that the
   // wgmma_wait<1> after gate B still means "dV and dK done" for both warpgroups.
-  auto issue_dq_split = [&](int b) {
-    if (!dq_writer) {
+  auto issue_dq_split = [&](int b, bool mine) {
+    if (!mine) {
       prims::wgmma_commit();
       return;
     }
@@ -648,7 +654,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::wgmma_commit();
     };
     if constexpr (kDqSplit) {
-      issue_dq_split((it + 1) & 1);
+      issue_dq_split((it + 1) & 1, kDqAlt ? writes(it - 1) : dq_writer);
     } else {
       issue_dq(0);
     }
@@ -679,7 +685,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        if (dq_writer) send_dq_split(it - 1);
+        if (kDqAlt ? writes(it - 1) : dq_writer) send_dq_split(it - 1);
       }
     } else {
 #pragma unroll
@@ -793,9 +799,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
     }
-    if (cta.iters > 0 && dq_writer) {
+    if (cta.iters > 0 && (kDqAlt ? writes(cta.iters - 1) : dq_writer)) {
       prims::wgmma_fence();
-      issue_dq_split((cta.iters - 1) & 1);
+      issue_dq_split((cta.iters - 1) & 1, kDqAlt ? true : dq_writer);
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step (lag 2: iters - 3)
@@ -830,7 +836,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit ? dq_writer || kDqAlt : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   __syncthreads();
   const float scale = p.softmax_scale;
