@@ -176,8 +176,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
-  // ... of row block i (kDqAlt: every other one)
-  auto writes = [&](int i) { return kDqAlt ? (i & 1) == wg : dq_writer; };  // (no index math unless kDqAlt)
+  // kDqAlt: whether this warpgroup computes and sends row block i's dQ. (The call sites read
+  // `kDqAlt ? alt_writes(i) : dq_writer`: with the switch off the SASS is then 410fb5d's.)
+  auto alt_writes = [&](int i) { return (i & 1) == wg; };
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
   auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
@@ -654,7 +655,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::wgmma_commit();
     };
     if constexpr (kDqSplit) {
-      issue_dq_split((it + 1) & 1, kDqAlt ? writes(it - 1) : dq_writer);
+      issue_dq_split((it + 1) & 1, kDqAlt ? alt_writes(it - 1) : dq_writer);
     } else {
       issue_dq(0);
     }
@@ -685,7 +686,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        if (kDqAlt ? writes(it - 1) : dq_writer) send_dq_split(it - 1);
+        if (kDqAlt ? alt_writes(it - 1) : dq_writer) send_dq_split(it - 1);
       }
     } else {
 #pragma unroll
@@ -799,7 +800,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
     }
-    if (cta.iters > 0 && (kDqAlt ? writes(cta.iters - 1) : dq_writer)) {
+    if (cta.iters > 0 && (kDqAlt ? alt_writes(cta.iters - 1) : dq_writer)) {
       prims::wgmma_fence();
       issue_dq_split((cta.iters - 1) & 1, kDqAlt ? true : dq_writer);
       prims::wgmma_wait<0>();
