@@ -63,6 +63,11 @@ __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool pred
                "r"(pred ? 4 : 0));
 }
 
+// A hint: the 128-byte line at ptr into L2 (no register written, no fault on the hint's account).
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most `N` committed groups are still in flight.

@@ -73,6 +73,60 @@ __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32
   }
 }
 
+// FLASHKIT_DECODE_PREWAIT_PREFETCH (A/B switch, off; decode.md "Pre-wait prefetch"): in calls
+// with at most FLASHKIT_DECODE_PREWAIT_MAX_BATCH sequences the split CTAs are resident for
+// several us before griddepcontrol.wait releases them (the previous call's combine), then
+// spend 4-7 us on three dependent trips (item, block table, K/V) before their first tile. With
+// the switch on, each CTA uses that idle time to read the item its slot held in the plan last
+// written to the workspace, the block-table entries of that item's first kStages tiles, and
+// prefetch those tiles' K/V rows (and scales) into L2. Everything read here may be stale or
+// being rewritten by the kernel before (the plan kernel, a block-table upload, an append); it
+// only picks prefetch addresses, each checked to lie inside the cache, so a wrong guess costs
+// bandwidth, never a result. After the wait the kernel reads all of it again, properly.
+#ifndef FLASHKIT_DECODE_PREWAIT_PREFETCH
+#define FLASHKIT_DECODE_PREWAIT_PREFETCH 0
+#endif
+#ifndef FLASHKIT_DECODE_PREWAIT_MAX_BATCH
+#define FLASHKIT_DECODE_PREWAIT_MAX_BATCH 4
+#endif
+template <class Tr>
+__device__ __forceinline__ void prewait_prefetch(const DecodeParams& p) {
+  using TC = typename Tr::TC;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kRowBytes = Tr::kHeadDim * int(sizeof(TC));
+  const int tid = threadIdx.x;
+  if (tid >= kBlockN || int(blockIdx.x) >= p.max_items || p.page_size <= 0 || p.row_groups <= 0) return;
+  const DecodeItem item = p.ws.items[blockIdx.x];
+  if (item.batch < 0 || item.batch >= p.batch || item.hr < 0 || item.hr >= p.hr_count) return;
+  const int64_t t_end = min(min(int64_t(max(item.len, 0)), p.capacity), int64_t(item.t_end));
+  const int64_t t_begin = max(int64_t(item.t_begin), int64_t(0));
+  const int kv_head = item.hr / p.row_groups;
+  const int32_t* bt_row = p.block_table + int64_t(item.batch) * p.bt_row_stride;
+  const char* k_base = static_cast<const char*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride * int64_t(sizeof(TC));
+  const char* v_base = static_cast<const char*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride * int64_t(sizeof(TC));
+#pragma unroll
+  for (int tile = 0; tile < Tr::kStages; ++tile) {
+    const int64_t tok = t_begin + int64_t(tile) * kBlockN + tid;  // < capacity: a block-table entry
+    if (tok >= t_end) break;
+    const int page = bt_row[tok / p.page_size];
+    if (page < 0 || page >= p.num_pages) continue;
+    const int64_t in_page = tok % p.page_size;
+    const char* kr = k_base + (int64_t(page) * p.k_page_stride + in_page * p.k_slot_stride) * int64_t(sizeof(TC));
+    const char* vr = v_base + (int64_t(page) * p.v_page_stride + in_page * p.v_slot_stride) * int64_t(sizeof(TC));
+#pragma unroll
+    for (int c = 0; c < kRowBytes; c += 128) {
+      prims::prefetch_l2(kr + c);
+      prims::prefetch_l2(vr + c);
+    }
+    if constexpr (Tr::kQuant != 0) {
+      prims::prefetch_l2(p.k_scale + int64_t(kv_head) * p.ks_head_stride + int64_t(page) * p.ks_page_stride +
+                         in_page * p.ks_slot_stride);
+      prims::prefetch_l2(p.v_scale + int64_t(kv_head) * p.vs_head_stride + int64_t(page) * p.vs_page_stride +
+                         in_page * p.vs_slot_stride);
+    }
+  }
+}
+
 // Clamped length of sequence b (the same rule in the plan, split and combine kernels).
 __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   const int len = p.seqlens_k[b];
@@ -117,6 +171,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const unsigned long long trace_t0 = prims::globaltimer();
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (FLASHKIT_DECODE_PREWAIT_PREFETCH != 0) {
+    if (p.batch <= FLASHKIT_DECODE_PREWAIT_MAX_BATCH) prewait_prefetch<Tr>(p);
+  }
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) != 0) asm volatile("griddepcontrol.launch_dependents;");
 #endif
