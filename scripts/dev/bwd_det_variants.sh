@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Device run: the deterministic backward's compile-time variants against this tree, interleaved
-# twice (FA3 sweep bf16 D 64/128, deterministic mode only), then (TRACE=1, the default) the
+# Device run: the backward's compile-time variants against this tree, interleaved twice (FA3
+# sweep bf16 D 64/128, the modes of MODES), then (TRACE=1, the default) the
 # FLASHKIT_BWD_DET_TRACE build's turn / release shares (scripts/dev/bwd_det_trace.py). Each
-# variant is a copy of the tree with its defines set (kernel_pp.cuh):
+# variant is a copy of the tree with its defines set (kernel_pp.cuh, pp_traits.cuh):
 #   fence     FLASHKIT_BWD_DET_FENCE_SC=1      the fence.sc back in front of each release
 #   early     FLASHKIT_BWD_DET_POLL_EARLY=1    D 128's turn read after the softmax
 #   lag2      FLASHKIT_BWD_DET_RELEASE_LAG=2   each turn released a send later (wait_group 1)
