@@ -33,7 +33,19 @@ template <typename T, int D> struct Config;
 #ifndef FLASHKIT_FWD_D64_ONE_CTA
 #define FLASHKIT_FWD_D64_ONE_CTA 0
 #endif
-template <typename T> struct Config<T, 64>  { using Tr = FwdTraits<T, 64, 128, 3, FLASHKIT_FWD_D64_ONE_CTA ? 1 : 2>; };
+// FLASHKIT_FWD_D64_BLOCK_N / FLASHKIT_FWD_D64_KSTAGES (A/B switches, fwd_sm90.md "d64 with
+// 64-key tiles"): at 128 keys the two-CTA d64 kernel's wgmmas are serialized by ptxas for lack
+// of registers (C7511: S, P and O of a 64 x 128 tile fill the 128-register cap); 64-key tiles
+// need 127 registers and are not.
+#ifndef FLASHKIT_FWD_D64_BLOCK_N
+#define FLASHKIT_FWD_D64_BLOCK_N 128
+#endif
+#ifndef FLASHKIT_FWD_D64_KSTAGES
+#define FLASHKIT_FWD_D64_KSTAGES 3
+#endif
+template <typename T> struct Config<T, 64>  {
+  using Tr = FwdTraits<T, 64, FLASHKIT_FWD_D64_BLOCK_N, FLASHKIT_FWD_D64_KSTAGES, FLASHKIT_FWD_D64_ONE_CTA ? 1 : 2>;
+};
 template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 3>; };  // padded to 128
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
