@@ -71,13 +71,6 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           static const bool no_rotate = dispatch::env_off("FLASHKIT_BWD_DET_ROTATE");
           const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
-#if FLASHKIT_BWD_DET_RELEASE_LAG == 2
-          // The lag-2 build holds a turn through its next send: the rotated order is then
-          // deadlock-free only with a row block's visitors two steps apart, M >= 2N (the CPU
-          // model in tests/python/test_bwd_det_rotation_cpu.py); fixed lengths only.
-          q.dq_rotate = q.dq_rotate && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
-                        (p.seqlen_q + Pp::kBlockM - 1) / Pp::kBlockM >= 2 * n_blocks;
-#endif
           const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
               q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);

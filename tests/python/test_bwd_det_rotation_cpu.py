@@ -90,16 +90,16 @@ def test_rotation_beats_the_ascending_chain():
     assert last_rot == M < max(clock)
 
 
-def kernel_events(walk, lag, split):
+def kernel_events(walk, split):
     """The deterministic kernel's turn events of one CTA, in program order (kernel_pp.cuh):
     ('rel', m) releases row block m's turn, ('send', m) waits for it and adds. The split
     schedule (D 128, and D 64 with FLASHKIT_BWD_D64_DQ_ONE, the default): step s sends the
-    block visited at s - 1 at its end and releases, after its softmax, the block sent lag
-    sends earlier; the hand-off (D 64 with it off) sends the block of step s at its end. The
+    block visited at s - 1 at its end and releases, after its softmax, the block sent at the
+    end of the step before; the hand-off (D 64 with it off) sends the block of step s at its end. The
     tail sends what is left and releases everything."""
     L, ev = len(walk), []
     for s in range(L):
-        old = s - lag - (1 if split else 0)  # the block whose release is due at this softmax
+        old = s - 1 - (1 if split else 0)  # the block whose release is due at this softmax
         if old >= 0:
             ev.append(("rel", walk[old]))
         if split and s >= 1:
@@ -107,11 +107,10 @@ def kernel_events(walk, lag, split):
         if not split:
             ev.append(("send", walk[s]))
     sent = [walk[i] for i in range(L - 1)] if split else list(walk)
-    released = {walk[i] for i in range(L) if i + lag + (1 if split else 0) < L}
-    if split:
-        # lag 1: release L-2, send L-1, release L-1; lag 2: release L-3, send L-1, release L-2, L-1
+    released = {walk[i] for i in range(L) if i + 1 + (1 if split else 0) < L}
+    if split:  # the tail: release L-2, send L-1, release L-1
         for m in sent:
-            if m not in released and (lag == 1 or m != walk[L - 2]):
+            if m not in released:
                 ev.append(("rel", m))
                 released.add(m)
         ev.append(("send", walk[L - 1]))
@@ -123,13 +122,13 @@ def kernel_events(walk, lag, split):
     return ev
 
 
-def simulate_events(M, N, lag, split):
+def simulate_events(M, N, split):
     """All CTAs resident, one event per CTA per tick unless its send waits for its turn;
     returns the tick at which the last CTA finishes, or raises on a deadlock."""
     evs = []
     for n in range(N):
         walk = [m_block_rot(it, rot_shift(n, M, N), M) for it in range(M)]
-        ev = kernel_events(walk, lag, split)
+        ev = kernel_events(walk, split)
         assert sorted(m for k, m in ev if k == "send") == list(range(M))
         assert sorted(m for k, m in ev if k == "rel") == list(range(M))
         evs.append(ev)
@@ -152,30 +151,18 @@ def simulate_events(M, N, lag, split):
         for m in releases:  # visible from the next tick
             done[m] += 1
         if not moved:
-            raise AssertionError(f"deadlock at M {M} N {N} lag {lag} split {split}")
+            raise AssertionError(f"deadlock at M {M} N {N} split {split}")
     return tick
 
 
-@pytest.mark.parametrize("lag", [1, 2])
 @pytest.mark.parametrize("split", [False, True], ids=["handoff", "split"])
-def test_kernel_release_schedule_never_deadlocks(lag, split):
-    """The kernel's own send / release points with FLASHKIT_BWD_DET_RELEASE_LAG 1 (every small
-    (M, N), M < N included) and 2 (only where M >= 2N: the launcher does not rotate otherwise):
-    no deadlock, and with M >= 2N (the FA3 sweep's S_q = S_k) no CTA ever waits (each finishes
-    in exactly its own number of events)."""
+def test_kernel_release_schedule_never_deadlocks(split):
+    """The kernel's own send / release points for every small (M, N), M < N included: no
+    deadlock, and with M >= 2N (the FA3 sweep's S_q = S_k) no CTA ever waits (each finishes in
+    exactly its own number of events). (A release one send later deadlocked at M = N = 2 in
+    this model; measured slower too, it was removed: bwd.md.)"""
     for M, N in itertools.product(range(1, 21), range(1, 21)):
-        if lag == 2 and M < 2 * N:
-            continue
-        tick = simulate_events(M, N, lag, split)
+        tick = simulate_events(M, N, split)
         if M >= 2 * N:
             walk = [m_block_rot(it, rot_shift(0, M, N), M) for it in range(M)]
-            assert tick == len(kernel_events(walk, lag, split)), (M, N, lag, split, tick)
-
-
-@pytest.mark.parametrize("split", [False, True], ids=["handoff", "split"])
-def test_lag_two_needs_two_steps_between_visitors(split):
-    """Why the launcher keeps the lag-2 build's rotation to M >= 2N: with a row block's
-    visitors one step apart, each CTA holds its last turn while waiting for the next, in a
-    cycle."""
-    with pytest.raises(AssertionError, match="deadlock"):
-        simulate_events(2, 2, 2, split)
+            assert tick == len(kernel_events(walk, split)), (M, N, split, tick)

@@ -27,7 +27,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/bwd_cta.cuh"
@@ -73,18 +72,6 @@
 #ifndef FLASHKIT_BWD_DET_FENCE_SC
 #define FLASHKIT_BWD_DET_FENCE_SC 0
 #endif
-// A/B switch: 1 reads a D 128 turn right after the previous one's release (after the softmax)
-// instead of at the send, half a step ahead (at gate B the same lost 0.9%, with more registers live).
-#ifndef FLASHKIT_BWD_DET_POLL_EARLY
-#define FLASHKIT_BWD_DET_POLL_EARLY 0
-#endif
-// A/B switch: 2 releases each turn one step later (the block sent before the last, after
-// `cp.async.bulk.wait_group 1`: its adds had a whole step to complete, so the issuing lane
-// should not stall on them; the successor still gets it ~half a step before its send).
-#ifndef FLASHKIT_BWD_DET_RELEASE_LAG
-#define FLASHKIT_BWD_DET_RELEASE_LAG 1
-#endif
-static_assert(FLASHKIT_BWD_DET_RELEASE_LAG == 1 || FLASHKIT_BWD_DET_RELEASE_LAG == 2, "release lag: 1 or 2 sends");
 
 namespace flashkit::bwd_sm90 {
 
@@ -351,12 +338,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto tr_now = [] { return FLASHKIT_BWD_DET_TRACE && kDet ? prims::globaltimer() : uint64_t(0); };
   uint64_t tr_wait = 0, tr_release = 0, tr_sends = 0;
   const uint64_t tr_start = tr_now();
-  // FLASHKIT_BWD_DET_RELEASE_LAG 2: the counter of the block sent before det_sent's, while its
-  // turn is not released yet (else null).
-  constexpr bool kLag2 = FLASHKIT_BWD_DET_RELEASE_LAG == 2;
-  int32_t* det_older = nullptr;
   auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
-    if constexpr (kLag2) det_older = det_sent;  // (released by now if it was older still)
     det_sent = det_counter(i);
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
                                    : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
@@ -403,27 +385,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
     prims::bulk_commit_group();
   };
-  // lane 0: the adds of `counter`'s row block performed (all but the kInFlight newest bulk
-  // groups complete), then its turn passed on.
-  auto det_release_of = [&](auto in_flight, int32_t* counter) {
+  // lane 0: the adds of the row block sent last (det_sent) performed, then its turn passed on.
+  auto det_release = [&] {
     const uint64_t tr0 = tr_now();
-    prims::bulk_wait_group<decltype(in_flight)::value>();  // the adds performed
+    prims::bulk_wait_group<0>();        // the adds performed
     prims::fence_proxy_async_global();  // ... and ordered before this thread's generic accesses,
     if constexpr (FLASHKIT_BWD_DET_FENCE_SC != 0) __threadfence();
-    prims::red_add_release_gpu(counter, 1);  // which the release makes visible first (no fence.sc)
+    prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
     tr_release += tr_now() - tr0;
-  };
-  auto det_release = [&] { det_release_of(std::integral_constant<int, 0>{}, det_sent); };  // the last sent
-  auto det_release_older = [&] {  // lag 2: det_older's, the newest adds left in flight
-    if (det_older == nullptr) return;
-    det_release_of(std::integral_constant<int, 1>{}, det_older);
-    det_older = nullptr;
   };
   auto send_dq_split = [&](int i) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne && !kDqAlt ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
-      if constexpr (!kDet || kLag2) prims::bulk_wait_group_read<0>();
+      if constexpr (!kDet) prims::bulk_wait_group_read<0>();
     }
     __syncwarp();
     const int jx = 2 * (g & 1);
@@ -444,7 +419,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (lane == 0) {
       const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
       // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
-      if constexpr (kDet) det_turn(i, !(FLASHKIT_BWD_DET_POLL_EARLY && kDqSplit) || i == cta.iters - 1);
+      if constexpr (kDet) det_turn(i, true);
       send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne ? 0 : wg * 64, head_i, m0_i);
     }
   };
@@ -570,35 +545,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     pack_a4<T>(dsa, dp);
     if constexpr (kDqTma && !kDqSplit) {  // the previous row block's reduce-adds have read the buffer: release it
       if (wg == 1 && it > 0 && lane == 0) {
-        if constexpr (kDet) {  // row block it - 1 (its adds performed: the turn passes on); lag 2: it - 2
-          if constexpr (kLag2) {
-            det_release_older();
-          } else {
-            det_release();
-          }
-        }
+        if constexpr (kDet) det_release();  // row block it - 1 (its adds performed: the turn passes on)
         prims::bulk_wait_group_read<0>();
         prims::mbarrier_arrive(x_empty);
       }
     }
     if constexpr (kDet && kDqSplit) {  // row block it - 2, sent at the end of step it - 1
-      // (lag 2: it - 3, sent at the end of step it - 2)
-      if constexpr (FLASHKIT_BWD_DET_POLL_EARLY) {
-        if (lane == 0 && dq_writer) {
-          if constexpr (kLag2) {
-            det_release_older();
-          } else if (it > 1) {
-            det_release();
-          }
-          if (it > 0) det_poll(it - 1);  // sent at the end of this step
-        }
-      } else if (lane == 0 && dq_writer) {
-        if constexpr (kLag2) {
-          det_release_older();
-        } else if (it > 1) {
-          det_release();
-        }
-      }
+      if (lane == 0 && dq_writer && it > 1) det_release();
     }
 
     // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
@@ -805,26 +758,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       issue_dq_split((cta.iters - 1) & 1, kDqAlt ? true : dq_writer);
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
-      if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step (lag 2: iters - 3)
-        if constexpr (kLag2) {
-          if (lane == 0) det_release_older();
-        } else {
-          if (lane == 0 && cta.iters > 1) det_release();
-        }
+      if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step
+        if (lane == 0 && cta.iters > 1) det_release();
       }
       send_dq_split(cta.iters - 1);
       if constexpr (kDet) {
-        if (lane == 0) {
-          if constexpr (kLag2) det_release_older();  // iters - 2
-          det_release();
-        }
+        if (lane == 0) det_release();
       }
     }
   } else if constexpr (kDet) {  // D 64: the last row block's turn
-    if (wg == 1 && lane == 0 && cta.iters > 0) {
-      if constexpr (kLag2) det_release_older();  // iters - 2
-      det_release();
-    }
+    if (wg == 1 && lane == 0 && cta.iters > 0) det_release();
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (every wgmma,
