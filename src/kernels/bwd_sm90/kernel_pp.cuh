@@ -755,7 +755,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     if (cta.iters > 0 && (kDqAlt ? alt_writes(cta.iters - 1) : dq_writer)) {
       prims::wgmma_fence();
-      issue_dq_split((cta.iters - 1) & 1, kDqAlt ? true : dq_writer);
+      issue_dq_split((cta.iters - 1) & 1, true);  // (this warpgroup writes it: the branch above)
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       if constexpr (kDet) {  // row block iters - 2, sent at the end of the last step
