@@ -15,7 +15,7 @@ KV=${KV:-"bf16 fp8 int8"}
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 for v in "$@"; do
   name=${v%%=*}; defs=${v#*=}
-  { IFS=';'; for d in $defs; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$O/inst.orig"; } > "$F"
+  with_defines "$O/inst.orig" "$defs" > "$F"
   install_cmd "$TREE"
   step build_$name 300 "${INSTALL[@]}" || continue
   (cd "$TREE/tests/python" && step tests_$name 200 python3 -m pytest -q -x -p no:cacheprovider test_decode_gpu.py -k "quantized or fused or many_splits")

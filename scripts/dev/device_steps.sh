@@ -23,3 +23,9 @@ install_cmd() {
   INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$1/build/gpu"
     -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$1")
 }
+# with_defines ORIG DEFS > FILE: ORIG with each of DEFS (';'-separated "MACRO VALUE" pairs;
+# empty = none) prepended as a #define (the define-variant runs: decode_define_sweep.sh,
+# fwd_define_ab.sh).
+with_defines() {
+  { IFS=';'; for d in $2; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$1"; }
+}

@@ -20,8 +20,7 @@ NAMES=()
 for v in "$@"; do NAMES+=("${v%%=*}"); DEFS[${v%%=*}]=${v#*=}; done
 set_variant() {  # the instantiation files with NAME's defines
   for f in $INSTS; do
-    { IFS=';'; for d in ${DEFS[$1]}; do [ -n "$d" ] && echo "#define $d"; done; unset IFS
-      cat "$O/$f.orig"; } > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"
+    with_defines "$O/$f.orig" "${DEFS[$1]}" > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"
   done
   install_cmd "$TREE"
   step "build_$1$2" 400 "${INSTALL[@]}"
