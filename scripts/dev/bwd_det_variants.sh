@@ -5,10 +5,9 @@
 # variant is a copy of the tree with its defines set (kernel_pp.cuh, pp_traits.cuh):
 #   fence     FLASHKIT_BWD_DET_FENCE_SC=1      the fence.sc back in front of each release
 #   (early / lag2, measured slower on 2026-11-26, were removed from the kernel: bwd.md)
-#   alt       FLASHKIT_BWD_D64_DQ_ALT=1        D 64's dQ writer alternating by row block (fast mode
-#             only: time it with MODES="fast"; the define is in pp_traits.cuh)
+#   (alt, D 64's dQ writer alternating by row block, measured neutral on 2026-11-26: removed)
 # MODES="det" (default) times the deterministic mode; "fast det" both, "fast" the fast one.
-# VARIANTS="alt" (default) picks them; ~50 s of build each, 20 s per sweep.
+# VARIANTS="fence" (default) picks them; ~50 s of build each, 20 s per sweep.
 # RESIDENCY=0 skips the residency test run first on this tree.
 # ROUNDS=0: no sweeps, only the trace build (TRACE_CASES="D S causal ..." narrows its shapes).
 #   run(carry=[".carry/cur"], command="[VARIANTS='...'] [ROUNDS=0] [TRACE=0] bash .carry/cur/scripts/dev/bwd_det_variants.sh")
@@ -18,7 +17,7 @@ O=${OUT:-/tmp}/bwdvar
 . "$(dirname "$0")/device_steps.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
 KS="src/kernels/bwd_sm90/kernel_pp.cuh src/kernels/bwd_sm90/pp_traits.cuh"
-declare -A DEFS=([fence]="FLASHKIT_BWD_DET_FENCE_SC=1" [alt]="FLASHKIT_BWD_D64_DQ_ALT=1"
+declare -A DEFS=([fence]="FLASHKIT_BWD_DET_FENCE_SC=1"
                  [trace]="FLASHKIT_BWD_DET_TRACE=1")
 variant() {  # variant NAME: /tmp/var_NAME = this tree with NAME's defines
   rm -rf "/tmp/var_$1" && mkdir -p "/tmp/var_$1"
@@ -28,7 +27,7 @@ variant() {  # variant NAME: /tmp/var_NAME = this tree with NAME's defines
     (cd "/tmp/var_$1" && cat $KS) | grep -c "^#define ${d%=*} ${d#*=}\$" | sed "s/^/$1: ${d} set in /" >> "$O/summary.txt"
   done
 }
-VARS=(${VARIANTS:-alt})
+VARS=(${VARIANTS:-fence})
 ROUNDS=${ROUNDS:-2}
 [ "$ROUNDS" = 0 ] && VARS=()
 declare -A TREES=([base]="$TREE")

@@ -134,10 +134,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0;
   constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne);
   constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send one row block's dQ (kDqSplit)
-  // FLASHKIT_BWD_D64_DQ_ALT (fast mode, A/B switch): kDqOne's writer alternates by row block
-  // (warpgroup i % 2 for row block i), so the dQ product's 8 k-steps fall on both warpgroups'
-  // gates B in turn instead of always on warpgroup 1's; each warpgroup stages in its own buffer.
-  constexpr bool kDqAlt = kDqOne && !kDet && FLASHKIT_BWD_D64_DQ_ALT != 0;
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
@@ -163,9 +159,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
-  // kDqAlt: whether this warpgroup computes and sends row block i's dQ. (The call sites read
-  // `kDqAlt ? alt_writes(i) : dq_writer`: with the switch off the SASS is then 410fb5d's.)
-  auto alt_writes = [&](int i) { return (i & 1) == wg; };
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
   auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
@@ -395,7 +388,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     tr_release += tr_now() - tr0;
   };
   auto send_dq_split = [&](int i) {
-    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne && !kDqAlt ? 0 : wg) * (2 * 64 * 128);
+    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
       if constexpr (!kDet) prims::bulk_wait_group_read<0>();
@@ -608,7 +601,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::wgmma_commit();
     };
     if constexpr (kDqSplit) {
-      issue_dq_split((it + 1) & 1, kDqAlt ? alt_writes(it - 1) : dq_writer);
+      issue_dq_split((it + 1) & 1, dq_writer);
     } else {
       issue_dq(0);
     }
@@ -639,7 +632,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        if (kDqAlt ? alt_writes(it - 1) : dq_writer) send_dq_split(it - 1);
+        if (dq_writer) send_dq_split(it - 1);
       }
     } else {
 #pragma unroll
@@ -753,7 +746,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
     }
-    if (cta.iters > 0 && (kDqAlt ? alt_writes(cta.iters - 1) : dq_writer)) {
+    if (cta.iters > 0 && dq_writer) {
       prims::wgmma_fence();
       issue_dq_split((cta.iters - 1) & 1, true);  // (this warpgroup writes it: the branch above)
       prims::wgmma_wait<0>();
@@ -780,7 +773,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if ((kDqSplit ? dq_writer || kDqAlt : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   __syncthreads();
   const float scale = p.softmax_scale;

@@ -13,12 +13,6 @@
 
 #include "tiles/smem_swizzle.cuh"
 
-// A/B switch (kernel_pp.cuh, kDqAlt): D 64's dQ writer alternates between the warpgroups by
-// row block; each then needs its own 16 KB staging buffer.
-#ifndef FLASHKIT_BWD_D64_DQ_ALT
-#define FLASHKIT_BWD_D64_DQ_ALT 0
-#endif
-
 namespace flashkit::bwd_sm90 {
 
 template <typename T_, int kHeadDim_>
@@ -51,7 +45,7 @@ struct BwdPpTraits {
   static constexpr int kSmemDo = kSmemQ + kStages * QTile::kBytes;
   static constexpr int kSmemDs = kSmemDo + kStages * QTile::kBytes;  // [kDsBufs][2 warpgroups]
   static constexpr int kSmemX = kSmemDs + 2 * kDsBufs * DsTile::kBytes;  // [kXChunks] fp32 chunks
-  static constexpr int kXChunks = kDChunks == 1 && FLASHKIT_BWD_D64_DQ_ALT ? 2 : kDChunks;
+  static constexpr int kXChunks = kDChunks;
   static constexpr int kSmemLse = kSmemX + kXChunks * kXChunkBytes;  // fp32 [kStages][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + kStages * kBlockM * 4;
   // mbarriers: full[kStages], empty[kStages], x_full, x_empty, ds_empty[2]
