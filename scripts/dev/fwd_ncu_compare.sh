@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device run: ncu metrics of the forward kernel and cuDNN's (SDPA) on a few FA3-sweep shapes:
 # tensor-pipe activity, L1/shared throughput, issue activity, stall breakdown.
-#   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/fwd_ncu_compare.sh")
+# CONFIGS="D S causal;..." picks the shapes (default: D128 16k, 512, 512 causal; D256 16k).
+#   run(carry=[".carry/cur"], command="[CONFIGS='64 16384 0;64 512 0'] bash .carry/cur/scripts/dev/fwd_ncu_compare.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/ncu
@@ -23,8 +24,9 @@ for _ in range(3):
             torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal)
 torch.cuda.synchronize()
 PY
-M=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__throughput.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed
-for cfg in "128 16384 0" "128 512 0" "128 512 1" "256 16384 0"; do
+M=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__throughput.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors.sum,launch__block_size,launch__shared_mem_per_block_dynamic
+IFS=';' read -r -a CFGS <<< "${CONFIGS:-128 16384 0;128 512 0;128 512 1;256 16384 0}"
+for cfg in "${CFGS[@]}"; do
   set -- $cfg
   for impl in fk cudnn; do
     k=$([ $impl = fk ] && echo "regex:fwd_kernel" || echo "regex:fprop|sdpa|flash")
