@@ -90,6 +90,14 @@ __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 #ifndef FLASHKIT_DECODE_PREWAIT_MAX_BATCH
 #define FLASHKIT_DECODE_PREWAIT_MAX_BATCH 4
 #endif
+// Tiles prefetched per CTA before the wait (0 = the kernel's kStages): FLASHKIT_DECODE_PREWAIT_TILES
+// for the 16-bit caches, FLASHKIT_DECODE_PREWAIT_TILES_Q for the 8-bit ones (half the bytes a tile).
+#ifndef FLASHKIT_DECODE_PREWAIT_TILES
+#define FLASHKIT_DECODE_PREWAIT_TILES 0
+#endif
+#ifndef FLASHKIT_DECODE_PREWAIT_TILES_Q
+#define FLASHKIT_DECODE_PREWAIT_TILES_Q 0
+#endif
 template <class Tr>
 __device__ __forceinline__ void prewait_prefetch(const DecodeParams& p) {
   using TC = typename Tr::TC;
@@ -105,8 +113,10 @@ __device__ __forceinline__ void prewait_prefetch(const DecodeParams& p) {
   const int32_t* bt_row = p.block_table + int64_t(item.batch) * p.bt_row_stride;
   const char* k_base = static_cast<const char*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride * int64_t(sizeof(TC));
   const char* v_base = static_cast<const char*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride * int64_t(sizeof(TC));
+  constexpr int kSet = Tr::kQuant != 0 ? FLASHKIT_DECODE_PREWAIT_TILES_Q : FLASHKIT_DECODE_PREWAIT_TILES;
+  constexpr int kTiles = kSet > 0 ? kSet : Tr::kStages;
 #pragma unroll
-  for (int tile = 0; tile < Tr::kStages; ++tile) {
+  for (int tile = 0; tile < kTiles; ++tile) {
     const int64_t tok = t_begin + int64_t(tile) * kBlockN + tid;  // < capacity: a block-table entry
     if (tok >= t_end) break;
     const int page = bt_row[tok / p.page_size];
