@@ -148,8 +148,7 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
         if (fwd_sm90::use_persistent<TrP>(p) && p.total_q > 0) {
-          using TrPP = typename fwd_sm90::PersistentPick<TrP>::type;
-          if (fwd_sm90::make_q_tensor_map<TrPP>(q)) return fwd_sm90::launch_persistent<TrPP>(q, stream, dev);
+          if (fwd_sm90::make_q_tensor_map<TrP>(q)) return fwd_sm90::launch_persistent<TrP>(q, stream, dev);
           if (require_tma) return cudaErrorNotSupported;
         }
         return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,

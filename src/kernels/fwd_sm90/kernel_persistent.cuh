@@ -28,8 +28,6 @@
 //    r * gridDim.x + c for even r and r * gridDim.x + gridDim.x - 1 - c for odd r.
 #pragma once
 
-#include <type_traits>
-
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "prims/globaltimer.cuh"
 #include "prims/opaque.cuh"
@@ -54,24 +52,6 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_TMA_STORE
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
-// FLASHKIT_FWD_PERSISTENT_LAG (A/B switch, off; fwd_sm90.md "Lag-one turns"): warpgroup 0
-// takes its first gate of a tile without a turn and warpgroup 1 its last, so that in the
-// steady state warpgroup 1 runs one gate behind (its gate j waits for warpgroup 0's gate
-// j + 1). Then warpgroup 0's epilogue overlaps warpgroup 1's last two gates, and warpgroup
-// 1's epilogue warpgroup 0's first two gates of the next tile, where now both epilogues
-// fall together with no wgmma in flight (~2.6 of a 9.1 us tile at D 128, S 512, traced).
-// The turns stay balanced per tile (each warpgroup skips one sync and one arrive), and no
-// barrier phase can take two arrivals: warpgroup 0's gate 1 waits for warpgroup 1's
-// arrival at gate G - 2 of the tile before (or the arrival before the walk).
-#ifndef FLASHKIT_FWD_PERSISTENT_LAG
-#define FLASHKIT_FWD_PERSISTENT_LAG 0
-#endif
-// FLASHKIT_FWD_PERSISTENT_VSTAGES (A/B switch): V stages of the persistent kernel where they
-// fit next to O's staging tile (D 64; D 96-256 keep 2). With the lag warpgroup 0 reads V(j)
-// while warpgroup 1 still reads V(j - 1), so a third stage lets V(j + 1) load meanwhile.
-#ifndef FLASHKIT_FWD_PERSISTENT_VSTAGES
-#define FLASHKIT_FWD_PERSISTENT_VSTAGES 2
-#endif
 constexpr int kTraceSteps = 32;
 __device__ __forceinline__ void trace_put(const FwdParams& p, int step, int field) {
   if constexpr (FLASHKIT_FWD_TRACE != 0) {
@@ -90,15 +70,6 @@ struct PersistentSmem {
   static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
   static constexpr bool kStageO = kWithO <= 227 * 1024;
   static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
-};
-
-// The persistent kernel's traits for the producer traits Tr: FLASHKIT_FWD_PERSISTENT_VSTAGES
-// V stages where they fit with the staging tile, else Tr's.
-template <class Tr>
-struct PersistentPick {
-  using Wide = FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, 1, true,
-                         FLASHKIT_FWD_PERSISTENT_VSTAGES>;
-  using type = std::conditional_t<PersistentSmem<Wide>::kStageO, Wide, Tr>;
 };
 
 // The barriers: full/empty per K stage and per V stage, then Q's full and empty
@@ -170,23 +141,19 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   auto wait_v = [&](int j) { prims::mbarrier_wait(b.full_v(vbase + j), ((vbase + j) / VS) & 1); };
   auto desc_k = [&](int j) { return c.desc_k(int((kbase + j) % KS)); };
   auto desc_v = [&](int j) { return c.desc_v(int((vbase + j) % VS)); };
-  auto gate_open = [&](bool take_turn = true) {
+  auto gate_open = [&] {
     prims::fence_proxy_async_smem();
-    if (take_turn) prims::bar_sync(turn, 2 * 128);
+    prims::bar_sync(turn, 2 * 128);
     prims::fence_operands(o[0]);
     prims::wgmma_fence();
   };
-  // FLASHKIT_FWD_PERSISTENT_LAG: the first gate is warpgroup 0's without a turn, the last
-  // warpgroup 1's (the comment at the switch). (c.wg is warp-uniform: a shuffle.)
-  constexpr bool kLag = FLASHKIT_FWD_PERSISTENT_LAG != 0;
-  const bool first_turn = !kLag || c.wg == 1, last_turn = !kLag || c.wg == 0;
 
   wait_k(0);
   if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
-  gate_open(first_turn);
+  gate_open();
   issue_qk<Tr>(s, c.desc_q, desc_k(0));
   prims::wgmma_commit();
-  if (first_turn) prims::bar_arrive(other_turn, 2 * 128);
+  prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
@@ -221,10 +188,10 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
   prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
-  gate_open(last_turn);
+  gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
   prims::wgmma_commit();
-  if (last_turn) prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
+  prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 4);

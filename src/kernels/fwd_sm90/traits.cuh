@@ -18,10 +18,7 @@ namespace flashkit::fwd_sm90 {
 // registers (3 warps per register-file quadrant) and the consumers' region at 240 --
 // unless that region contains a trap (then everything stays at 168 and spills:
 // scripts/dev/setmaxnreg_probe.cu).
-// kVStages_: V stages (2; the persistent kernel's lag schedule takes 3 where they fit, see
-// kernel_persistent.cuh; the other kernels assume 2).
-template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false,
-          int kVStages_ = 2>
+template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false>
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -35,7 +32,7 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kKStages = kKStages_;
   static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr int kVStages = kVStages_;
+  static constexpr int kVStages = 2;
   static constexpr bool kProducer = kProducer_;
   static constexpr int kConsumerThreads = 128 * kWarpGroups;               // the MMA warpgroups
   static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
@@ -73,7 +70,6 @@ struct FwdTraits {
 
 // The same tile configuration with the producer warpgroup (the TMA variant).
 template <class Tr>
-using WithProducer = FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, Tr::kMinBlocks, true,
-                               Tr::kVStages>;
+using WithProducer = FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, Tr::kMinBlocks, true>;
 
 }  // namespace flashkit::fwd_sm90
