@@ -315,8 +315,10 @@ __device__ __forceinline__ void speculative_prologue(const DecodeParams& p) {
   constexpr int kPasses = kBlockN / kRowsPerPass;
   const int ld_row = tid / kChunksPerRow;
   const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
-  constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
-  const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
+  // (unhinted copies: with the evict-first policy here ptxas put the LDGSTS descriptor in an
+  // odd uniform register, desc[UR1], which faults on an H100: scripts/check_ldgsts_desc.sh)
+  constexpr bool kEvictFirst = false;
+  const uint64_t kv_policy = 0;
 #pragma unroll
   for (int tile = 0; tile < kStages - 1; ++tile) {
     if (tile < n_tiles) {
