@@ -138,96 +138,6 @@ __device__ __forceinline__ void prewait_prefetch(const DecodeParams& p) {
   }
 }
 
-// FLASHKIT_DECODE_SPECULATE (A/B switch, off; decode.md "Speculative first tiles"): with the
-// pre-wait prefetch on, the split CTAs also keep what they read before the wait (their item
-// in the last plan and the block-table entries of its first kStages tiles) and, right after
-// the wait, issue Q and the first kStages - 1 K/V tiles from those addresses while the real
-// item and block-table entries are still on their way (two dependent round trips). Then
-// every thread compares its guess with the real values; on any difference the copies are
-// drained and the prologue runs again from the real ones. The copies are issued after the
-// wait, so their data is current; only their addresses were guessed, and a guess with a block
-// id out of range is never used.
-#ifndef FLASHKIT_DECODE_SPECULATE
-#define FLASHKIT_DECODE_SPECULATE 0
-#endif
-// The pre-wait part of FLASHKIT_DECODE_SPECULATE: thread 0 reads this CTA's item in the last
-// plan into shared memory (kSmemStats, unused until the epilogue) so the guess is uniform;
-// threads < kBlockN read the block ids of its first kStages tiles, write their offsets into
-// the ring's slots as the prologue would, and prefetch the rows (prewait_prefetch's work).
-// False (this thread) when the item is out of range or one of its tokens' block ids is.
-template <class Tr>
-__device__ __forceinline__ bool prewait_guess(const DecodeParams& p) {
-  using TC = typename Tr::TC;
-  constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kOffSlots = Tr::kOffSlots;
-  constexpr int kRowBytes = Tr::kHeadDim * int(sizeof(TC));
-  extern __shared__ __align__(128) unsigned char smem[];
-  int* sG = reinterpret_cast<int*>(smem + Tr::kSmemStats);
-  int64_t* sOffKs = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffScale);
-  int64_t* sOffVs = sOffKs + kOffSlots * kBlockN;
-  int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
-  int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
-  int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (tid == 0) {
-    DecodeItem g{};
-    g.batch = -1;
-    if (int(blockIdx.x) < p.max_items) g = p.ws.items[blockIdx.x];
-    sG[0] = g.batch;
-    sG[1] = g.hr;
-    sG[2] = g.t_begin;
-    sG[3] = g.t_end;
-    sG[4] = g.len;
-  }
-  __syncthreads();
-  const int gb = sG[0], ghr = sG[1];
-  if (gb < 0 || gb >= p.batch || ghr < 0 || ghr >= p.hr_count || p.page_size <= 0 || p.row_groups <= 0) return false;
-  if (tid >= kBlockN) return true;
-  // (the split kernel's rules for the item's token range)
-  const int len = int(min(int64_t(max(sG[4], 0)), p.capacity));
-  const int t_end = min(len, sG[3]);
-  const int t_begin = min(max(sG[2], 0), t_end);
-  const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;
-  const int kv_head = ghr / p.row_groups;
-  const int32_t* bt_row = p.block_table + int64_t(gb) * p.bt_row_stride;
-  const TC* k_base = static_cast<const TC*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
-  const TC* v_base = static_cast<const TC*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
-  bool ok = true;
-#pragma unroll
-  for (int tile = 0; tile < Tr::kStages; ++tile) {
-    const int tok = t_begin + tile * kBlockN + tid;
-    const bool in_range = tile < n_tiles && tok < t_end;
-    const int page = in_range ? bt_row[tok / p.page_size] : -1;
-    int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
-    if (in_range && (page < 0 || page >= p.num_pages)) ok = false;
-    if (in_range && ok) {
-      const int in_page = tok - (tok / p.page_size) * p.page_size;
-      ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
-      ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
-#pragma unroll
-      for (int c = 0; c < kRowBytes; c += 128) {
-        prims::prefetch_l2(reinterpret_cast<const char*>(k_base + ok_k) + c);
-        prims::prefetch_l2(reinterpret_cast<const char*>(v_base + ok_v) + c);
-      }
-      if constexpr (Tr::kQuant != 0) {
-        ok_ks = int64_t(page) * p.ks_page_stride + int64_t(in_page) * p.ks_slot_stride;
-        ok_vs = int64_t(page) * p.vs_page_stride + int64_t(in_page) * p.vs_slot_stride;
-        prims::prefetch_l2(p.k_scale + int64_t(kv_head) * p.ks_head_stride + ok_ks);
-        prims::prefetch_l2(p.v_scale + int64_t(kv_head) * p.vs_head_stride + ok_vs);
-      }
-    }
-    const int slot = tile % kOffSlots;
-    sOffK[slot * kBlockN + tid] = ok_k;
-    sOffV[slot * kBlockN + tid] = ok_v;
-    if constexpr (Tr::kQuant != 0) {
-      sOffKs[slot * kBlockN + tid] = ok_ks;
-      sOffVs[slot * kBlockN + tid] = ok_vs;
-    }
-    if (lane == 0) sBad[slot * Tr::kMetaWarps + warp] = 0;
-  }
-  return ok;
-}
-
 // Clamped length of sequence b (the same rule in the plan, split and combine kernels).
 __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   const int len = p.seqlens_k[b];
@@ -239,9 +149,6 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
 #ifdef FLASHKIT_DECODE_QMINBLOCKS
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant ? FLASHKIT_DECODE_QMINBLOCKS : 1)
-#elif FLASHKIT_DECODE_SPECULATE
-// (the speculative prologue took one 8-bit D 128 kernel from 128 to 140 registers: keep 4 CTAs/SM)
-#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant && Tr::kMTiles == 1 ? 4 : 1)
 #else
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
@@ -252,103 +159,6 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
     if (threadIdx.x == 0 && blockIdx.x < kTraceSplitCtas) p.ws.trace[blockIdx.x * 8 + (i)] = (value); \
   } while (0)
 #endif
-
-// FLASHKIT_DECODE_SPECULATE, after the wait: Q rows and the copies of tiles 0..S-2 (one
-// cp.async group each, Q in tile 0's) for the guessed item (in shared memory) from the
-// offsets prewait_guess wrote: the prologue of decode_split_kernel for a real item and block
-// ids equal to the guess. The caller has passed a CTA barrier since prewait_guess.
-template <class Tr>
-__device__ __forceinline__ void speculative_prologue(const DecodeParams& p) {
-  using T = typename Tr::T;
-  using TC = typename Tr::TC;
-  using KVTile = typename Tr::KVTile;
-  using QTile = typename Tr::QTile;
-  constexpr int kQuant = Tr::kQuant;
-  constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kStages = Tr::kStages;
-  constexpr int kOffSlots = Tr::kOffSlots;
-  constexpr int kRows = Tr::kRows;
-  constexpr int kD = Tr::kHeadDim;
-  constexpr int kThreads = Tr::kThreads;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int* sG = reinterpret_cast<const int*>(smem + Tr::kSmemStats);
-  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
-  TC* sK = reinterpret_cast<TC*>(smem + Tr::kSmemK);
-  TC* sV = reinterpret_cast<TC*>(smem + Tr::kSmemV);
-  const int64_t* sOffKs = reinterpret_cast<const int64_t*>(smem + Tr::kSmemOffScale);
-  const int64_t* sOffVs = sOffKs + kOffSlots * kBlockN;
-  float* sScale = reinterpret_cast<float*>(smem + Tr::kSmemScale);
-  const int64_t* sOffK = reinterpret_cast<const int64_t*>(smem + Tr::kSmemOffK);
-  const int64_t* sOffV = reinterpret_cast<const int64_t*>(smem + Tr::kSmemOffV);
-  const int tid = threadIdx.x;
-  const int b = sG[0], hr = sG[1];
-  const int len = int(min(int64_t(max(sG[4], 0)), p.capacity));
-  const int t_end = min(len, sG[3]);
-  const int t_begin = min(max(sG[2], 0), t_end);
-  const int n_tiles = (t_end - t_begin + kBlockN - 1) / kBlockN;
-  const int kv_head = hr / p.row_groups;
-  const int row0 = (hr % p.row_groups) * kRows;
-  const int rows_valid = min(kRows, p.ratio * p.s_q - row0);
-  const TC* k_base = static_cast<const TC*>(p.k_cache) + int64_t(kv_head) * p.k_head_stride;
-  const TC* v_base = static_cast<const TC*>(p.v_cache) + int64_t(kv_head) * p.v_head_stride;
-  const float* ks_base = p.k_scale + int64_t(kv_head) * p.ks_head_stride;
-  const float* vs_base = p.v_scale + int64_t(kv_head) * p.vs_head_stride;
-  {  // Q rows
-    constexpr int kQChunksPerRow = kD * int(sizeof(T)) / 16;
-    constexpr int kQChunks = kRows * kQChunksPerRow;
-    for (int c = tid; c < kQChunks; c += kThreads) {
-      const int r = c / kQChunksPerRow;
-      const int col = (c % kQChunksPerRow) * (16 / int(sizeof(T)));
-      const int R = row0 + r;
-      const bool valid = r < rows_valid;
-      const T* src = static_cast<const T*>(p.q);
-      if (valid) {
-        const int hg = R / p.s_q, t = R - (R / p.s_q) * p.s_q;
-        src += int64_t(b) * p.q_batch_stride + int64_t(t) * p.q_tok_stride +
-               int64_t(kv_head * p.ratio + hg) * p.q_head_stride + col;
-      }
-      prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
-    }
-  }
-  constexpr int kChunksPerRow = kD * int(sizeof(TC)) / 16;
-  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  constexpr int kPasses = kBlockN / kRowsPerPass;
-  const int ld_row = tid / kChunksPerRow;
-  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
-  // (unhinted copies: with the evict-first policy here ptxas put the LDGSTS descriptor in an
-  // odd uniform register, desc[UR1], which faults on an H100: scripts/check_ldgsts_desc.sh)
-  constexpr bool kEvictFirst = false;
-  const uint64_t kv_policy = 0;
-#pragma unroll
-  for (int tile = 0; tile < kStages - 1; ++tile) {
-    if (tile < n_tiles) {
-      const int stage = tile % kStages;
-      const int slot = tile % kOffSlots;
-      TC* dk = sK + stage * KVTile::kElems;
-      TC* dv = sV + stage * KVTile::kElems;
-      if constexpr (kQuant != 0) {
-        if (tid < kBlockN) {
-          const int64_t oks = sOffKs[slot * kBlockN + tid];
-          const int64_t ovs = sOffVs[slot * kBlockN + tid];
-          float* sc = sScale + stage * 2 * kBlockN;
-          prims::cp_async_4(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
-          prims::cp_async_4(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base, ovs >= 0);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int r = ld_row + i * kRowsPerPass;
-        const int64_t ok = sOffK[slot * kBlockN + r];
-        const int64_t ov = sOffV[slot * kBlockN + r];
-        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-            dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
-            dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
-      }
-    }
-    prims::cp_async_commit();
-  }
-}
 
 template <class Tr>
 __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
@@ -371,12 +181,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #ifdef FLASHKIT_DECODE_TRACE
   const unsigned long long trace_t0 = prims::globaltimer();
 #endif
-  constexpr bool kSpec = FLASHKIT_DECODE_SPECULATE != 0 && FLASHKIT_DECODE_PREWAIT_PREFETCH != 0;
-  [[maybe_unused]] bool guess_ok = false;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kSpec) {
-    if (p.batch <= FLASHKIT_DECODE_PREWAIT_MAX_BATCH) guess_ok = prewait_guess<Tr>(p);
-  } else if constexpr (FLASHKIT_DECODE_PREWAIT_PREFETCH != 0) {
+  if constexpr (FLASHKIT_DECODE_PREWAIT_PREFETCH != 0) {
     if (p.batch <= FLASHKIT_DECODE_PREWAIT_MAX_BATCH) prewait_prefetch<Tr>(p);
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
@@ -388,17 +194,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const int hdr_hr = p.ws.header[kHdrHrCount];
   const int hdr_target = p.ws.header[kHdrTargetCtas];
   const DecodeItem item = p.ws.items[blockIdx.x];
-  // FLASHKIT_DECODE_SPECULATE: Q and tiles 0 .. kStages - 2 from the guess, while the loads
-  // above are in flight (spec is uniform: every thread's guess was usable).
-  bool spec = false;
-  if constexpr (kSpec) {
-    spec = __syncthreads_and(guess_ok) != 0;
-    if (spec) speculative_prologue<Tr>(p);
-  }
-  if (int(blockIdx.x) >= num_items) {
-    if (spec) prims::cp_async_wait<0>();
-    return;
-  }
+  if (int(blockIdx.x) >= num_items) return;
 #ifdef FLASHKIT_DECODE_TRACE
   FLASHKIT_DTRACE(0, trace_t0);
   FLASHKIT_DTRACE(1, prims::globaltimer());
@@ -408,7 +204,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   if (hdr_batch != p.batch || hdr_hr != p.hr_count || hdr_target != p.target_ctas || item.batch < 0 || item.batch >= p.batch ||
       item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
     if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
-    if (spec) prims::cp_async_wait<0>();
     return;
   }
 
@@ -522,45 +317,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
   };
 
-  // FLASHKIT_DECODE_SPECULATE: the guess against the real item and block ids (the loads of
-  // the guessed ones are exactly the prologue's when all agree); else drained and redone.
-  if constexpr (kSpec) {
-    if (spec) {
-      const int* sG = reinterpret_cast<const int*>(smem + Tr::kSmemStats);
-      bool same = item.batch == sG[0] && item.hr == sG[1] && item.t_begin == sG[2] && item.t_end == sG[3] &&
-                  item.len == sG[4];
-      if (tid < kBlockN) {  // the real offsets of tiles 0..S-1 (write_offsets' rule) against the slots
-#pragma unroll
-        for (int j = 0; j < kStages; ++j) {
-          const int page = page_of(j);
-          const int tok = t_begin + j * kBlockN + tid;
-          const bool in_range = j < n_tiles && tok < t_end;
-          int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
-          if (in_range && page >= 0 && page < p.num_pages) {
-            const int in_page = tok - (tok / p.page_size) * p.page_size;
-            ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
-            ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
-            if constexpr (kQuant != 0) {
-              ok_ks = int64_t(page) * p.ks_page_stride + int64_t(in_page) * p.ks_slot_stride;
-              ok_vs = int64_t(page) * p.vs_page_stride + int64_t(in_page) * p.vs_slot_stride;
-            }
-          }
-          const int slot = j % kOffSlots;
-          same = same && sOffK[slot * kBlockN + tid] == ok_k && sOffV[slot * kBlockN + tid] == ok_v;
-          if constexpr (kQuant != 0) {
-            same = same && sOffKs[slot * kBlockN + tid] == ok_ks && sOffVs[slot * kBlockN + tid] == ok_vs;
-          }
-        }
-      }
-      spec = __syncthreads_and(same) != 0;
-      if (!spec) {
-        prims::cp_async_wait<0>();
-        __syncthreads();
-      }
-    }
-  }
   // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
-  if (!spec) {
+  {
     constexpr int kQChunksPerRow = kD * int(sizeof(T)) / 16;
     constexpr int kQChunks = kRows * kQChunksPerRow;
     for (int c = tid; c < kQChunks; c += kThreads) {
@@ -578,21 +336,17 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
   }
   int next_page = -1;
-  if (!spec) {
-    if (tid < kBlockN) {
-      int pages[kStages];
+  if (tid < kBlockN) {
+    int pages[kStages];
 #pragma unroll
-      for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
-      next_page = page_of(kStages);
-#pragma unroll
-      for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
-  } else if (tid < kBlockN) {
+    for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
     next_page = page_of(kStages);
+#pragma unroll
+    for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
   }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
   if constexpr (kQuant != 0) {
     // Q to fp16, each 16-column k-step permuted so that a lane's K fragment is one 32-bit
