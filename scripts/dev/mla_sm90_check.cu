@@ -17,6 +17,65 @@
 
 using namespace flashkit;
 
+#if FLASHKIT_MLA_TRACE
+namespace flashkit {
+int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear);
+int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piece, int* pairs);
+}
+// The last launch's CTA start / end spread and the traced CTAs' pieces (globaltimer, us).
+static void print_pieces(int n_ctas) {
+  std::vector<unsigned long long> cta(2048 * 2), piece(4 * 8 * 5);
+  std::vector<int> pairs(4 * 8);
+  if (flashkit::mla_sm90_trace_read_pieces(cta.data(), piece.data(), pairs.data()) < 0) return;
+  unsigned long long t0 = ~0ull;
+  std::vector<double> st, en;
+  for (int i = 0; i < std::min(n_ctas, 2048); ++i)
+    if (cta[2 * i] && cta[2 * i + 1]) t0 = std::min(t0, cta[2 * i]);
+  for (int i = 0; i < std::min(n_ctas, 2048); ++i)
+    if (cta[2 * i] && cta[2 * i + 1]) { st.push_back((cta[2 * i] - t0) * 1e-3); en.push_back((cta[2 * i + 1] - t0) * 1e-3); }
+  if (st.empty()) return;
+  std::sort(st.begin(), st.end()); std::sort(en.begin(), en.end());
+  const size_t n = en.size();
+  printf("  ctas %zu: start max %.1f us | end min %.1f p10 %.1f p50 %.1f p90 %.1f max %.1f us\n", n, st.back(), en[0],
+         en[n / 10], en[n / 2], en[n * 9 / 10], en.back());
+  for (int k = 0; k < 4; ++k) {
+    printf("  traced cta %d:", k);
+    for (int pc = 0; pc < 8; ++pc) {
+      const unsigned long long* t = &piece[(k * 8 + pc) * 5];
+      if (!t[0] || !t[4] || t[0] < t0) continue;
+      printf(" [p%d %d pairs: at %.1f, prologue %.2f, loop %.1f (%.2f/pair), wg1 +%.2f, epilogue %.2f]", pc,
+             pairs[k * 8 + pc], (t[0] - t0) * 1e-3, (t[1] - t[0]) * 1e-3, (t[2] - t[1]) * 1e-3,
+             pairs[k * 8 + pc] > 1 ? (t[2] - t[1]) * 1e-3 / (pairs[k * 8 + pc] - 1) : 0.0, (t[3] - t[2]) * 1e-3,
+             (t[4] - t[3]) * 1e-3);
+    }
+    printf("\n");
+  }
+}
+// Mean cycles between the trace points of pairs 8..23 (kernel: FLASHKIT_MLA_TRACE): per
+// warpgroup, point k -> k + 1 and the pair period (point 0 -> next pair's point 0).
+static void print_trace() {
+  const int C = 4, P = 16, K = 8;
+  std::vector<unsigned long long> tr(C * 2 * P * K);
+  if (flashkit::mla_sm90_trace_read(tr.data(), int(tr.size()), true) < 0) { printf("trace read failed\n"); return; }
+  for (int wg = 0; wg < 2; ++wg) {
+    double seg[K] = {}, period = 0; int nseg[K] = {}, nper = 0;
+    for (int c = 0; c < C; ++c)
+      for (int pr = 0; pr < P; ++pr) {
+        const unsigned long long* t = &tr[((c * 2 + wg) * P + pr) * K];
+        for (int k = 0; k + 1 < 7; ++k)
+          if (t[k] && t[k + 1] && t[k + 1] >= t[k]) { seg[k] += double(t[k + 1] - t[k]); ++nseg[k]; }
+        if (pr + 1 < P) {
+          const unsigned long long* n = t + K;
+          if (t[0] && n[0] && n[0] > t[0]) { period += double(n[0] - t[0]); ++nper; }
+        }
+      }
+    printf("  trace wg%d cycles:", wg);
+    for (int k = 0; k + 1 < 7; ++k) printf(" %d->%d %.0f", k, k + 1, nseg[k] ? seg[k] / nseg[k] : -1.0);
+    printf(" | pair %.0f (n=%d)\n", nper ? period / nper : -1.0, nper);
+  }
+}
+#endif
+
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(2); } } while (0)
 
 __global__ void fill_random(__nv_bfloat16* x, size_t n, uint32_t seed) {
@@ -85,8 +144,9 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
         rem -= left + kMlaFixedOverhead; pieces[b] = split + 1; eb = b; eblk = nb[b];
         ++b; blk = 0; split = 0;
       } else {
-        const long take = std::max<long>(1, rem - kMlaFixedOverhead);
-        blk += int(take); eb = b; eblk = blk; ++split; break;
+        // the library's cut (metadata_kernel.cuh): only a positive remainder is taken
+        if (rem - kMlaFixedOverhead > 0) { blk += int(rem - kMlaFixedOverhead); eb = b; eblk = blk; ++split; }
+        break;
       }
     }
     s[2] = eb; s[3] = eblk;
@@ -197,6 +257,10 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
   printf("B=%d s_q=%d h_q=%d page=%d mean=%d causal=%d parts=%d varlen=%d: max_err %.4g lse_err %.3g bad %d err_word %u | %.3f ms %.0f TFLOPS %.0f GB/s\n",
          c.B, c.s_q, c.h_q, c.page, c.mean, c.causal, parts, c.varlen, max_err, max_lse_err, bad, err, ms, flops / ms / 1e9,
          (tokens * 576.0 * 2 + c.B * c.s_q * c.h_q * 1088.0 * 2) / ms / 1e6);
+#if FLASHKIT_MLA_TRACE
+  print_trace();
+  print_pieces(parts * p.m_blocks * h_kv);
+#endif
   cudaFree(dq); cudaFree(dkv); cudaFree(dout); cudaFree(dlse); cudaFree(dpo); cudaFree(dpl); cudaFree(dbt);
   cudaFree(dlen); cudaFree(dsched); cudaFree(dns); cudaFree(derr);
   return bad != 0;

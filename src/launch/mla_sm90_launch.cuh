@@ -67,6 +67,32 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);
 }
 
+#if FLASHKIT_MLA_TRACE
+// Development only (scripts/dev/mla_sm90_check.cu): copies the trace points out.
+int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear) {
+  const int total = mla_sm90::kTraceCtas * 2 * mla_sm90::kTracePairs * mla_sm90::kTracePoints;
+  if (n > total) n = total;
+  if (cudaMemcpyFromSymbol(dst, mla_sm90::g_mla_trace, sizeof(unsigned long long) * n) != cudaSuccess) return -1;
+  if (clear) {
+    static unsigned long long zeros[mla_sm90::kTraceCtas * 2 * mla_sm90::kTracePairs * mla_sm90::kTracePoints] = {};
+    cudaMemcpyToSymbol(mla_sm90::g_mla_trace, zeros, sizeof(zeros));
+  }
+  return n;
+}
+// CTA start / end times ([kTraceMaxCtas][2]) and the traced CTAs' pieces
+// ([kTraceCtas][kTracePieces][5] times, [kTraceCtas][kTracePieces] pair counts); cleared after.
+int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piece, int* pairs) {
+  using namespace mla_sm90;
+  if (cudaMemcpyFromSymbol(cta, g_mla_cta, sizeof(unsigned long long) * kTraceMaxCtas * 2) != cudaSuccess) return -1;
+  cudaMemcpyFromSymbol(piece, g_mla_piece, sizeof(unsigned long long) * kTraceCtas * kTracePieces * 5);
+  cudaMemcpyFromSymbol(pairs, g_mla_piece_pairs, sizeof(int) * kTraceCtas * kTracePieces);
+  static unsigned long long z[kTraceMaxCtas * 2] = {};
+  cudaMemcpyToSymbol(g_mla_cta, z, sizeof(z));
+  cudaMemcpyToSymbol(g_mla_piece, z, sizeof(unsigned long long) * kTraceCtas * kTracePieces * 5);
+  return 0;
+}
+#endif
+
 }  // namespace flashkit
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90(TAG)                                                  \

@@ -49,6 +49,22 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
+// The same with a suspend-time hint: a thread whose phase is not complete yet is suspended
+// (up to `kSuspendNs`, woken when the phase completes) instead of retrying at once, so a
+// waiting warp leaves the issue slots of its scheduler to the others (the form CUTLASS's
+// ClusterBarrier::wait uses; ptxas emits TRYWAIT + NANOSLEEP.SYNCS).
+template <uint32_t kSuspendNs = 0x989680u>
+__device__ __forceinline__ void mbarrier_wait_sleep(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity), "n"(kSuspendNs)
+        : "memory");
+  } while (!done);
+}
+
 // Named barriers: `bar_sync` waits until `count` threads have arrived at barrier `id`
 // (counting itself); `bar_arrive` arrives without waiting.
 // bar.sync / bar.arrive are .aligned: every lane of the calling warp must reach them

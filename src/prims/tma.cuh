@@ -68,6 +68,12 @@ __device__ __forceinline__ void tma_reduce_add_4d(const void* tmap, uint32_t src
 __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
+// Non-tensor bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// shared to global memory, in this thread's current bulk group.
+__device__ __forceinline__ void bulk_store(void* gdst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gdst), "r"(src), "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Until at most N of this thread's bulk groups are pending their reads of shared memory
 // (the source may be overwritten then) ...

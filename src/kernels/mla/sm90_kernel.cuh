@@ -60,7 +60,71 @@
 #define FLASHKIT_MLA_SM90_BODY 0
 #endif
 
+// Compile-time switches; the defaults are the shipped kernel, the others are kept for A/B
+// runs of scripts/dev/mla_sm90_check.cu (docs/kernels/mla.md, v13-v15):
+// FLASHKIT_MLA_TRACE: lane 0 of each warpgroup of a few CTAs records clock64() at fixed
+//   points of pairs 8..23 of its first piece into g_mla_trace (read by mla_trace_read).
+// FLASHKIT_MLA_ABL = 3 (timing only, results wrong): no waits for K chunks in Q K^T and no
+//   K loads inside the block loop: the math alone. (Bit 0 alone faults.)
+#ifndef FLASHKIT_MLA_TRACE
+#define FLASHKIT_MLA_TRACE 0
+#endif
+#ifndef FLASHKIT_MLA_ABL
+#define FLASHKIT_MLA_ABL 0
+#endif
+// FLASHKIT_MLA_STAGED_O: the epilogue writes O through shared memory with one bulk copy
+//   per row (1) or with register stores (0).
+#ifndef FLASHKIT_MLA_STAGED_O
+#define FLASHKIT_MLA_STAGED_O 1
+#endif
+// FLASHKIT_MLA_UNIFORM_TMA (bits): 1 the K copies' coordinates broadcast from lane 0 when a
+//   box is a whole block; 2 the warpgroup's other warps leave load_chunks at once (TMA;
+//   measured 2-5 % slower: off).
+#ifndef FLASHKIT_MLA_UNIFORM_TMA
+#define FLASHKIT_MLA_UNIFORM_TMA 1
+#endif
+// FLASHKIT_MLA_WAIT_SLEEP: mbarrier waits with a suspend-time hint (1) or spinning (0).
+#ifndef FLASHKIT_MLA_WAIT_SLEEP
+#define FLASHKIT_MLA_WAIT_SLEEP 1
+#endif
+
 namespace flashkit::mla_sm90 {
+
+// Waits for an mbarrier phase (FLASHKIT_MLA_WAIT_SLEEP: suspended, not spinning).
+__device__ __forceinline__ void mla_wait(uint32_t bar, uint32_t parity) {
+#if FLASHKIT_MLA_WAIT_SLEEP
+  prims::mbarrier_wait_sleep(bar, parity);
+#else
+  prims::mbarrier_wait(bar, parity);
+#endif
+}
+
+#if FLASHKIT_MLA_TRACE
+// [traced CTA 0..3][warpgroup][pair 0..15][point 0..7]
+constexpr int kTraceCtas = 4, kTracePairs = 16, kTracePoints = 8, kTraceFirstPair = 8;
+__device__ unsigned long long g_mla_trace[kTraceCtas * 2 * kTracePairs * kTracePoints];
+// %globaltimer (ns): every CTA's start (after griddepcontrol.wait) and end, [cta][2] with
+// cta = (part * h_kv + kvh) * m_blocks + m_block; and the traced CTAs' pieces (up to 8):
+// [traced CTA][piece][start, first Q K^T done, block loop done, both warpgroups done,
+// epilogue done], + pairs.
+constexpr int kTraceMaxCtas = 2048, kTracePieces = 8;
+__device__ unsigned long long g_mla_cta[kTraceMaxCtas * 2];
+__device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * 5];
+__device__ int g_mla_piece_pairs[kTraceCtas * kTracePieces];
+__device__ __forceinline__ unsigned long long mla_gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define MLA_TR(pc, k)                                                \
+  do {                                                               \
+    if ((pc).tr != nullptr && (pc).lt == 0) (pc).tr[k] = clock64();  \
+  } while (0)
+#else
+#define MLA_TR(pc, k) \
+  do {                \
+  } while (0)
+#endif
 
 // kTma: K blocks arrive by TMA (page sizes that are multiples of 16), else by cp.async.
 template <typename T_, bool kTma_>
@@ -88,7 +152,19 @@ struct Traits {
   static constexpr int kSmemBar = kSmemInv + 16;          // mbarriers: K0 chunks, K1 chunks, Q
   static constexpr int kNumBars = 2 * kChunks + 1;
   static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
+  // Epilogue staging of O in the K buffers (free then): rows padded by 16 bytes so the
+  // fragment stores of a warp's 8 rows hit distinct banks; every row start 16-byte aligned.
+  static constexpr int kORowBytesOut = kMlaHeadDimV * int(sizeof(T)) + 16;  // q's dtype
+  static constexpr int kORowBytesPart = kMlaHeadDimV * 4 + 32;              // fp32 partials
+  static_assert(kMlaBlockM * kORowBytesPart <= 2 * Tile::kBytes && kSmemK1 == kSmemK0 + Tile::kBytes,
+                "O staging fits the two K buffers");
 };
+
+// Loads inside the block loop (the ablation bit 1 drops them).
+#define MLA_LOOP_LOAD(pc, c0, c1, buf, blk, id)                                        \
+  do {                                                                             \
+    if constexpr ((FLASHKIT_MLA_ABL & 2) == 0) (pc).template load_chunks<c0, c1>(buf, blk, id); \
+  } while (0)
 
 // Named barriers (id 0 is __syncthreads).
 // (5 and 6: warpgroup-local, after zero_v_tail.)
@@ -113,6 +189,9 @@ struct Piece {
   int lt, row0;       // thread index in the warpgroup; first of its two rows
   const int32_t* bt;  // block-table row
   uint32_t bad;       // error bits seen by this thread
+#if FLASHKIT_MLA_TRACE
+  unsigned long long* tr = nullptr;  // this warpgroup's points of the current pair, or null
+#endif
 
   __device__ __forceinline__ uint32_t bar_k(int buf, int c) const {
     return prims::smem_addr(smem + Tr::kSmemBar) + 8 * (buf * Tr::kChunks + c);
@@ -151,6 +230,12 @@ struct Piece {
   // whoever waits for the chunks sees it.
   template <int c0, int c1>
   __device__ __forceinline__ void load_chunks(int buf, int block, int id) {
+#if FLASHKIT_MLA_UNIFORM_TMA & 2
+    // TMA: only the warpgroup's first warp has work here (a warp-uniform exit).
+    if constexpr (Tr::kTma) {
+      if (__shfl_sync(0xffffffffu, lt, 0) >= 32) return;
+    }
+#endif
     const int row = lookup_row();
     const int tok = block * kMlaBlockN + row;
     bool ok = row < kMlaBlockN && tok < load_end;
@@ -196,6 +281,22 @@ struct Piece {
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
       const bool issue = lt < 32 && row < kMlaBlockN;
+#if FLASHKIT_MLA_UNIFORM_TMA & 1
+      // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
+      // the coordinates are warp-uniform and each copy is one predicated instruction (with
+      // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
+      if (p.tma_box_rows == kMlaBlockN) {
+        const int ok0 = __shfl_sync(0xffffffffu, int(ok), 0);
+        const int slot0 = __shfl_sync(0xffffffffu, slot, 0);
+        const int id0 = __shfl_sync(0xffffffffu, id, 0);
+#pragma unroll
+        for (int c = c0; c < c1; ++c) {
+          prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, ok0 ? slot0 : 0, kvh,
+                                ok0 ? id0 : p.num_pages, bar_k(buf, c), policy);
+        }
+        return;
+      }
+#endif
 #pragma unroll
       for (int c = c0; c < c1; ++c) {
         prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
@@ -256,7 +357,7 @@ __device__ __forceinline__ void issue_qk_part(const Piece<Tr>& pc, int buf, uint
 #pragma unroll
   for (int i = kFrom; i < kTo; ++i) {
     const int c = (kFirst + i) % Tr::kChunks;
-    prims::mbarrier_wait(pc.bar_k(buf, c), phase);
+    if constexpr ((FLASHKIT_MLA_ABL & 1) == 0) mla_wait(pc.bar_k(buf, c), phase);
     // cp.async writes through the generic proxy: make them visible to wgmma. TMA writes
     // are async-proxy already, ordered by the transaction barrier.
     if constexpr (!Tr::kTma) prims::fence_proxy_async_smem();
@@ -466,6 +567,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
 
   // Softmax of S_A against the running max.
+  MLA_TR(pc, 0);
   mask_block(pc, s, blk, 0, t);
   float mx[2], m_new[2], sc[2], sum[2];
   row_max(s, sl2, mx);
@@ -475,6 +577,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   l[0] = l[0] * sc[0] + sum[0];
   l[1] = l[1] * sc[1] + sum[1];
   scale_o(o, sc);
+  MLA_TR(pc, 1);
 
   // O_L += P_A V_A[:, L]
   if constexpr (kLast) pc.zero_v_tail(0, blk, 0, 0);
@@ -487,6 +590,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
 
   // P_A relative to warpgroup 1's max, for O_R (while the MMAs above run).
   prims::bar_sync(kBarScale1, Tr::kThreads);
+  MLA_TR(pc, 2);
   float sc1[2];
   sc1[0] = sScale1[r0];
   sc1[1] = sScale1[r1];
@@ -505,16 +609,20 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   prims::bar_arrive(kBarP0, Tr::kThreads);
 
   // Columns 0..255 of buffer 0 are free once O_L += P_A V_A[:, L] is done: load them for
-  // the next pair; O_L to warpgroup 1's max.
+  // the next pair. (Waiting for it before the scale barrier, FlashMLA's order, measured
+  // -2 % .. +9 % time: kept here.)
   prims::wgmma_wait<0>();
   fence_o(o);
-  if constexpr (!kLast) pc.template load_chunks<0, 4>(0, blk + 2, id_a);
+  if constexpr (!kLast) MLA_LOOP_LOAD(pc, 0, 4, 0, blk + 2, id_a);
+  MLA_TR(pc, 3);
+  // O_L to warpgroup 1's max.
   scale_o(o, sc1);
   l[0] *= sc1[0];
   l[1] *= sc1[1];
 
   // O_L += P_B V_B[:, L] (P_B from warpgroup 1, in shared memory)
   prims::bar_sync(kBarP1, Tr::kThreads);
+  MLA_TR(pc, 4);
   if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 0, 0);
   fence_o(o);
   prims::wgmma_fence();
@@ -531,11 +639,13 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     prims::wgmma_commit();
     prims::wgmma_wait<1>();
     fence_o(o);
-    pc.template load_chunks<0, 4>(1, blk + 3, id_b);
+    MLA_TR(pc, 5);
+    MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
     issue_qk_part<Tr, 0, 4, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
     prims::wgmma_wait<0>();
     prims::fence_operands(s);
+    MLA_TR(pc, 6);
     ph0 ^= 1;
   }
 }
@@ -556,10 +666,12 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
     id_b = pc.page_id(blk + 3);
   }
 
+  MLA_TR(pc, 0);
   mask_block(pc, s, blk + 1, 1, t);
   float mx[2], m_new[2], sc[2], sum[2], f[2];
   row_max(s, sl2, mx);
   prims::bar_sync(kBarScale0, Tr::kThreads);
+  MLA_TR(pc, 1);
   update_running_max(pc, mx, sScale1, m_new, sc, t);
   f[0] = sc[0] * sScale0[r0];  // O_R still holds the max before warpgroup 0's update
   f[1] = sc[1] * sScale0[r1];
@@ -579,9 +691,11 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   prims::wgmma_fence();
   issue_pv_regs<Tr>(o, pa, d.v[1], 1);
   prims::wgmma_commit();
+  MLA_TR(pc, 2);
 
   // O_R += P_A V_A[:, R] (P_A from warpgroup 0, already relative to m1)
   prims::bar_sync(kBarP0, Tr::kThreads);
+  MLA_TR(pc, 3);
   if constexpr (kLast) {
     pc.zero_v_tail(0, blk, 1, 1);
     prims::wgmma_fence();
@@ -592,12 +706,15 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   // warpgroup's two P V (FlashMLA's order; measured neutral here, v9).
   prims::bar_arrive(kBarP1, Tr::kThreads);
   prims::wgmma_wait<1>();
-  if constexpr (!kLast) pc.template load_chunks<4, 9>(1, blk + 3, id_b);
+  MLA_TR(pc, 4);
+  if constexpr (!kLast) MLA_LOOP_LOAD(pc, 4, 9, 1, blk + 3, id_b);
   prims::wgmma_wait<0>();
   fence_o(o);
+  MLA_TR(pc, 5);
   if constexpr (!kLast) {
-    pc.template load_chunks<4, 9>(0, blk + 2, id_a);
+    MLA_LOOP_LOAD(pc, 4, 9, 0, blk + 2, id_a);
     issue_qk<Tr, 1>(pc, ph1, s, d.q, d.k[1], rope);
+    MLA_TR(pc, 6);
     ph1 ^= 1;
   }
 }
@@ -635,6 +752,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   }
   __syncthreads();
   grid_dependency_wait();  // the metadata (and q) may come from the previous kernel
+#if FLASHKIT_MLA_TRACE
+  const int tr_cta_id = (part * p.h_kv + kvh) * p.m_blocks + m_block;
+  if (tid == 0 && tr_cta_id < kTraceMaxCtas) g_mla_cta[tr_cta_id * 2] = mla_gtime();
+  const int tr_q4 = max(1, p.num_parts / kTraceCtas);
+  const int tr_k = (m_block == 0 && kvh == 0 && part % tr_q4 == 0 && part / tr_q4 < kTraceCtas) ? part / tr_q4 : -1;
+  int tr_piece = 0;
+  auto tr_piece_at = [&](int point) {
+    if (tid == 0 && tr_k >= 0 && tr_piece < kTracePieces)
+      g_mla_piece[(tr_k * kTracePieces + tr_piece) * 5 + point] = mla_gtime();
+  };
+#endif
 
   const int32_t* sched = p.sched + int64_t(part) * kMlaSchedInts;
   const int begin_b = sched[0], begin_blk = sched[1], end_b_raw = sched[2], end_blk = sched[3];
@@ -654,6 +782,25 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   const int rows_total = p.h_kv * p.rows_per_kv;
   const int R0 = m_block * kMlaBlockM + row0, R1 = R0 + 8;  // kv-head-local rows
   uint32_t phq = 0, ph0 = 0, ph1 = 0;
+  // Q rows of this m-block for sequence bq: thread -> row tid / 4, 16-byte pieces
+  // tid % 4 + 4i; one arrival per thread on bar_q when they land.
+  auto load_q = [&](int bq) {
+    const int r = tid >> 2;
+    const int R = m_block * kMlaBlockM + r;
+    const bool ok = R < p.rows_per_kv;
+    const T* src = reinterpret_cast<const T*>(p.q);
+    if (ok) {
+      const int tq = R / p.ratio, hh = R - tq * p.ratio;
+      src += int64_t(bq) * p.q_batch_stride + int64_t(tq) * p.q_tok_stride +
+             int64_t(kvh * p.ratio + hh) * p.q_head_stride;
+    }
+#pragma unroll
+    for (int i = 0; i < kMlaHeadDim / 8 / 4; ++i) {
+      const int col = ((tid & 3) + 4 * i) * 8;
+      prims::cp_async_16(sQ + Tr::Tile::offset(r, col), ok ? src + col : src, ok);
+    }
+    prims::cp_async_mbarrier_arrive(bar_q);
+  };
   uint32_t bad = 0;
 
   for (int b = begin_b; b <= end_b; ++b) {
@@ -671,6 +818,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     const int split = b == begin_b ? begin_split : 0;
     if (n_pieces <= 0 || split < 0 || split >= n_pieces) continue;  // not planned here
     const bool direct = n_pieces == 1;
+#if FLASHKIT_MLA_TRACE
+    tr_piece_at(0);
+    if (tid == 0 && tr_k >= 0 && tr_piece < kTracePieces)
+      g_mla_piece_pairs[tr_k * kTracePieces + tr_piece] = (max(0, min(b == end_b_raw ? end_blk : 1 << 30, (len + 63) / 64) - max(b == begin_b ? begin_blk : 0, 0)) + 1) / 2;
+#endif
     const int slot = s_first + split;
     if (!direct && (slot < 0 || slot >= p.max_partials)) continue;
 
@@ -703,27 +855,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         for (int e = 0; e < 4; ++e) o[dc][j][e] = 0.f;
     float l[2] = {0.f, 0.f};
 
+#if FLASHKIT_MLA_STAGED_O
+    if (tid < kMlaBlockM) prims::bulk_wait_group_read<0>();  // the previous piece's O copies
+#endif
     __syncthreads();  // the previous piece is done with shared memory
     if (n_blocks > 0) {
       if (tid < kMlaBlockM) sM[tid] = kInitMax;
-      // Q rows of this m-block: thread -> row tid / 4, 16-byte pieces tid % 4 + 4i.
-      {
-        const int r = tid >> 2;
-        const int R = m_block * kMlaBlockM + r;
-        const bool ok = R < p.rows_per_kv;
-        const T* src = reinterpret_cast<const T*>(p.q);
-        if (ok) {
-          const int tq = R / p.ratio, hh = R - tq * p.ratio;
-          src += int64_t(b) * p.q_batch_stride + int64_t(tq) * p.q_tok_stride +
-                 int64_t(kvh * p.ratio + hh) * p.q_head_stride;
-        }
-#pragma unroll
-        for (int i = 0; i < kMlaHeadDim / 8 / 4; ++i) {
-          const int col = ((tid & 3) + 4 * i) * 8;
-          prims::cp_async_16(sQ + Tr::Tile::offset(r, col), ok ? src + col : src, ok);
-        }
-        prims::cp_async_mbarrier_arrive(bar_q);
-      }
+      load_q(b);
       // The first pair of blocks.
       {
         const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
@@ -735,7 +873,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
           pc.template load_chunks<4, 9>(1, blk_begin + 1, id_b);
         }
       }
-      prims::mbarrier_wait(bar_q, phq);
+      mla_wait(bar_q, phq);
       phq ^= 1;
       // RoPE columns of Q into registers (the A operand of the last Q K^T k-steps).
       uint32_t rope[4][4];
@@ -757,15 +895,43 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
       const int n_pairs = (n_blocks + 1) / 2;
+#if FLASHKIT_MLA_TRACE
+      // Traced: m-block 0 of kv head 0 of parts 0, 40, 80, 120, the first piece only.
+      const int tr_cta = b == begin_b ? tr_k : -1;
+      auto trace_at = [&](int i) -> unsigned long long* {
+        const int k = i - kTraceFirstPair;
+        if (tr_cta < 0 || tr_cta >= kTraceCtas || k < 0 || k >= kTracePairs) return nullptr;
+        return g_mla_trace + ((tr_cta * 2 + wg) * kTracePairs + k) * kTracePoints;
+      };
+#define MLA_TRACE_PAIR(i) pc.tr = trace_at(i)
+#else
+#define MLA_TRACE_PAIR(i) \
+  do {                    \
+  } while (0)
+#endif
       if (wg == 0) {
         issue_qk<Tr, 0>(pc, ph0, s, d.q, d.k[0], rope);
         ph0 ^= 1;
-        for (int i = 0; i < n_pairs - 1; ++i) wg0_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph0, t);
+#if FLASHKIT_MLA_TRACE
+        tr_piece_at(1);
+#endif
+        for (int i = 0; i < n_pairs - 1; ++i) {
+          MLA_TRACE_PAIR(i);
+          wg0_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph0, t);
+        }
+        MLA_TRACE_PAIR(-1);
         wg0_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph0, t);
+#if FLASHKIT_MLA_TRACE
+        tr_piece_at(2);
+#endif
       } else {
         issue_qk<Tr, 1>(pc, ph1, s, d.q, d.k[1], rope);
         ph1 ^= 1;
-        for (int i = 0; i < n_pairs - 1; ++i) wg1_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph1, t);
+        for (int i = 0; i < n_pairs - 1; ++i) {
+          MLA_TRACE_PAIR(i);
+          wg1_pair<Tr, false>(pc, d, blk_begin + 2 * i, s, o, l, rope, ph1, t);
+        }
+        MLA_TRACE_PAIR(-1);
         wg1_pair<Tr, true>(pc, d, blk_begin + 2 * (n_pairs - 1), s, o, l, rope, ph1, t);
       }
     }
@@ -779,6 +945,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       sL[wg * 64 + row0 + 8] = l[1];
     }
     __syncthreads();
+#if FLASHKIT_MLA_TRACE
+    tr_piece_at(3);
+#endif
     float inv[2], lse[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -790,12 +959,69 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       lse[r] = sum > 0.f ? (m + __log2f(sum)) * 0.69314718055994531f : (direct ? INFINITY : -INFINITY);
     }
     const int rr[2] = {R0, R1};
+#if FLASHKIT_MLA_STAGED_O
+    // O through shared memory (the K buffers, free now: every load was waited for) and one
+    // bulk copy per row, which runs on while the CTA goes on to its next piece (that waits
+    // for the copies' reads of shared memory before it loads K). Outputs whose rows are not
+    // 16-byte aligned keep the register stores below.
+    const bool o_bulk =
+        !direct || ((reinterpret_cast<uintptr_t>(p.o) |
+                     uintptr_t(p.o_batch_stride | p.o_tok_stride | p.o_head_stride) * sizeof(T)) & 15) == 0;
+#else
+    constexpr bool o_bulk = false;
+#endif
+    if (o_bulk) {
+      const uint32_t so = prims::smem_addr(smem + Tr::kSmemK0);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+#pragma unroll
+        for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = wg * 256 + dc * 64 + j * 8 + 2 * t;
+            const float x0 = o[dc][j][2 * r] * inv[r], x1 = o[dc][j][2 * r + 1] * inv[r];
+            if (direct) {
+              st_shared_u32(so + row * Tr::kORowBytesOut + col * int(sizeof(T)), prims::pack2<T>(x0, x1));
+            } else {
+              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(so + row * Tr::kORowBytesPart + col * 4),
+                           "f"(x0), "f"(x1)
+                           : "memory");
+            }
+          }
+      }
+      prims::fence_proxy_async_smem();  // the generic-proxy stores, before the bulk copies read them
+      __syncthreads();
+      if (tid < kMlaBlockM) {
+        const int R = m_block * kMlaBlockM + tid;
+        if (R < p.rows_per_kv) {
+          if (direct) {
+            const int tq = R / p.ratio, head = kvh * p.ratio + (R - tq * p.ratio);
+            T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
+                     int64_t(head) * p.o_head_stride;
+            prims::bulk_store(out, so + tid * Tr::kORowBytesOut, kMlaHeadDimV * sizeof(T));
+          } else {
+            const int64_t prow = int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R;
+            prims::bulk_store(p.part_o + prow * kMlaHeadDimV, so + tid * Tr::kORowBytesPart, kMlaHeadDimV * 4);
+          }
+        }
+        prims::bulk_commit_group();
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int R = rr[r];
       if (R >= p.rows_per_kv) continue;
       const int tq = R / p.ratio, head = kvh * p.ratio + (R - tq * p.ratio);
-      if (direct) {
+      if (o_bulk) {
+        if (wg == 0 && t == 0) {
+          if (direct) {
+            p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[r];
+          } else {
+            p.part_lse[int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R] = lse[r];
+          }
+        }
+      } else if (direct) {
         T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
                  int64_t(head) * p.o_head_stride + wg * 256;
 #pragma unroll
@@ -820,8 +1046,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         if (wg == 0 && t == 0) p.part_lse[prow] = lse[r];
       }
     }
+#if FLASHKIT_MLA_TRACE
+    tr_piece_at(4);
+    ++tr_piece;
+#endif
   }
+#if FLASHKIT_MLA_STAGED_O
+  if (tid < kMlaBlockM) prims::bulk_wait_group<0>();  // the O copies are done before the CTA exits
+#endif
+#if FLASHKIT_MLA_TRACE
+  if (tid == 0 && tr_cta_id < kTraceMaxCtas) g_mla_cta[tr_cta_id * 2 + 1] = mla_gtime();
+#endif
   if (bad != 0) report_device_error(p.errors, bad);
+#undef MLA_TRACE_PAIR
 #endif  // FLASHKIT_MLA_SM90_BODY
 }
 
