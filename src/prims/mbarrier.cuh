@@ -37,21 +37,15 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx_if(bool pred, uint32_t
       : "memory");
 }
 
-// Blocks until the phase of `bar` with parity `parity` has completed (acquire).
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+// FLASHKIT_MBAR_WAIT_SLEEP (A/B switch of the kernels that include this, default 0): 1 makes
+// mbarrier_wait the suspending form below.
+#ifndef FLASHKIT_MBAR_WAIT_SLEEP
+#define FLASHKIT_MBAR_WAIT_SLEEP 0
+#endif
 
-// The same with a suspend-time hint: a thread whose phase is not complete yet is suspended
-// (up to `kSuspendNs`, woken when the phase completes) instead of retrying at once, so a
-// waiting warp leaves the issue slots of its scheduler to the others (the form CUTLASS's
+// The suspending wait: a thread whose phase is not complete yet is suspended (up to
+// `kSuspendNs`, woken when the phase completes) instead of retrying at once, so a waiting
+// warp leaves the issue slots of its scheduler to the others (the form CUTLASS's
 // ClusterBarrier::wait uses; ptxas emits TRYWAIT + NANOSLEEP.SYNCS).
 template <uint32_t kSuspendNs = 0x989680u>
 __device__ __forceinline__ void mbarrier_wait_sleep(uint32_t bar, uint32_t parity) {
@@ -63,6 +57,22 @@ __device__ __forceinline__ void mbarrier_wait_sleep(uint32_t bar, uint32_t parit
         : "r"(bar), "r"(parity), "n"(kSuspendNs)
         : "memory");
   } while (!done);
+}
+
+// Blocks until the phase of `bar` with parity `parity` has completed (acquire).
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+#if FLASHKIT_MBAR_WAIT_SLEEP
+  mbarrier_wait_sleep(bar, parity);
+#else
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
 }
 
 // Named barriers: `bar_sync` waits until `count` threads have arrived at barrier `id`
