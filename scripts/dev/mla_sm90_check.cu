@@ -269,10 +269,10 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
 int main(int argc, char** argv) {
   int fails = 0;
   const bool perf = argc > 1;
-  if (argc == 5) {  // one config: hq sq mean
-    const int hq = atoi(argv[2]), sq = atoi(argv[3]), mean = atoi(argv[4]);
+  if (argc == 5 || argc == 6) {  // one config: hq sq mean [page]
+    const int hq = atoi(argv[2]), sq = atoi(argv[3]), mean = atoi(argv[4]), page = argc == 6 ? atoi(argv[5]) : 64;
     const int mb = (hq * sq + 63) / 64;
-    return run_case({128, sq, hq, 64, mean, true, std::max(1, 132 / mb), false}, 7, false);
+    return run_case({128, sq, hq, page, mean, true, std::max(1, 132 / mb), false}, 7, false);
   }
   if (!perf) {
     const Case cases[] = {
