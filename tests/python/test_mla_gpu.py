@@ -190,6 +190,42 @@ def test_strided_inputs_and_scale(kernel):
     check(*case, out, lse, scale=0.03)
 
 
+@pytest.mark.parametrize("layout", ["padded_rows", "heads_outer"])
+@pytest.mark.parametrize("h_q,s_q", [(16, 1), (128, 2)])
+def test_caller_strided_out(kernel, layout, h_q, s_q):
+    """The C++ API writes a caller-allocated `out` of any (16-byte-aligned) strides, last dim
+    contiguous; the Hopper kernel's epilogue copies its rows from shared memory with one bulk
+    copy each. Rows padded to 520 elements (nothing may be written into the padding), and
+    heads outermost; sequences with one piece (written by the split kernel) and split ones
+    (by the combine). A 2-byte-shifted `out` is refused by the validation."""
+    lens = [37, 1, 64, 5000, 9000, 129]
+    q, kv, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, page=64, seed=11)
+    B = len(lens)
+    if layout == "padded_rows":
+        big = torch.full((B, s_q, h_q, DV + 8), float("nan"), dtype=q.dtype, device="cuda")
+        out = big[..., :DV]
+    else:
+        big = torch.full((h_q, B, s_q, DV), float("nan"), dtype=q.dtype, device="cuda")
+        out = big.permute(1, 2, 0, 3)
+    assert not out.is_contiguous()
+    lse = torch.full((B, h_q, s_q), float("nan"), dtype=torch.float32, device="cuda")
+    sched, splits = flash_mla.get_mla_metadata(sl, s_q * h_q, 1)
+    assert int(splits[-1]) > B  # some sequences are split
+    ws = torch.empty((flash_mla.mla_workspace_size(B, s_q, h_q, sched.shape[0]),), dtype=torch.uint8,
+                     device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    flashkit.device_errors(clear=True)
+    flashkit._C.mla_decode(q, kv, bt, sl, sched, splits, out, lse, ws, DV, 0.0, True, False, stream)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == 0
+    check(q, kv, bt, sl, out, lse, causal=True)
+    if layout == "padded_rows":
+        assert torch.isnan(big[..., DV:]).all(), "written past a row"
+        with pytest.raises(ValueError, match="out"):
+            flashkit._C.mla_decode(q, kv, bt, sl, sched, splits, big[..., 1:DV + 1], lse, ws, DV, 0.0, True,
+                                   False, stream)
+
+
 def test_one_long_sequence_many_splits(kernel):
     # h_q 16 (one m-block, so all SMs are parts of this one sequence): with h_q 128 the
     # head-repeating references alone need ~105 GiB at 200k tokens.
