@@ -83,6 +83,12 @@
 #ifndef FLASHKIT_MLA_UNIFORM_TMA
 #define FLASHKIT_MLA_UNIFORM_TMA 1
 #endif
+// FLASHKIT_MLA_EARLY_TRIGGER (bits): 1 the split kernel lets its dependent grid (the
+//   combine) launch at its CTAs' last epilogue; 2 the combine lets the next kernel launch at
+//   its start (combine_kernel.cuh).
+#ifndef FLASHKIT_MLA_EARLY_TRIGGER
+#define FLASHKIT_MLA_EARLY_TRIGGER 3
+#endif
 // FLASHKIT_MLA_WAIT_SLEEP: mbarrier waits with a suspend-time hint (1) or spinning (0).
 #ifndef FLASHKIT_MLA_WAIT_SLEEP
 #define FLASHKIT_MLA_WAIT_SLEEP 1
@@ -949,6 +955,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     __syncthreads();
 #if FLASHKIT_MLA_TRACE
     tr_piece_at(3);
+#endif
+#if FLASHKIT_MLA_EARLY_TRIGGER & 1
+    // The last piece of this CTA: the combine (the dependent grid) may get resident as the
+    // split CTAs retire; it still waits for this grid's completion before reading.
+    if (b == end_b) asm volatile("griddepcontrol.launch_dependents;");
 #endif
     float inv[2], lse[2];
 #pragma unroll
