@@ -23,7 +23,7 @@
 // (the next call's split kernel, launched with programmatic dependent launch) get resident
 // at its start; that kernel still waits for this grid before it reads or writes anything.
 #ifndef FLASHKIT_MLA_EARLY_TRIGGER
-#define FLASHKIT_MLA_EARLY_TRIGGER 3
+#define FLASHKIT_MLA_EARLY_TRIGGER 0
 #endif
 
 namespace flashkit::mla {
