@@ -63,7 +63,8 @@
 // Compile-time switches; the defaults are the shipped kernel, the others are kept for A/B
 // runs of scripts/dev/mla_sm90_check.cu (docs/kernels/mla.md, v13-v15):
 // FLASHKIT_MLA_TRACE: lane 0 of each warpgroup of a few CTAs records clock64() at fixed
-//   points of pairs 8..23 of its first piece into g_mla_trace (read by mla_trace_read).
+//   points of pairs 8..23 of its first piece into g_mla_trace, and %globaltimer points of
+//   every CTA and of the traced CTAs' pieces (read by mla_sm90_trace_read*, launcher).
 // FLASHKIT_MLA_ABL = 3 (timing only, results wrong): no waits for K chunks in Q K^T and no
 //   K loads inside the block loop: the math alone. (Bit 0 alone faults.)
 #ifndef FLASHKIT_MLA_TRACE
@@ -973,18 +974,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       lse[r] = sum > 0.f ? (m + __log2f(sum)) * 0.69314718055994531f : (direct ? INFINITY : -INFINITY);
     }
     const int rr[2] = {R0, R1};
-#if FLASHKIT_MLA_STAGED_O
-    // O through shared memory (the K buffers, free now: every load was waited for) and one
-    // bulk copy per row, which runs on while the CTA goes on to its next piece (that waits
-    // for the copies' reads of shared memory before it loads K). Outputs whose rows are not
-    // 16-byte aligned keep the register stores below.
-    const bool o_bulk =
-        !direct || ((reinterpret_cast<uintptr_t>(p.o) |
-                     uintptr_t(p.o_batch_stride | p.o_tok_stride | p.o_head_stride) * sizeof(T)) & 15) == 0;
-#else
-    constexpr bool o_bulk = false;
-#endif
-    if (o_bulk) {
+    // FLASHKIT_MLA_STAGED_O: O through shared memory (the K buffers, free now: every load
+    // was waited for) and one bulk copy per row, which runs on while the CTA goes on to its
+    // next piece (that waits for the copies' reads of shared memory before it loads K). The
+    // rows are 16-byte aligned: validate_mla_decode requires it of out's pointer and strides,
+    // and the workspace's partial rows are 2 KB apart from a 256-byte-aligned start.
+    constexpr bool o_bulk = FLASHKIT_MLA_STAGED_O != 0;
+    if constexpr (o_bulk) {
       const uint32_t so = prims::smem_addr(smem + Tr::kSmemK0);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -1027,37 +1023,29 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       const int R = rr[r];
       if (R >= p.rows_per_kv) continue;
       const int tq = R / p.ratio, head = kvh * p.ratio + (R - tq * p.ratio);
-      if (o_bulk) {
-        if (wg == 0 && t == 0) {
-          if (direct) {
-            p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[r];
-          } else {
-            p.part_lse[int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R] = lse[r];
+      const int64_t prow = int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R;
+      if constexpr (!o_bulk) {  // O from the fragments with register stores
+#pragma unroll
+        for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = wg * 256 + dc * 64 + j * 8 + 2 * t;
+            const float x0 = o[dc][j][2 * r] * inv[r], x1 = o[dc][j][2 * r + 1] * inv[r];
+            if (direct) {
+              T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
+                       int64_t(head) * p.o_head_stride;
+              *reinterpret_cast<uint32_t*>(out + col) = prims::pack2<T>(x0, x1);
+            } else {
+              *reinterpret_cast<float2*>(p.part_o + prow * kMlaHeadDimV + col) = make_float2(x0, x1);
+            }
           }
+      }
+      if (wg == 0 && t == 0) {
+        if (direct) {
+          p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[r];
+        } else {
+          p.part_lse[prow] = lse[r];
         }
-      } else if (direct) {
-        T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
-                 int64_t(head) * p.o_head_stride + wg * 256;
-#pragma unroll
-        for (int dc = 0; dc < 4; ++dc)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int col = dc * 64 + j * 8 + 2 * t;
-            *reinterpret_cast<uint32_t*>(out + col) =
-                prims::pack2<T>(o[dc][j][2 * r] * inv[r], o[dc][j][2 * r + 1] * inv[r]);
-          }
-        if (wg == 0 && t == 0) p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[r];
-      } else {
-        const int64_t prow = int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + R;
-        float* out = p.part_o + prow * kMlaHeadDimV + wg * 256;
-#pragma unroll
-        for (int dc = 0; dc < 4; ++dc)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int col = dc * 64 + j * 8 + 2 * t;
-            *reinterpret_cast<float2*>(out + col) = make_float2(o[dc][j][2 * r] * inv[r], o[dc][j][2 * r + 1] * inv[r]);
-          }
-        if (wg == 0 && t == 0) p.part_lse[prow] = lse[r];
       }
     }
 #if FLASHKIT_MLA_TRACE
