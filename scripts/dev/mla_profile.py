@@ -1,21 +1,23 @@
-"""Kernel-level times of one flashkit.mla call (split, combine, other) vs the whole call."""
-import sys, torch
-import flashkit.mla as fm
-from torch.profiler import profile, ProfilerActivity
+"""Times of MLA decode calls: the whole call (CUDA events, 20 calls after 5) and each kernel
+(torch.profiler, 20 calls), for flashkit.mla or, with --flashmla, FlashMLA (`flash_mla` on
+sys.path, e.g. PYTHONPATH=.carry/flashmla_built). Causal, fixed lengths, page 64, bf16, a
+shuffled block table, one cache reused (the shapes of scripts/dev/mla_sm90_check.cu).
+usage: python3 mla_profile.py [--flashmla] ["h_q s_q mean [B];..."]"""
+import sys
 
-def case(B, s_q, h_q, n, page=64):
-    D = 576
-    num_pages = B * n // page
-    kv = torch.randn((num_pages, page, 1, D), device="cuda").to(torch.bfloat16)
-    bt = torch.arange(num_pages, device="cuda", dtype=torch.int32).view(B, n // page)
-    sl = torch.full((B,), n, dtype=torch.int32, device="cuda")
-    q = torch.randn((B, s_q, h_q, D), device="cuda").to(torch.bfloat16)
-    return q, kv, bt, sl
+import torch
+from torch.profiler import ProfilerActivity, profile
 
-for (B, s_q, h_q, n) in [(128, 2, 128, 16384), (128, 1, 16, 16384), (128, 1, 16, 4096), (128, 2, 64, 4096)]:
-    q, kv, bt, sl = case(B, s_q, h_q, n)
-    meta, splits = fm.get_mla_metadata(sl, s_q * h_q, 1)
-    f = lambda: fm.flash_mla_with_kvcache(q, kv, bt, sl, 512, meta, splits, causal=True)
+
+def one(mod, name, hq, sq, mean, b=128, page=64):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    lens = torch.full((b,), mean, dtype=torch.int32, device="cuda")
+    mp = (mean + page - 1) // page
+    bt = torch.randperm(b * mp, dtype=torch.int32, device="cuda", generator=g).view(b, mp)
+    kv = torch.randn(b * mp, page, 1, 576, dtype=torch.bfloat16, device="cuda", generator=g)
+    q = torch.randn(b, sq, hq, 576, dtype=torch.bfloat16, device="cuda", generator=g)
+    meta, splits = mod.get_mla_metadata(lens, sq * hq, 1)
+    f = lambda: mod.flash_mla_with_kvcache(q, kv, bt, lens, 512, meta, splits, causal=True)
     for _ in range(5):
         f()
     torch.cuda.synchronize()
@@ -25,15 +27,35 @@ for (B, s_q, h_q, n) in [(128, 2, 128, 16384), (128, 1, 16, 16384), (128, 1, 16,
         f()
     e1.record()
     torch.cuda.synchronize()
-    whole = e0.elapsed_time(e1) / 20 * 1000
+    ms = e0.elapsed_time(e1) / 20
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(10):
+        for _ in range(20):
             f()
         torch.cuda.synchronize()
     ks = {}
     for ev in prof.key_averages():
-        if ev.device_type == torch.autograd.DeviceType.CUDA or getattr(ev, "device_time_total", 0) > 0:
-            ks[ev.key[:60]] = getattr(ev, "device_time_total", getattr(ev, "cuda_time_total", 0)) / 10
-    print(f"B={B} s_q={s_q} h_q={h_q} n={n}: whole {whole:.1f} us;",
-          "; ".join(f"{k}: {v:.1f}" for k, v in sorted(ks.items(), key=lambda x: -x[1])[:4]))
-    print("  num_splits total", int(splits[-1]), "parts", meta.shape[0])
+        t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if t > 0:
+            ks[ev.key[:60]] = t / 20
+    tokens = b * mean
+    tflops = 2.0 * sq * tokens * hq * (576 + 512) / ms / 1e9
+    gbs = (tokens * 576 * 2 + b * sq * hq * 1088 * 2) / (ms * 1e-3) / 1e9
+    print(f"{name} hq={hq} sq={sq} mean={mean} B={b}: call {ms * 1e3:.1f} us ({tflops:.0f} TFLOPS, {gbs:.0f} GB/s)"
+          f" | splits {int(splits[-1])}, parts {meta.shape[0]} | "
+          + "; ".join(f"{k}: {v:.1f} us" for k, v in sorted(ks.items(), key=lambda x: -x[1])[:4]), flush=True)
+
+
+def main(argv):
+    fm = "--flashmla" in argv
+    argv = [a for a in argv if a != "--flashmla"]
+    if fm:
+        import flash_mla as mod
+    else:
+        import flashkit.mla as mod
+    cfgs = argv[0] if argv else "128 2 16384;16 1 16384;16 1 4096;64 2 4096"
+    for cfg in cfgs.split(";"):
+        one(mod, "flashmla" if fm else "flashkit", *map(int, cfg.split()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

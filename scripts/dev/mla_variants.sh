@@ -3,7 +3,7 @@
 # .carry/mlabin/mla_<name>, from scripts/dev/mla_sm90_check.cu with -D switches), interleaved
 # over ROUNDS, on CFGS ("hq sq mean;..."; b 128, causal, page 64), plus the trace binaries
 # (mla_trace*) and, when .carry/flashmla (sources) or FM_BUILT (a flashmla_built folder) is
-# there, FlashMLA on the same shapes (scripts/dev/mla_fm_time.py) and ncu L2 sectors of both.
+# there, FlashMLA on the same shapes (scripts/dev/mla_profile.py --flashmla) and ncu L2 sectors of both.
 #   run(carry=[".carry/mlabin", ".carry/flashmla"], command="bash scripts/dev/mla_variants.sh")
 set -u
 R=$PWD
@@ -42,12 +42,12 @@ if [ -n "${FMPID:-}" ]; then
   tar -C /tmp/fm -cf "${OUT:-/tmp}/flashmla_built.tar" flashmla_built
 fi
 if [ -n "$FM" ]; then
-  PYTHONPATH=$FM timeout 200 python3 "$R/scripts/dev/mla_fm_time.py" "$CFGS" 2>&1 | tee "$O/fm_time.txt"
+  PYTHONPATH=$FM timeout 200 python3 "$R/scripts/dev/mla_profile.py" --flashmla "$CFGS" 2>&1 | tee "$O/fm_time.txt"
   if [ -n "${NCU-1}" ]; then
     M=dram__sectors_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_requests_srcunit_tex_op_read.sum,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum
-    PYTHONPATH=$FM timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:splitkv -s 3 -c 1 python3 "$R/scripts/dev/mla_fm_time.py" "16 1 16384" > "$O/ncu_fm_h16.txt" 2>&1
+    PYTHONPATH=$FM timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:splitkv -s 3 -c 1 python3 "$R/scripts/dev/mla_profile.py" --flashmla "16 1 16384" > "$O/ncu_fm_h16.txt" 2>&1
     timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:mla_split -s 3 -c 1 "$BIN/mla_base" perf 16 1 16384 > "$O/ncu_fk_h16.txt" 2>&1
-    PYTHONPATH=$FM timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:splitkv -s 3 -c 1 python3 "$R/scripts/dev/mla_fm_time.py" "128 2 8192" > "$O/ncu_fm_h128.txt" 2>&1
+    PYTHONPATH=$FM timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:splitkv -s 3 -c 1 python3 "$R/scripts/dev/mla_profile.py" --flashmla "128 2 8192" > "$O/ncu_fm_h128.txt" 2>&1
     timeout 120 /usr/local/cuda/bin/ncu --metrics $M -k regex:mla_split -s 3 -c 1 "$BIN/mla_base" perf 128 2 8192 > "$O/ncu_fk_h128.txt" 2>&1
     grep -hE "sectors|requests|duration|throughput|hmma|inst_executed" "$O"/ncu_*.txt
   fi
