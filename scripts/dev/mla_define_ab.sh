@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Device A/B of MLA compile-time switches on whole calls: each argument NAME=DEFINES (-D flags
-# for every CUDA file, e.g. t0="-DFLASHKIT_MLA_EARLY_TRIGGER=0"; empty = as committed) is built
+# for every CUDA file, e.g. regs="-DFLASHKIT_MLA_STAGED_O=0"; empty = as committed) is built
 # into its own build folder and installed, then the MLA sweep (BENCH_ARGS, default page 64,
 # flashkit and FlashMLA from .carry/flashmla_built) runs; ROUNDS interleaved rounds.
-#   run(carry=[".carry/flashmla_built"], command="bash scripts/dev/mla_define_ab.sh base= t0='-DFLASHKIT_MLA_EARLY_TRIGGER=0'")
+#   run(carry=[".carry/flashmla_built"], command="bash scripts/dev/mla_define_ab.sh base= regs='-DFLASHKIT_MLA_STAGED_O=0'")
 set -u -o pipefail
 R=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/mdef

@@ -19,13 +19,6 @@
 #include "kernels/mla_params.h"
 #include "prims/numeric.cuh"
 
-// Bit 2 of FLASHKIT_MLA_EARLY_TRIGGER (sm90_kernel.cuh): the combine lets the next kernel
-// (the next call's split kernel, launched with programmatic dependent launch) get resident
-// at its start; that kernel still waits for this grid before it reads or writes anything.
-#ifndef FLASHKIT_MLA_EARLY_TRIGGER
-#define FLASHKIT_MLA_EARLY_TRIGGER 0
-#endif
-
 namespace flashkit::mla {
 
 constexpr int kCombineThreads = 256;
@@ -34,9 +27,6 @@ constexpr int kCombineRows = kCombineThreads / 32;  // rows per CTA
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(const MlaParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if FLASHKIT_MLA_EARLY_TRIGGER & 2
-  asm volatile("griddepcontrol.launch_dependents;");  // the next kernel may get resident now
-#endif
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's results are complete
 #endif
   const int b = blockIdx.x, kvh = blockIdx.y;

@@ -61,7 +61,7 @@
 #endif
 
 // Compile-time switches; the defaults are the shipped kernel, the others are kept for A/B
-// runs of scripts/dev/mla_sm90_check.cu (docs/kernels/mla.md, v13-v15):
+// runs of scripts/dev/mla_sm90_check.cu (docs/kernels/mla.md, v13-v17):
 // FLASHKIT_MLA_TRACE: lane 0 of each warpgroup of a few CTAs records clock64() at fixed
 //   points of pairs 8..23 of its first piece into g_mla_trace, and %globaltimer points of
 //   every CTA and of the traced CTAs' pieces (read by mla_sm90_trace_read*, launcher).
@@ -78,35 +78,11 @@
 #ifndef FLASHKIT_MLA_STAGED_O
 #define FLASHKIT_MLA_STAGED_O 1
 #endif
-// FLASHKIT_MLA_UNIFORM_TMA (bits): 1 the K copies' coordinates broadcast from lane 0 when a
-//   box is a whole block; 2 the warpgroup's other warps leave load_chunks at once (TMA;
-//   measured 2-5 % slower: off).
-#ifndef FLASHKIT_MLA_UNIFORM_TMA
-#define FLASHKIT_MLA_UNIFORM_TMA 1
-#endif
-// FLASHKIT_MLA_EARLY_TRIGGER (bits): 1 the split kernel lets its dependent grid (the
-//   combine) launch at its CTAs' last epilogue; 2 the combine lets the next kernel launch at
-//   its start (combine_kernel.cuh). Off: whole calls, H100, 48 rows: bit 1 +0.2 % time,
-//   bits 1 + 2 +1.4 % (up to +6 % in the compute-bound rows).
-#ifndef FLASHKIT_MLA_EARLY_TRIGGER
-#define FLASHKIT_MLA_EARLY_TRIGGER 0
-#endif
-// FLASHKIT_MLA_WAIT_SLEEP: mbarrier waits with a suspend-time hint (1) or spinning (0).
-#ifndef FLASHKIT_MLA_WAIT_SLEEP
-#define FLASHKIT_MLA_WAIT_SLEEP 1
-#endif
 
 namespace flashkit::mla_sm90 {
 
-// Waits for an mbarrier phase (FLASHKIT_MLA_WAIT_SLEEP: suspended, not spinning).
-__device__ __forceinline__ void mla_wait(uint32_t bar, uint32_t parity) {
-#if FLASHKIT_MLA_WAIT_SLEEP
-  prims::mbarrier_wait_sleep(bar, parity);
-#else
-  prims::mbarrier_wait(bar, parity);
-#endif
-}
-
+// mbarrier waits suspend rather than spin (prims::mbarrier_wait_sleep; v14 in mla.md): a
+// warpgroup waiting for K chunks leaves its schedulers' issue slots to the other one.
 #if FLASHKIT_MLA_TRACE
 // [traced CTA 0..3][warpgroup][pair 0..15][point 0..7]
 constexpr int kTraceCtas = 4, kTracePairs = 16, kTracePoints = 8, kTraceFirstPair = 8;
@@ -238,12 +214,6 @@ struct Piece {
   // whoever waits for the chunks sees it.
   template <int c0, int c1>
   __device__ __forceinline__ void load_chunks(int buf, int block, int id) {
-#if FLASHKIT_MLA_UNIFORM_TMA & 2
-    // TMA: only the warpgroup's first warp has work here (a warp-uniform exit).
-    if constexpr (Tr::kTma) {
-      if (__shfl_sync(0xffffffffu, lt, 0) >= 32) return;
-    }
-#endif
     const int row = lookup_row();
     const int tok = block * kMlaBlockN + row;
     bool ok = row < kMlaBlockN && tok < load_end;
@@ -291,7 +261,6 @@ struct Piece {
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
       const bool issue = lt < 32 && row < kMlaBlockN;
-#if FLASHKIT_MLA_UNIFORM_TMA & 1
       // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
       // the coordinates are warp-uniform and each copy is one predicated instruction (with
       // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
@@ -306,7 +275,6 @@ struct Piece {
         }
         return;
       }
-#endif
 #pragma unroll
       for (int c = c0; c < c1; ++c) {
         prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
@@ -367,7 +335,7 @@ __device__ __forceinline__ void issue_qk_part(const Piece<Tr>& pc, int buf, uint
 #pragma unroll
   for (int i = kFrom; i < kTo; ++i) {
     const int c = (kFirst + i) % Tr::kChunks;
-    if constexpr ((FLASHKIT_MLA_ABL & 1) == 0) mla_wait(pc.bar_k(buf, c), phase);
+    if constexpr ((FLASHKIT_MLA_ABL & 1) == 0) prims::mbarrier_wait_sleep(pc.bar_k(buf, c), phase);
     // cp.async writes through the generic proxy: make them visible to wgmma. TMA writes
     // are async-proxy already, ordered by the transaction barrier.
     if constexpr (!Tr::kTma) prims::fence_proxy_async_smem();
@@ -883,7 +851,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
           pc.template load_chunks<4, 9>(1, blk_begin + 1, id_b);
         }
       }
-      mla_wait(bar_q, phq);
+      prims::mbarrier_wait_sleep(bar_q, phq);
       phq ^= 1;
       // RoPE columns of Q into registers (the A operand of the last Q K^T k-steps).
       uint32_t rope[4][4];
@@ -957,11 +925,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     __syncthreads();
 #if FLASHKIT_MLA_TRACE
     tr_piece_at(3);
-#endif
-#if FLASHKIT_MLA_EARLY_TRIGGER & 1
-    // The last piece of this CTA: the combine (the dependent grid) may get resident as the
-    // split CTAs retire; it still waits for this grid's completion before reading.
-    if (b == end_b) asm volatile("griddepcontrol.launch_dependents;");
 #endif
     float inv[2], lse[2];
 #pragma unroll
