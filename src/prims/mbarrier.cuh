@@ -37,12 +37,6 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx_if(bool pred, uint32_t
       : "memory");
 }
 
-// FLASHKIT_MBAR_WAIT_SLEEP (A/B switch of the kernels that include this, default 0): 1 makes
-// mbarrier_wait the suspending form below.
-#ifndef FLASHKIT_MBAR_WAIT_SLEEP
-#define FLASHKIT_MBAR_WAIT_SLEEP 0
-#endif
-
 // The suspending wait: a thread whose phase is not complete yet is suspended (up to
 // `kSuspendNs`, woken when the phase completes) instead of retrying at once, so a waiting
 // warp leaves the issue slots of its scheduler to the others (the form CUTLASS's
@@ -61,9 +55,6 @@ __device__ __forceinline__ void mbarrier_wait_sleep(uint32_t bar, uint32_t parit
 
 // Blocks until the phase of `bar` with parity `parity` has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-#if FLASHKIT_MBAR_WAIT_SLEEP
-  mbarrier_wait_sleep(bar, parity);
-#else
   uint32_t done = 0;
   do {
     asm volatile(
@@ -72,7 +63,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
-#endif
 }
 
 // Named barriers: `bar_sync` waits until `count` threads have arrived at barrier `id`
