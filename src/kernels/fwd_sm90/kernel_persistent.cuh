@@ -86,6 +86,26 @@ struct PersistentBars {
   __device__ __forceinline__ uint32_t empty_q() const { return base + 8 * (2 * KS + 2 * VS + 1); }
 };
 
+// Named barriers: the turns are 1 .. kWarpGroups (warpgroup w waits on 1 + w and passes the
+// turn to the next warpgroup, round the ring), then one per warpgroup for its epilogue, one
+// for the varlen V-tail zeroing. (Two warpgroups keep the numbers they always had: 1-2, 3-4, 6;
+// 7 is the D 256 epilogue's.)
+template <class Tr>
+struct PersistentNamedBars {
+  static constexpr int kWG = Tr::kWarpGroups;
+  static constexpr int kEpi = kWG == 2 ? 3 : 1 + kWG;
+  static constexpr int kZeroV = kWG == 2 ? 6 : 2 + 2 * kWG;
+  static_assert(kZeroV < 16 && (kWG == 2 || kZeroV != 7), "16 named barriers; 7 is D 256's");
+  // the turn after warpgroup wg's
+  __device__ __forceinline__ static int next_turn(int wg) {
+    if constexpr (kWG == 2) {
+      return 2 - wg;
+    } else {
+      return wg == kWG - 1 ? 1 : 2 + wg;
+    }
+  }
+};
+
 // Unit `round` of this CTA's walk (snake order); false past the end. A unit is a pair of
 // row blocks of one (batch, head): m and num_m_blocks - 1 - m, the heavy one first. Under a
 // causal mask every pair costs the same (num_m_blocks + 1 key tiles), so the static walk
@@ -129,7 +149,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
                                                     Softmax& softmax, int step = 0) {
   const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
-  const int turn = 1 + c.wg, other_turn = 2 - c.wg;
+  const int turn = 1 + c.wg, other_turn = PersistentNamedBars<Tr>::next_turn(c.wg);
   float s[1][Tr::kNTiles][4];
 #pragma unroll
   for (int nt = 0; nt < Tr::kNTiles; ++nt)
@@ -274,7 +294,7 @@ __device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_r
     *reinterpret_cast<uint4*>(v_stage + Tr::VTile::offset(r, col)) = make_uint4(0, 0, 0, 0);
   }
   prims::fence_proxy_async_smem();
-  prims::bar_sync(6, Tr::kConsumerThreads);
+  prims::bar_sync(PersistentNamedBars<Tr>::kZeroV, Tr::kConsumerThreads);
 }
 
 // One CTA per SM (the launcher sizes the grid), Tr::kProducer traits, no window/softcap.
@@ -282,6 +302,7 @@ template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   static_assert(Tr::kProducer && Tr::kMinBlocks == 1, "the persistent kernel has a producer warpgroup");
+  static_assert(!FLASHKIT_FWD_TRACE || Tr::kWarpGroups == 2, "the trace's fields are laid out for two warpgroups");
   using T = typename Tr::T;
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   constexpr int kCThreads = Tr::kConsumerThreads;
@@ -304,7 +325,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  const bool producer = __shfl_sync(0xffffffffu, tid / 128, 0) == 2;
+  const bool producer = __shfl_sync(0xffffffffu, tid / 128, 0) == Tr::kWarpGroups;
   if (producer) {
     prims::setmaxnreg_dec<Tr::kProducerRegs>();
     producer_persistent<Tr>(p, smem, b);
@@ -323,7 +344,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const uint64_t desc_v0 = prims::smem_desc_sw128(prims::smem_addr(sV), Tr::VTile::kBlockBytes, 1024);
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
-  if (wg == 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
+  if (wg == Tr::kWarpGroups - 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
   // (the producer's walk, step for step; these lines as one shared helper that fills the
   // BlockInfo made ptxas spill 100 B in this loop at D 256)
   int t;
@@ -396,10 +417,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       const bool tma_store = FLASHKIT_FWD_TMA_STORE != 0 && p.o_tma != 0 &&
                              (p.cu_seqlens_q == nullptr || blk.rows_here >= wg * 64 + 64);
       if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group_read<0>();  // the last store read sO
-      prims::bar_sync(3 + wg, 128);
+      prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
       stage_o_rows<Tr>(sO, o, ro, to);
       if (tma_store) prims::fence_proxy_async_smem();
-      prims::bar_sync(3 + wg, 128);
+      prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
       if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put(p, step, 6 * wg + 2);
       if (tma_store) {
         if (tid % 128 == 0) {
@@ -474,7 +495,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 5);
     attn::report_varlen_errors(p, blk.batch);
   }
-  if (wg == 0) prims::bar_sync(1, 2 * 128);  // warpgroup 1's last arrival (or its first)
+  if (wg == 0) prims::bar_sync(1, 2 * 128);  // the last warpgroup's last arrival (or its first)
   if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group<0>();  // O stores done before exit
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }

@@ -18,7 +18,13 @@ namespace flashkit::fwd_sm90 {
 // registers (3 warps per register-file quadrant) and the consumers' region at 240 --
 // unless that region contains a trap (then everything stays at 168 and spills:
 // scripts/dev/setmaxnreg_probe.cu).
-template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false>
+//
+// kWarpGroups_ = 3 (d64 only, the persistent kernel: fwd_sm90.md "d64 with three consumer
+// warpgroups"): 192-row tiles, FlashAttention-3's d64 shape; the turns go round the three
+// warpgroups, V gets as many stages as K, and the registers split 32 / 160 (128 x 32 +
+// 384 x 160 = 65536).
+template <typename T_, int kHeadDim_, int kBlockN_, int kKStages_ = 3, int kMinBlocks_ = 1, bool kProducer_ = false,
+          int kWarpGroups_ = 2>
 struct FwdTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -27,16 +33,20 @@ struct FwdTraits {
   // padding columns are computed but never stored.
   static constexpr int kHeadDimPadded = (kHeadDim + 63) / 64 * 64;
   static constexpr bool kPadded = kHeadDimPadded != kHeadDim;
-  static constexpr int kWarpGroups = 2;
+  static constexpr int kWarpGroups = kWarpGroups_;
+  static_assert(kWarpGroups == 2 || (kWarpGroups == 3 && kProducer_ && kMinBlocks_ == 1),
+                "three consumer warpgroups: the producer (persistent) kernel only");
   static constexpr int kBlockM = 64 * kWarpGroups;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kKStages = kKStages_;
   static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr int kVStages = 2;
+  static constexpr int kVStages = kWarpGroups == 3 ? kKStages_ : 2;
   static constexpr bool kProducer = kProducer_;
   static constexpr int kConsumerThreads = 128 * kWarpGroups;               // the MMA warpgroups
   static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kProducerRegs = kWarpGroups == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : 240;
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "one register file");
   static_assert(!kProducer || kMinBlocks_ == 1, "the producer design takes the whole register file");
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V
@@ -70,6 +80,7 @@ struct FwdTraits {
 
 // The same tile configuration with the producer warpgroup (the TMA variant).
 template <class Tr>
-using WithProducer = FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, Tr::kMinBlocks, true>;
+using WithProducer =
+    FwdTraits<typename Tr::T, Tr::kHeadDim, Tr::kBlockN, Tr::kKStages, Tr::kMinBlocks, true, Tr::kWarpGroups>;
 
 }  // namespace flashkit::fwd_sm90
