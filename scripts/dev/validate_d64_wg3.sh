@@ -6,6 +6,8 @@
 #   dump     outputs of fwd_dump.py's 100 shapes, two-CTA saved, three-warpgroup compared bitwise
 #   bench    ROUNDS interleaved rounds of the FA3 sweep at d64 (DTYPE), cuDNN in the first
 #   bench2   one round of FLASHKIT_FWD_D64_WG3=0 / =1 / default, fp16 rows, the long causal rows forced
+#   dump1    as dump, with FLASHKIT_FWD_D64_WG3=1 (causal calls on the three-warpgroup kernel too)
+#   causal   the causal d64 rows, =0 and =1, bf16 and fp16, ROUNDS rounds
 #   tests    forward + family GPU tests (d64 cases)
 #   sanitize memcheck, racecheck and synccheck of sanitize_small.py --quick --dims 64
 #   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/validate_d64_wg3.sh")
@@ -49,6 +51,20 @@ if has bench2; then  # the dispatch's choices: forced (=1), default (causal S < 
   # causal S_q > 64 x 192 (the persistent walk is not the default there): forced on
   step bench_causal_long 200 env FLASHKIT_FWD_PERSISTENT=1 FLASHKIT_FWD_D64_WG3=1 python3 -m flashkit.bench --sweep fa3 \
     --heads-dims 64 --dtype $DTYPE --causal yes --seqlens 8192 16384 --impls flashkit --out-dir "$O/bench" --tag clong --no-plot
+fi
+if has dump1; then  # every d64 call on the three-warpgroup kernel (causal ones too), against the two-CTA kernel
+  step dump1_two 150 env FLASHKIT_FWD_D64_WG3=0 python3 "$TREE/scripts/dev/fwd_dump.py" save /tmp/two.pt
+  step dump1_wg3 150 env FLASHKIT_FWD_D64_WG3=1 python3 "$TREE/scripts/dev/fwd_dump.py" compare /tmp/two.pt
+fi
+if has causal; then  # the causal rows, two-CTA (=0) and three-warpgroup everywhere (=1), ROUNDS rounds
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for dt in bf16 fp16; do
+      for v in 0 1; do
+        step "causal_${dt}_$v$r" 200 env FLASHKIT_FWD_D64_WG3=$v python3 -m flashkit.bench --sweep fa3 --heads-dims 64 \
+          --dtype $dt --causal yes --impls flashkit --out-dir "$O/bench" --tag "causal-$dt-$v$r" --no-plot
+      done
+    done
+  done
 fi
 if has tests; then
   step tests 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py -k '64 or tma or persistent'"

@@ -143,10 +143,18 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
 // arrives on barrier 1 once before its first tile and warpgroup 0 takes the last arrival
 // after its last one, so warpgroup 0 starts the next tile as soon as warpgroup 1 has
 // issued its last P V, while warpgroup 1 still runs its epilogue.
+//
+// `skip` (three warpgroups only, 0 otherwise): the walk's first `skip` key tiles are masked for
+// every row of this warpgroup (under a causal mask a 192-row block's first rows see fewer
+// keys than its last). The warpgroup still takes those turns, so the ring of turns stays in
+// step, but issues no MMA there, releases the stages it does not read, and starts its walk
+// (Q K^T only, then the softmax) at tile `skip`; the other warpgroups' MMAs go on the tensor
+// cores in the meantime. A masked tile leaves the online softmax as it was, so the result is
+// the same bits as walking it.
 template <class Tr, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
-                                                    Softmax& softmax, int step = 0) {
+                                                    Softmax& softmax, int step = 0, int skip = 0) {
   const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = PersistentNamedBars<Tr>::next_turn(c.wg);
@@ -168,19 +176,39 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
     prims::wgmma_fence();
   };
 
-  wait_k(0);
+  int first = 0;
+  if constexpr (Tr::kWarpGroups == 3) {
+    first = min(skip, last + 1);
+    for (int j = 0; j < first; ++j) {  // turns without MMAs: K(j) and V(j - 1) are not read
+      prims::bar_sync(turn, 2 * 128);
+      prims::bar_arrive(other_turn, 2 * 128);
+      prims::mbarrier_arrive(b.empty_k(kbase + j));
+      if (j >= 1) prims::mbarrier_arrive(b.empty_v(vbase + j - 1));
+    }
+    if (first > last) {  // no key of the block for these rows: O = 0, the last turn passed too
+      prims::bar_sync(turn, 2 * 128);
+      prims::bar_arrive(other_turn, 2 * 128);
+      prims::mbarrier_arrive(b.empty_q());
+      if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
+      return;
+    }
+  }
+  wait_k(first);
   if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
   gate_open();
-  issue_qk<Tr>(s, c.desc_q, desc_k(0));
+  issue_qk<Tr>(s, c.desc_q, desc_k(first));
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
   prims::fence_operands(s[0]);
-  prims::mbarrier_arrive(b.empty_k(kbase));
-  c.softmax_tile(0, s, o, softmax, pa);
-  for (int j = 1; j <= last; ++j) {
+  prims::mbarrier_arrive(b.empty_k(kbase + first));
+  if constexpr (Tr::kWarpGroups == 3) {
+    if (first >= 1) prims::mbarrier_arrive(b.empty_v(vbase + first - 1));  // (P V(first - 1) is skipped)
+  }
+  c.softmax_tile(first, s, o, softmax, pa);
+  for (int j = first + 1; j <= last; ++j) {
     wait_k(j);
     wait_v(j - 1);
     gate_open();
@@ -391,7 +419,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
     attn::OnlineSoftmax<1, false> softmax;
     softmax.init();
-    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax, step);
+    // (three warpgroups: the leading key tiles masked for all of this warpgroup's rows)
+    const int skip = Tr::kWarpGroups == 3 && p.causal
+                         ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
+                         : 0;
+    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax, step, skip);
     k_it += c.n_tiles;
     v_it += c.n_tiles;
     ++q_it;
