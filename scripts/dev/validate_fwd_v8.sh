@@ -2,6 +2,7 @@
 # Device run of the forward after d64's three-warpgroup kernel (fwd_sm90.md): STEPS
 #   install  build + pip install the tree (sm_90a only)
 #   bench    FA3 sweep D 64/128/256 bf16 with cuDNN and FA2 (tag v8), fp16 quick set with cuDNN
+#   dims     the dims sweep (D 96 / 192) with the peers, then with FLASHKIT_FWD_PORTABLE=1
 #   sanitize memcheck / racecheck / synccheck of sanitize_small.py --quick, every d64 call on
 #            the three-warpgroup kernel (FLASHKIT_FWD_D64_WG3=1)
 #   suite    the whole GPU test suite
@@ -23,6 +24,12 @@ if has bench; then
     --out-dir "$O/bench" --tag v8
   step bench_fp16 200 python3 -m flashkit.bench --sweep fa3 --quick --dtype fp16 --impls flashkit sdpa_cudnn \
     --out-dir "$O/bench" --tag v8-fp16 --no-plot
+fi
+if has dims; then  # D 96 / 192 (16k tokens, 16 heads) with the peers, then the portable family
+  step bench_dims 200 python3 -m flashkit.bench --sweep dims --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bench" \
+    --tag v8-dims --no-plot
+  step bench_dims_portable 200 env FLASHKIT_FWD_PORTABLE=1 python3 -m flashkit.bench --sweep dims --impls flashkit \
+    --out-dir "$O/bench" --tag v8-dims-portable --no-plot
 fi
 if has sanitize; then
   for tool in memcheck racecheck synccheck; do
