@@ -8,6 +8,8 @@
 #   bench2   one round of FLASHKIT_FWD_D64_WG3=0 / =1 / default, fp16 rows, the long causal rows forced
 #   dump1    as dump, with FLASHKIT_FWD_D64_WG3=1 (causal calls on the three-warpgroup kernel too)
 #   causal   the causal d64 rows, =0 and =1, bf16 and fp16, ROUNDS rounds
+#   final    the d64 rows for the results file (bf16 with cuDNN and FA2, fp16 quick with cuDNN;
+#            set FLASHKIT_COMMIT to the tree's commit)
 #   tests    forward + family GPU tests (d64 cases)
 #   sanitize memcheck, racecheck and synccheck of sanitize_small.py --quick --dims 64
 #   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/validate_d64_wg3.sh")
@@ -65,6 +67,13 @@ if has causal; then  # the causal rows, two-CTA (=0) and three-warpgroup everywh
       done
     done
   done
+fi
+if has final; then  # the d64 rows of the results file: FA3 sweep bf16 with both peers, fp16 quick with cuDNN
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  step final_bf16 200 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 --impls flashkit sdpa_cudnn sdpa_flash \
+    --out-dir "$O/bench" --tag final-bf16 --no-plot
+  step final_fp16 200 python3 -m flashkit.bench --sweep fa3 --quick --heads-dims 64 --dtype fp16 \
+    --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag final-fp16 --no-plot
 fi
 if has tests; then
   step tests 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py -k '64 or tma or persistent'"

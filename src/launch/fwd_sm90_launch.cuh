@@ -23,7 +23,8 @@ namespace fwd_sm90 {
 
 // Tile configuration per head dim: FwdTraits<T, D, kBlockN, kKStages, kMinBlocks>
 // (kBlockM = 128, two warpgroups). See docs/kernels/fwd_sm90.md for the measurements.
-// d64 runs 2 CTAs per SM (registers capped at 128: 44 bytes of spills, still 10-20%
+// d64 with windows / softcaps runs 2 CTAs per SM (registers capped at 128: 44 bytes of spills; the
+// other d64 calls run three consumer warpgroups, below; once 10-20%
 // faster than 1 CTA at 184 registers). d192 (three swizzle atom columns) takes d256's
 // shape. d96 runs d128's tiles with 32 zero columns (Tr::kPadded): a third more MMA work
 // for Q K^T and P V than the data needs, still on wgmma.
@@ -47,22 +48,16 @@ template <typename T> struct Config<T, 64>  {
   using Tr = FwdTraits<T, 64, FLASHKIT_FWD_D64_BLOCK_N, FLASHKIT_FWD_D64_KSTAGES, FLASHKIT_FWD_D64_ONE_CTA ? 1 : 2>;
 };
 // d64 with three consumer warpgroups (192 x 128 tiles, 4 K / 4 V stages, the persistent
-// kernel only; fwd_sm90.md "d64 with three consumer warpgroups"): the calls the persistent
-// kernel takes; the rest (windows, softcaps, causal calls of more than 64 row blocks, maps
-// that cannot be made, short causal calls: d64_wg3_suits) run the two-CTA kernel above.
-// FLASHKIT_FWD_D64_WG3=0 (read once) keeps every d64 call on the two-CTA kernel.
+// kernel; fwd_sm90.md "d64 with three consumer warpgroups"): every d64 call without a window
+// or softcap whose maps can be made, causal ones of any length included (unlike D 128, whose
+// persistent walk stops at 64 row blocks: here +12% at causal 16k). The rest runs the two-CTA
+// kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0 (read once) keeps every
+// d64 call on the two-CTA kernel.
 #ifndef FLASHKIT_FWD_D64_WG3
 #define FLASHKIT_FWD_D64_WG3 1
 #endif
 template <typename T>
 using D64Wg3Traits = FwdTraits<T, 64, 128, 4, 1, true, 3>;
-// Causal calls with short sequences stay on the two-CTA kernel: a 192-row block sees 64 more
-// keys than a 128-row one, at S = 1k a third more MMA work (H100, 2026-11-27: -7% there,
-// equal at 512 and 2k). Long causal calls do take it (unlike D 128, whose persistent walk
-// stops at 64 row blocks): +12% at 16k. FLASHKIT_FWD_D64_WG3=1 (read once) skips the choice;
-// FLASHKIT_FWD_PERSISTENT=0 turns this kernel off with the other persistent ones.
-constexpr int kD64Wg3CausalMinSeqQ = 2048;
-inline bool d64_wg3_suits(const FwdParams& p) { return !p.causal || p.seqlen_q >= kD64Wg3CausalMinSeqQ; }
 template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 3>; };  // padded to 128
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
@@ -160,13 +155,11 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   if constexpr (kHeadDim == 64 && Tr::kMinBlocks == 2 && FLASHKIT_FWD_D64_WG3 != 0) {
     using Tr3 = fwd_sm90::D64Wg3Traits<typename ElementOf<Tag>::type>;
     static const bool wg3_off = dispatch::env_off("FLASHKIT_FWD_D64_WG3");
-    static const bool wg3_forced = dispatch::env_flag("FLASHKIT_FWD_D64_WG3");
     static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
     static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
     static const bool persistent_off = dispatch::env_off("FLASHKIT_FWD_PERSISTENT");
     static_assert(fwd_sm90::PersistentSmem<Tr3>::kStageO, "O's staging tile fits");
-    if (!wg3_off && !persistent_off && use_tma && p.total_k > 0 && p.total_q > 0 &&
-        (wg3_forced || fwd_sm90::d64_wg3_suits(p))) {
+    if (!wg3_off && !persistent_off && use_tma && p.total_k > 0 && p.total_q > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<Tr3>(q) && fwd_sm90::make_q_tensor_map<Tr3>(q)) {
         return fwd_sm90::launch_persistent<Tr3>(q, stream, dev);

@@ -146,7 +146,7 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
 //
 // `skip` (three warpgroups only, 0 otherwise): the walk's first `skip` key tiles are masked for
 // every row of this warpgroup (under a causal mask a 192-row block's first rows see fewer
-// keys than its last). The warpgroup still takes those turns, so the ring of turns stays in
+// keys than its last; every tile when its rows lie past the sequence's end). The warpgroup still takes those turns, so the ring of turns stays in
 // step, but issues no MMA there, releases the stages it does not read, and starts its walk
 // (Q K^T only, then the softmax) at tile `skip`; the other warpgroups' MMAs go on the tensor
 // cores in the meantime. A masked tile leaves the online softmax as it was, so the result is
@@ -419,10 +419,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
     attn::OnlineSoftmax<1, false> softmax;
     softmax.init();
-    // (three warpgroups: the leading key tiles masked for all of this warpgroup's rows)
-    const int skip = Tr::kWarpGroups == 3 && p.causal
-                         ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
-                         : 0;
+    // (three warpgroups: the leading key tiles masked for all of this warpgroup's rows; all of
+    // them where its rows lie past the sequence's end, e.g. warpgroup 2 of the last 192-row
+    // block at S_q = 512, which would otherwise multiply zero rows of Q)
+    int skip = 0;
+    if constexpr (Tr::kWarpGroups == 3) {
+      skip = 64 * wg >= blk.rows_here ? c.n_tiles
+             : p.causal              ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
+                                     : 0;
+    }
     mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax, step, skip);
     k_it += c.n_tiles;
     v_it += c.n_tiles;
