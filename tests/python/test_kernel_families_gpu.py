@@ -200,3 +200,60 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     assert runs[2] == runs[1], "persistent kernel != cp.async kernel"
     assert runs[3] == runs[2], "persistent kernel, thread-store epilogue != TMA-store epilogue"
     assert runs[4] == runs[1], "persistent kernel, FLASHKIT_FWD_D64_WG3=1 != cp.async kernel"
+
+
+_D64_EDGE_PROBE = r"""
+import hashlib, sys, torch, flashkit
+from flashkit.testing import (attention_pytorch, attention_reference, check_close, check_lse,
+                              check_written, poison_)
+g = torch.Generator(device="cuda").manual_seed(64)
+stream = torch.cuda.current_stream().cuda_stream
+out, bad = [], []
+# query lengths around the 192-row tiles of the three-warpgroup kernel and its 64-row
+# warpgroups (1, a partial warpgroup, whole ones, one row past a tile), key lengths equal,
+# longer and shorter (bottom-right causal: rows that see no key), GQA 4/1 and MHA
+for dt in (torch.bfloat16, torch.float16):
+    for s_q in (1, 63, 65, 191, 192, 193, 383, 385, 577):
+        for s_k in sorted({s_q, s_q + 77, max(1, s_q - 50)}):
+            for causal in (False, True):
+                hq, hkv = (4, 1) if (s_q + s_k) % 2 else (2, 2)
+                q = torch.randn(2, s_q, hq, 64, device="cuda", dtype=dt, generator=g)
+                k = torch.randn(2, s_k, hkv, 64, device="cuda", dtype=dt, generator=g)
+                v = torch.randn(2, s_k, hkv, 64, device="cuda", dtype=dt, generator=g)
+                o = poison_(torch.empty_like(q))
+                lse = poison_(torch.empty(2, hq, s_q, device="cuda", dtype=torch.float32))
+                flashkit._C.attention_fwd(q, k, v, o, lse=lse, causal=causal, stream=stream)
+                torch.cuda.synchronize()
+                qc, kc, vc = q.cpu(), k.cpu(), v.cpu()
+                ref, lse_ref = attention_reference(qc, kc, vc, causal=causal, compute_dtype=torch.float64)
+                pt = attention_pytorch(qc, kc, vc, causal=causal)
+                for r in (check_written(o, ref), check_close(o.cpu(), ref, pt), check_lse(lse, lse_ref)):
+                    if not r.ok:
+                        bad.append(f"{dt} s_q={s_q} s_k={s_k} causal={causal}: {r.message}")
+                out.append(hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
+                                          lse.view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+if bad:
+    sys.exit("\n".join(bad[:20]))
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
+    """d64 on Hopper runs 192-row tiles of three consumer warpgroups (every call without a
+    window or softcap); FLASHKIT_FWD_D64_WG3=0 runs the two-CTA kernel of 128-row tiles
+    instead. Query lengths around both tile sizes and their 64-row warpgroups (warpgroups
+    whose rows lie past the end, or see no key under a bottom-right causal mask, skip their
+    MMAs): each run must pass the reference checks into NaN-poisoned out/lse, and the two
+    kernels must agree bitwise (the same MMAs and softmax per row)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/64" not in kernels:
+        pytest.skip("no Hopper d64 forward on this GPU / build")
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT",
+            "FLASHKIT_FWD_TMA_STORE", "FLASHKIT_FWD_D64_WG3"]
+    three = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
+    two = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_D64_WG3": "0"}, drop).split()
+    assert len(three) == 2 * 2 * (2 + 8 * 3)  # dtypes x causal x (s_q, s_k) pairs (s_q = 1: two s_k)
+    assert three == two, "d64: three-warpgroup kernel != two-CTA kernel"
