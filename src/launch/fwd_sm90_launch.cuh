@@ -152,11 +152,11 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   if (launch_util::fwd_needs_mods(p)) {
     return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
+  static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
+  static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
   if constexpr (kHeadDim == 64 && Tr::kMinBlocks == 2 && FLASHKIT_FWD_D64_WG3 != 0) {
     using Tr3 = fwd_sm90::D64Wg3Traits<typename ElementOf<Tag>::type>;
     static const bool wg3_off = dispatch::env_off("FLASHKIT_FWD_D64_WG3");
-    static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
-    static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
     static const bool persistent_off = dispatch::env_off("FLASHKIT_FWD_PERSISTENT");
     static_assert(fwd_sm90::PersistentSmem<Tr3>::kStageO, "O's staging tile fits");
     if (!wg3_off && !persistent_off && use_tma && p.total_k > 0 && p.total_q > 0) {
@@ -164,12 +164,11 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (fwd_sm90::make_kv_tensor_maps<Tr3>(q) && fwd_sm90::make_q_tensor_map<Tr3>(q)) {
         return fwd_sm90::launch_persistent<Tr3>(q, stream, dev);
       }
+      if (require_tma) return cudaErrorNotSupported;
     }
   }
   if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
     using TrP = fwd_sm90::WithProducer<Tr>;
-    static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
-    static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
     if (use_tma && p.total_k > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {

@@ -146,11 +146,11 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
 //
 // `skip` (three warpgroups only, 0 otherwise): the walk's first `skip` key tiles are masked for
 // every row of this warpgroup (under a causal mask a 192-row block's first rows see fewer
-// keys than its last; every tile when its rows lie past the sequence's end). The warpgroup still takes those turns, so the ring of turns stays in
-// step, but issues no MMA there, releases the stages it does not read, and starts its walk
-// (Q K^T only, then the softmax) at tile `skip`; the other warpgroups' MMAs go on the tensor
-// cores in the meantime. A masked tile leaves the online softmax as it was, so the result is
-// the same bits as walking it.
+// keys than its last; every tile when its rows lie past the sequence's end). The warpgroup
+// still takes those turns, so the ring of turns stays in step, but issues no MMA there,
+// releases the stages it does not read, and starts its walk (Q K^T only, then the softmax) at
+// tile `skip`; the other warpgroups' MMAs go on the tensor cores in the meantime. A masked
+// tile leaves the online softmax as it was, so the result is the same bits as walking it.
 template <class Tr, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
