@@ -4,8 +4,11 @@
     python3 scripts/dev/fwd_trace.py [D] [S] [causal 0/1]
 
 Prints, per tile (CTA, walk step), the medians over the grid of: the consumers' wait for Q,
-for K(0), the first Q K^T, the main loop, the epilogue (warpgroup 0 and 1), and when the
-producer issued K(0) / Q / V(0) relative to the tile's begin on warpgroup 0.
+for K(0), the first Q K^T, the main loop, the epilogue (warpgroup 0 and 1, and 2 at d64, whose
+persistent kernel has three consumer warpgroups: 24 fields per step instead of 16), and when
+the producer issued K(0) / Q / V(0) relative to the tile's begin on warpgroup 0. A warpgroup
+that skipped the whole block (rows past the end, or no visible key) has no K(0) / first-S /
+last-P V points: its tile is left out of that warpgroup's columns.
 """
 import os
 import statistics
@@ -31,8 +34,10 @@ out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
 torch.cuda.synchronize()
 steps = 32
 sms = torch.cuda.get_device_properties(0).multi_processor_count
-raw = lse.reshape(-1).view(torch.int64)[: sms * steps * 16].view(sms, steps, 16).cpu()
-valid = raw[:, :, 15] != 0
+nwg = 3 if D == 64 and os.environ.get("FLASHKIT_FWD_D64_WG3", "1") != "0" else 2
+nf, pb = (24 if nwg == 3 else 16), 6 * nwg  # fields per step, the producer's first field
+raw = lse.reshape(-1).view(torch.int64)[: sms * steps * nf].view(sms, steps, nf).cpu()
+valid = raw[:, :, pb + 3] != 0
 t0 = raw[raw > 0].min().item()
 rel = (raw - t0).double() / 1000.0  # us
 rows = []
@@ -40,19 +45,28 @@ for c in range(sms):
     for st in range(steps):
         if not valid[c, st] or raw[c, st, 0] == 0:
             continue
-        r = rel[c, st]
-        if epi:
-            rows.append(dict(
-                start0=r[3] - r[0], loop0=r[4] - r[3], norm0=r[1] - r[4], stage0=r[2] - r[1], store0=r[5] - r[2],
-                start1=r[9] - r[6], loop1=r[10] - r[9], norm1=r[7] - r[10], stage1=r[8] - r[7], store1=r[11] - r[8],
-                wg1_lag=r[6] - r[0], tile=r[5] - r[0]))
-            continue
-        rows.append(dict(
-            q0=r[1] - r[0], k0=r[2] - r[1], s0=r[3] - r[2], loop0=r[4] - r[3], epi0=r[5] - r[4],
-            q1=r[7] - r[6], k1=r[8] - r[7], s1=r[9] - r[8], loop1=r[10] - r[9], epi1=r[11] - r[10],
-            pk=r[12] - r[0], pq=r[13] - r[0], pv=r[14] - r[0], wg1_lag=r[6] - r[0], tile=r[5] - r[0]))
-print(f"D{D} S{S} causal={int(causal)}: {len(rows)} traced tiles on {sms} CTAs; kernel span "
-      f"{(raw[raw > 0].max().item() - t0) / 1000:.1f} us")
-for key in rows[0]:
-    vals = sorted(float(x[key]) for x in rows)
-    print(f"  {key:6s} median {statistics.median(vals):7.2f} us   p10 {vals[len(vals) // 10]:7.2f}   p90 {vals[9 * len(vals) // 10]:7.2f}")
+        r, z = rel[c, st], raw[c, st]
+        row = dict(tile=r[5] - r[0])
+        for w in range(nwg):
+            f = 6 * w
+            if any(z[f + i] == 0 for i in range(6)):
+                continue  # this warpgroup skipped the block
+            if epi:
+                row.update({f"start{w}": r[f + 3] - r[f], f"loop{w}": r[f + 4] - r[f + 3],
+                            f"norm{w}": r[f + 1] - r[f + 4], f"stage{w}": r[f + 2] - r[f + 1],
+                            f"store{w}": r[f + 5] - r[f + 2]})
+            else:
+                row.update({f"q{w}": r[f + 1] - r[f], f"k{w}": r[f + 2] - r[f + 1], f"s{w}": r[f + 3] - r[f + 2],
+                            f"loop{w}": r[f + 4] - r[f + 3], f"epi{w}": r[f + 5] - r[f + 4]})
+            if w:
+                row[f"wg{w}_lag"] = r[f] - r[0]
+        if not epi:
+            row.update(pk=r[pb] - r[0], pq=r[pb + 1] - r[0], pv=r[pb + 2] - r[0])
+        rows.append(row)
+print(f"D{D} S{S} causal={int(causal)}, {nwg} consumer warpgroups: {len(rows)} traced tiles on {sms} CTAs; "
+      f"kernel span {(raw[raw > 0].max().item() - t0) / 1000:.1f} us")
+keys = list(dict.fromkeys(k for x in rows for k in x))
+for key in keys:
+    vals = sorted(float(x[key]) for x in rows if key in x)
+    print(f"  {key:8s} median {statistics.median(vals):7.2f} us   p10 {vals[len(vals) // 10]:7.2f}   "
+          f"p90 {vals[9 * len(vals) // 10]:7.2f}   ({len(vals)} tiles)")

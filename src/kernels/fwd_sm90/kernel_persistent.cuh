@@ -36,11 +36,13 @@ namespace flashkit::fwd_sm90 {
 
 // FLASHKIT_FWD_TRACE (diagnostic builds only; off, the kernel compiles to the same SASS): per CTA and walk step,
 // %globaltimer at the points below, written over the LSE output (which the trace build does
-// not write): u64 [gridDim.x][kTraceSteps][16], fields
+// not write): u64 [gridDim.x][kTraceSteps][TraceLayout::kFields], fields
 //   0 consumer wg0 tile begin   1 wg0 Q ready   2 wg0 K(0) ready   3 wg0 first S ready
 //   4 wg0 last P V done         5 wg0 epilogue done
-//   6..11 the same for wg1      12 producer K(0) issued  13 Q issued  14 V(0) issued  15 step+1
-// FLASHKIT_FWD_TRACE 2: fields 1 and 2 (7, 8) are epilogue points instead: O normalized, O
+//   6..11 the same for wg1 (and 12..17 for wg2 with three warpgroups), then the producer's:
+//   K(0) issued, Q issued, V(0) issued, step+1 (12..15 with two warpgroups, 18..21 with three;
+//   16 fields per step with two warpgroups, 24 with three)
+// FLASHKIT_FWD_TRACE 2: fields 1 and 2 (7, 8, ...) are epilogue points instead: O normalized, O
 // staged in shared memory.
 // Read it with scripts/dev/fwd_trace.py (call with return_lse=True and an LSE of >= the size).
 #ifndef FLASHKIT_FWD_TRACE
@@ -53,11 +55,17 @@ namespace flashkit::fwd_sm90 {
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
 constexpr int kTraceSteps = 32;
+template <class Tr>
+struct TraceLayout {
+  static constexpr int kFields = Tr::kWarpGroups == 2 ? 16 : 24;
+  static constexpr int kProducer = 6 * Tr::kWarpGroups;  // K(0), Q, V(0), step + 1
+};
+template <class Tr>
 __device__ __forceinline__ void trace_put(const FwdParams& p, int step, int field) {
   if constexpr (FLASHKIT_FWD_TRACE != 0) {
     if (p.lse == nullptr || step >= kTraceSteps) return;
     uint64_t* tr = reinterpret_cast<uint64_t*>(p.lse);
-    tr[(int64_t(blockIdx.x) * kTraceSteps + step) * 16 + field] = prims::globaltimer();
+    tr[(int64_t(blockIdx.x) * kTraceSteps + step) * TraceLayout<Tr>::kFields + field] = prims::globaltimer();
   }
 }
 
@@ -194,13 +202,13 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
     }
   }
   wait_k(first);
-  if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put(c.p, step, 6 * c.wg + 2);
+  if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 2);
   gate_open();
   issue_qk<Tr>(s, c.desc_q, desc_k(first));
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
-  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 3);
+  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
   prims::fence_operands(s[0]);
   prims::mbarrier_arrive(b.empty_k(kbase + first));
@@ -242,7 +250,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
   prims::bar_arrive(other_turn, 2 * 128);  // (the turns run on across tiles)
   prims::wgmma_wait<0>();
   prims::fence_operands(o[0]);
-  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put(c.p, step, 6 * c.wg + 4);
+  if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 4);
   // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
   if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
 }
@@ -287,8 +295,8 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
       ++v_it;
     };
     load_k(0);
-    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 12);
-    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 15);
+    if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 0);
+    if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 3);
     if (q_it >= 1) prims::mbarrier_wait(b.empty_q(), (q_it - 1) & 1);
     prims::mbarrier_arrive_expect_tx(b.full_q(), Tr::QTile::kBytes);
     const int row = (varlen ? blk.q_row0 : 0) + blk.m0;
@@ -298,9 +306,9 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
                                    varlen ? 0 : blk.batch, b.full_q());
     }
     ++q_it;
-    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 13);
+    if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 1);
     load_v(0);
-    if (FLASHKIT_FWD_TRACE) trace_put(p, step, 14);
+    if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 2);
     for (int j = 1; j < c.n_tiles; ++j) {
       load_k(j);
       load_v(j);
@@ -330,7 +338,6 @@ template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   static_assert(Tr::kProducer && Tr::kMinBlocks == 1, "the persistent kernel has a producer warpgroup");
-  static_assert(!FLASHKIT_FWD_TRACE || Tr::kWarpGroups == 2, "the trace's fields are laid out for two warpgroups");
   using T = typename Tr::T;
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   constexpr int kCThreads = Tr::kConsumerThreads;
@@ -394,7 +401,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       attn::report_varlen_errors(p, blk.batch);
       continue;
     }
-    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 0);
+    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 0);
     c.tid = tid;
     c.lane = lane;
     c.wg = wg;
@@ -411,7 +418,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
     }
     prims::mbarrier_wait(b.full_q(), q_it & 1);
-    if (FLASHKIT_FWD_TRACE == 1 && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
+    if (FLASHKIT_FWD_TRACE == 1 && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 1);
     float o[1][Tr::kDTiles][4];
 #pragma unroll
     for (int dt = 0; dt < Tr::kDTiles; ++dt)
@@ -439,7 +446,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     // (D 256: no room for the staging tile) packed pairs straight from the accumulators.
     float lse[1][2];
     softmax.finalize(o, p.softmax_scale_log2, lse);
-    if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put(p, step, 6 * wg + 1);
+    if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 1);
     const int g = lane / 4, tq = lane % 4;
     const int r = warp_row0 + g;
     if constexpr (PersistentSmem<Tr>::kStageO) {
@@ -458,7 +465,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       stage_o_rows<Tr>(sO, o, ro, to);
       if (tma_store) prims::fence_proxy_async_smem();
       prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-      if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put(p, step, 6 * wg + 2);
+      if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 2);
       if (tma_store) {
         if (tid % 128 == 0) {
           const int row = (p.cu_seqlens_q != nullptr ? blk.q_row0 : 0) + blk.m0 + wg * 64;
@@ -529,7 +536,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       if (r < blk.rows_here) blk.lse[r] = lse[0][0];
       if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
     }
-    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put(p, step, 6 * wg + 5);
+    if (FLASHKIT_FWD_TRACE && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 5);
     attn::report_varlen_errors(p, blk.batch);
   }
   if (wg == 0) prims::bar_sync(1, 2 * 128);  // the last warpgroup's last arrival (or its first)
