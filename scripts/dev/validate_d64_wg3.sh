@@ -12,7 +12,7 @@
 #            set FLASHKIT_COMMIT to the tree's commit)
 #   tests    forward + family GPU tests (d64 cases)
 #   sanitize memcheck, racecheck and synccheck of sanitize_small.py --quick --dims 64
-#   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/validate_d64_wg3.sh")
+#   run(command="STEPS='install dump tests sanitize' bash scripts/dev/validate_d64_wg3.sh")  (from the repo root)
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/d64wg3
