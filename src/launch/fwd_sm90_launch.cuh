@@ -51,8 +51,8 @@ template <typename T> struct Config<T, 64>  {
 // kernel; fwd_sm90.md "d64 with three consumer warpgroups"): every d64 call whose maps can be
 // made, windows and softcaps included (its kMods instantiation), causal ones of any length
 // (unlike D 128, whose persistent walk stops at 64 row blocks: here +12% at causal 16k). The
-// rest runs the two-CTA kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0 (read once) keeps every
-// d64 call on the two-CTA kernel.
+// rest runs the two-CTA kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0
+// (read once) keeps every d64 call on the two-CTA kernel.
 #ifndef FLASHKIT_FWD_D64_WG3
 #define FLASHKIT_FWD_D64_WG3 1
 #endif
