@@ -12,6 +12,8 @@
 #            set FLASHKIT_COMMIT to the tree's commit)
 #   tests    forward + family GPU tests (d64 cases)
 #   sanitize memcheck, racecheck and synccheck of sanitize_small.py --quick --dims 64
+#   window   d64 causal 8k/16k with a causal window of 4096 (issue 9's window bar: visible-pair
+#            TFLOPS >= 0.9x full causal), FLASHKIT_FWD_D64_WG3=0 and default, bf16, ROUNDS rounds
 #   run(command="STEPS='install dump tests sanitize' bash scripts/dev/validate_d64_wg3.sh")  (from the repo root)
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,6 +76,15 @@ if has final; then  # the d64 rows of the results file: FA3 sweep bf16 with both
     --out-dir "$O/bench" --tag final-bf16 --no-plot
   step final_fp16 200 python3 -m flashkit.bench --sweep fa3 --quick --heads-dims 64 --dtype fp16 \
     --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag final-fp16 --no-plot
+fi
+if has window; then
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for v in 0 default; do
+      e=(env FLASHKIT_FWD_D64_WG3=$v); [ $v = default ] && e=(env)
+      step "window_$v$r" 200 "${e[@]}" python3 -m flashkit.bench --sweep fa3 --heads-dims 64 --dtype $DTYPE \
+        --causal yes --seqlens 8192 16384 --window 4096 --impls flashkit --out-dir "$O/bench" --tag "win-$v$r" --no-plot
+    done
+  done
 fi
 if has tests; then
   step tests 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py -k '64 or tma or persistent'"

@@ -48,11 +48,11 @@ template <typename T> struct Config<T, 64>  {
   using Tr = FwdTraits<T, 64, FLASHKIT_FWD_D64_BLOCK_N, FLASHKIT_FWD_D64_KSTAGES, FLASHKIT_FWD_D64_ONE_CTA ? 1 : 2>;
 };
 // d64 with three consumer warpgroups (192 x 128 tiles, 4 K / 4 V stages, the persistent
-// kernel; fwd_sm90.md "d64 with three consumer warpgroups"): every d64 call without a window
-// or softcap whose maps can be made, causal ones of any length included (unlike D 128, whose
-// persistent walk stops at 64 row blocks: here +12% at causal 16k). The rest runs the two-CTA
-// kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0 (read once) keeps every
-// d64 call on the two-CTA kernel.
+// kernel; fwd_sm90.md "d64 with three consumer warpgroups"): every d64 call whose maps can be
+// made, windows and softcaps included (its kMods instantiation), causal ones of any length
+// (unlike D 128, whose persistent walk stops at 64 row blocks: here +12% at causal 16k). The
+// rest runs the two-CTA kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0
+// (read once) keeps every d64 call on the two-CTA kernel.
 #ifndef FLASHKIT_FWD_D64_WG3
 #define FLASHKIT_FWD_D64_WG3 1
 #endif
@@ -114,9 +114,9 @@ bool use_persistent(const FwdParams& p) {
 }
 
 // One CTA per SM over the tiles of the grid order (kernel_persistent.cuh).
-template <class Tr>
+template <class Tr, bool kMods = false>
 cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, const DeviceInfo& dev) {
-  constexpr auto kKernel = &fwd_kernel_persistent<Tr>;
+  constexpr auto kKernel = &fwd_kernel_persistent<Tr, kMods>;
   constexpr int kSmem = PersistentSmem<Tr>::kBytes;
   cudaError_t err = launch_util::raise_smem_limit<kKernel>(dev.device, kSmem);
   if (err != cudaSuccess) return err;
@@ -149,9 +149,7 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
-  if (launch_util::fwd_needs_mods(p)) {
-    return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
-  }
+  const bool mods = launch_util::fwd_needs_mods(p);
   static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
   static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
   if constexpr (kHeadDim == 64 && Tr::kMinBlocks == 2 && FLASHKIT_FWD_D64_WG3 != 0) {
@@ -162,10 +160,14 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     if (!wg3_off && !persistent_off && use_tma && p.total_k > 0 && p.total_q > 0) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<Tr3>(q) && fwd_sm90::make_q_tensor_map<Tr3>(q)) {
-        return fwd_sm90::launch_persistent<Tr3>(q, stream, dev);
+        return mods ? fwd_sm90::launch_persistent<Tr3, true>(q, stream, dev)
+                    : fwd_sm90::launch_persistent<Tr3>(q, stream, dev);
       }
       if (require_tma) return cudaErrorNotSupported;
     }
+  }
+  if (mods) {
+    return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
   if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
     using TrP = fwd_sm90::WithProducer<Tr>;

@@ -228,6 +228,29 @@ for dt in (torch.bfloat16, torch.float16):
                         bad.append(f"{dt} s_q={s_q} s_k={s_k} causal={causal}: {r.message}")
                 out.append(hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
                                           lse.view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+# windows (causal and two-sided) and softcaps: the kMods instantiations of both kernels
+for dt in (torch.bfloat16, torch.float16):
+    for s_q, s_k in ((65, 65), (193, 300), (385, 385), (577, 500), (1000, 1000)):
+        for causal, window, cap in ((True, (64, -1), 0.0), (False, (100, 50), 0.0), (True, (-1, -1), 5.0),
+                                    (False, (37, 0), 5.0)):
+            q = torch.randn(2, s_q, 4, 64, device="cuda", dtype=dt, generator=g) * (4.0 if cap else 1.0)
+            k = torch.randn(2, s_k, 2, 64, device="cuda", dtype=dt, generator=g)
+            v = torch.randn(2, s_k, 2, 64, device="cuda", dtype=dt, generator=g)
+            o = poison_(torch.empty_like(q))
+            lse = poison_(torch.empty(2, 4, s_q, device="cuda", dtype=torch.float32))
+            flashkit._C.attention_fwd(q, k, v, o, lse=lse, causal=causal, stream=stream, window_left=window[0],
+                                      window_right=window[1], softcap=cap)
+            torch.cuda.synchronize()
+            qc, kc, vc = q.cpu(), k.cpu(), v.cpu()
+            ref, lse_ref = attention_reference(qc, kc, vc, causal=causal, compute_dtype=torch.float64,
+                                               window=window, softcap=cap)
+            pt = attention_pytorch(qc, kc, vc, causal=causal, window=window, softcap=cap)
+            for r in (check_written(o, ref), check_close(o.cpu(), ref, pt), check_lse(lse, lse_ref)):
+                if not r.ok:
+                    bad.append(f"{dt} s_q={s_q} s_k={s_k} causal={causal} window={window} softcap={cap}: "
+                               f"{r.message}")
+            out.append(hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
+                                      lse.view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
 if bad:
     sys.exit("\n".join(bad[:20]))
 print(" ".join(out))
@@ -236,9 +259,9 @@ print(" ".join(out))
 
 @pytest.mark.gpu
 def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
-    """d64 on Hopper runs 192-row tiles of three consumer warpgroups (every call without a
-    window or softcap); FLASHKIT_FWD_D64_WG3=0 runs the two-CTA kernel of 128-row tiles
-    instead. Query lengths around both tile sizes and their 64-row warpgroups (warpgroups
+    """d64 on Hopper runs 192-row tiles of three consumer warpgroups (windows and softcaps
+    on its kMods instantiation); FLASHKIT_FWD_D64_WG3=0 runs the two-CTA kernel of 128-row
+    tiles instead. Query lengths around both tile sizes and their 64-row warpgroups (warpgroups
     whose rows lie past the end, or see no key under a bottom-right causal mask, skip their
     MMAs): each run must pass the reference checks into NaN-poisoned out/lse, and the two
     kernels must agree bitwise (the same MMAs and softmax per row)."""
@@ -251,5 +274,5 @@ def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
             "FLASHKIT_FWD_TMA_STORE", "FLASHKIT_FWD_D64_WG3"]
     three = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
     two = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_D64_WG3": "0"}, drop).split()
-    assert len(three) == 2 * 2 * (2 + 8 * 3)  # dtypes x causal x (s_q, s_k) pairs (s_q = 1: two s_k)
+    assert len(three) == 2 * 2 * (2 + 8 * 3) + 2 * 5 * 4  # + windows / softcaps: dtypes x shapes x modes
     assert three == two, "d64: three-warpgroup kernel != two-CTA kernel"

@@ -145,6 +145,17 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
   return half == 0 || pi < hi;
 }
 
+// The block's mask: causal / none, or (kMods) with the call's window (softcaps are applied by
+// Cta<Tr, true>::softmax_tile).
+template <bool kMods, class BlockInfo>
+__device__ __forceinline__ attn::Mask persistent_mask(const FwdParams& p, const BlockInfo& blk) {
+  if constexpr (kMods) {
+    return attn::Mask{blk.seqlen_q, blk.seqlen_k, p.causal, p.window_left, p.window_right};
+  } else {
+    return attn::Mask{blk.seqlen_q, blk.seqlen_k, p.causal};
+  }
+}
+
 // The main loop of one tile (the ping-pong with the overlap inside each warpgroup, as in
 // mainloop_pingpong<.., kTma = true>) with stage indices from the running counters. The
 // turns (named barriers 1 and 2) alternate across tiles without a reset: warpgroup 1
@@ -159,8 +170,8 @@ __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int
 // releases the stages it does not read, and starts its walk (Q K^T only, then the softmax) at
 // tile `skip`; the other warpgroups' MMAs go on the tensor cores in the meantime. A masked
 // tile leaves the online softmax as it was, so the result is the same bits as walking it.
-template <class Tr, class Softmax>
-__device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, const PersistentBars<Tr>& b,
+template <class Tr, bool kMods, class Softmax>
+__device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
                                                     Softmax& softmax, int step = 0, int skip = 0) {
   const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
@@ -172,7 +183,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
   uint32_t pa[Tr::kPSteps][4];
-  const int last = c.n_tiles - 1;
+  const int last = c.n_tiles - 1 - c.n_first;  // (kMods: a window's left edge ends the walk early)
   auto wait_k = [&](int j) { prims::mbarrier_wait(b.full_k(kbase + j), ((kbase + j) / KS) & 1); };
   auto wait_v = [&](int j) { prims::mbarrier_wait(b.full_v(vbase + j), ((vbase + j) / VS) & 1); };
   auto desc_k = [&](int j) { return c.desc_k(int((kbase + j) % KS)); };
@@ -257,7 +268,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, false>& c, con
 
 // The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
 // each after the consumers released the buffer's previous contents.
-template <class Tr>
+template <class Tr, bool kMods>
 __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned char* smem,
                                                     const PersistentBars<Tr>& b) {
   using T = typename Tr::T;
@@ -279,11 +290,11 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
     if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
-    const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
-    Cta<Tr, false> c{p, blk, mask};
+    const attn::Mask mask = persistent_mask<kMods>(p, blk);
+    Cta<Tr, kMods> c{p, blk, mask};
     c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
-    c.n_first = 0;
-    if (c.n_tiles == 0) continue;
+    c.n_first = kMods ? mask.first_key_tile(blk.m0, Tr::kBlockN) : 0;
+    if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) continue;
     auto load_k = [&](int j) {
       if (k_it >= KS) prims::mbarrier_wait(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
       c.load_tma(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), true);
@@ -309,7 +320,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
     if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 1);
     load_v(0);
     if (FLASHKIT_FWD_TRACE) trace_put<Tr>(p, step, TraceLayout<Tr>::kProducer + 2);
-    for (int j = 1; j < c.n_tiles; ++j) {
+    for (int j = 1; j < c.n_tiles - c.n_first; ++j) {
       load_k(j);
       load_v(j);
     }
@@ -333,8 +344,10 @@ __device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_r
   prims::bar_sync(PersistentNamedBars<Tr>::kZeroV, Tr::kConsumerThreads);
 }
 
-// One CTA per SM (the launcher sizes the grid), Tr::kProducer traits, no window/softcap.
-template <class Tr>
+// One CTA per SM (the launcher sizes the grid), Tr::kProducer traits; kMods: windows and
+// softcaps (as fwd_kernel's kMods: the walk starts at the window's first visible tile of the
+// block, the softcap before the mask).
+template <class Tr, bool kMods = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   static_assert(Tr::kProducer && Tr::kMinBlocks == 1, "the persistent kernel has a producer warpgroup");
@@ -363,7 +376,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const bool producer = __shfl_sync(0xffffffffu, tid / 128, 0) == Tr::kWarpGroups;
   if (producer) {
     prims::setmaxnreg_dec<Tr::kProducerRegs>();
-    producer_persistent<Tr>(p, smem, b);
+    producer_persistent<Tr, kMods>(p, smem, b);
     return;
   }
   prims::setmaxnreg_inc<Tr::kConsumerRegs>();
@@ -389,11 +402,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
-    const attn::Mask mask{blk.seqlen_q, blk.seqlen_k, p.causal};
-    Cta<Tr, false> c{p, blk, mask};
+    const attn::Mask mask = persistent_mask<kMods>(p, blk);
+    Cta<Tr, kMods> c{p, blk, mask};
     c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
-    c.n_first = 0;
-    if (c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf, no loads
+    c.n_first = kMods ? mask.first_key_tile(blk.m0, Tr::kBlockN) : 0;
+    if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) {  // no row of this block sees a key: O = 0, LSE = -inf, no loads
       tiles::zero_tile<typename Tr::QTileIO, kCThreads>(blk.o, p.o_row_stride, blk.rows_here, tid);
       if (!FLASHKIT_FWD_TRACE && blk.lse != nullptr) {
         for (int r = tid; r < blk.rows_here; r += kCThreads) blk.lse[r] = -INFINITY;
@@ -431,13 +444,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     // block at S_q = 512, which would otherwise multiply zero rows of Q)
     int skip = 0;
     if constexpr (Tr::kWarpGroups == 3) {
-      skip = 64 * wg >= blk.rows_here ? c.n_tiles
-             : p.causal              ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
+      skip = 64 * wg >= blk.rows_here ? c.n_tiles - c.n_first
+             : (kMods ? mask.has_right() : p.causal) ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
                                      : 0;
     }
-    mainloop_persistent<Tr>(c, b, k_it, v_it, o, softmax, step, skip);
-    k_it += c.n_tiles;
-    v_it += c.n_tiles;
+    mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, step, skip);
+    k_it += c.n_tiles - c.n_first;
+    v_it += c.n_tiles - c.n_first;
     ++q_it;
 
     // Epilogue: normalize, then O by this warpgroup's 64 rows: staged in shared memory
