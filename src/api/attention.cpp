@@ -96,6 +96,8 @@ FLASHKIT_EXPORT FwdParams make_fwd_params(const AttentionFwdArgs& args) {
   p.h_q = static_cast<int>(h_q);
   p.h_kv = static_cast<int>(h_kv);
   p.h_ratio = h_kv > 0 ? static_cast<int>(h_q / h_kv) : 0;
+  p.div_h_q = prims::FastDiv::make(p.h_q);
+  p.div_h_ratio = prims::FastDiv::make(p.h_ratio);
   p.head_dim = static_cast<int>(d);
 
   const float scale = args.softmax_scale > 0.f  // false for NaN

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/tma_desc.h"
+#include "prims/fastdiv.h"
 
 namespace flashkit {
 
@@ -33,6 +34,9 @@ struct FwdParams {
 
   int batch;
   int h_q, h_kv, h_ratio;  // h_ratio = h_q / h_kv (GQA group size)
+  // Division by h_q and by h_ratio as multiply-highs (prims/fastdiv.h), for the kernels'
+  // tile decode: filled with h_q / h_ratio by make_fwd_params.
+  prims::FastDiv div_h_q, div_h_ratio;
   int seqlen_q, seqlen_k;  // fixed lengths, or upper bounds in varlen mode (the grid
                            // covers seqlen_q rows): min(max_seqlen, total)
   int total_q, total_k;    // rows of q and k: S_q/S_k (dense), total_q/total_k (varlen)
@@ -64,6 +68,9 @@ struct FwdParams {
   // row blocks of one (batch, head), kernel_persistent.cuh).
   TmaDesc q_tmap;
   int num_tiles;
+  // Its tile decode's divisors (launch_persistent): units per group of (batch, head) pairs
+  // (sched_group x pairs of row blocks), sched_group, and the last group's size.
+  prims::FastDiv div_group_units, div_group, div_last_group;
   // Its epilogue stores O by TMA where o_tma is set (FLASHKIT_FWD_TMA_STORE): O's map, dims
   // as Q's (head_dim, rows, h_q, batch), boxes of 64 columns x 64 rows (one warpgroup's).
   TmaDesc o_tmap;

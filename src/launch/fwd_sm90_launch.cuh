@@ -130,6 +130,11 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   const int64_t tiles = int64_t(p.batch) * p.h_q * ((p.num_m_blocks + 1) / 2);
   if (tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
   p.num_tiles = int(tiles);
+  const int64_t bh = int64_t(p.batch) * p.h_q;
+  const int64_t last = bh - (bh - 1) / p.sched_group * p.sched_group;  // in [1, sched_group]
+  p.div_group_units = prims::FastDiv::make(p.sched_group * ((p.num_m_blocks + 1) / 2));
+  p.div_group = prims::FastDiv::make(p.sched_group);
+  p.div_last_group = prims::FastDiv::make(int(last));
   const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
   kKernel<<<ctas, Tr::kThreads, kSmem, stream>>>(p);
   return cudaGetLastError();

@@ -84,8 +84,7 @@ struct BlockInfo {
   __device__ __forceinline__ bool init_at(const FwdParams& p, int x, int m_block, int z) {
     const int bh = z * p.sched_group + x;
     if (bh >= p.batch * p.h_q) return false;
-    head = bh % p.h_q;
-    batch = bh / p.h_q;
+    p.div_h_q.divmod(bh, batch, head);
     const bool varlen = p.cu_seqlens_q != nullptr;
     int q_start = 0, k_start = 0;
     seqlen_q = p.seqlen_q;
@@ -99,7 +98,7 @@ struct BlockInfo {
       return false;
     }
     rows_here = min(kBlockM, seqlen_q - m0);
-    const int head_kv = head / p.h_ratio;
+    const int head_kv = p.div_h_ratio.div(head);
     const int64_t q_off = varlen ? int64_t(q_start) * p.q_row_stride : int64_t(batch) * p.q_batch_stride;
     const int64_t k_off = varlen ? int64_t(k_start) * p.k_row_stride : int64_t(batch) * p.k_batch_stride;
     const int64_t v_off = varlen ? int64_t(k_start) * p.v_row_stride : int64_t(batch) * p.v_batch_stride;

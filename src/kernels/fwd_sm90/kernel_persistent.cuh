@@ -54,6 +54,11 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_TMA_STORE
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
+// FLASHKIT_FWD_STSM_O (tuning switch, fwd_sm90.md "stmatrix staging"): 1 = the epilogue stages
+// O with stmatrix.x4 (stage_o_rows_stsm), 0 = with 4-byte stores (stage_o_rows).
+#ifndef FLASHKIT_FWD_STSM_O
+#define FLASHKIT_FWD_STSM_O 1
+#endif
 constexpr int kTraceSteps = 32;
 template <class Tr>
 struct TraceLayout {
@@ -133,13 +138,13 @@ __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, i
 // num_m_blocks).
 __device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int half, int& x, int& m_block,
                                                   int& z) {
-  const int pairs = (p.num_m_blocks + 1) / 2;
-  const int per_group = p.sched_group * pairs;
-  z = u / per_group;
-  const int rest = u - z * per_group;
-  const int gsize = min(p.sched_group, p.batch * p.h_q - z * p.sched_group);
-  x = rest % gsize;
-  const int pi = rest / gsize;
+  // (the divisions are multiply-highs with divisors from the launcher: prims/fastdiv.h)
+  z = p.div_group_units.div(u);
+  const int rest = u - z * p.div_group_units.d;
+  // every group has sched_group pairs but the last (z * sched_group + its size = B x H)
+  const prims::FastDiv& gdiv = (z + 1) * p.sched_group > p.batch * p.h_q ? p.div_last_group : p.div_group;
+  int pi;
+  gdiv.divmod(rest, pi, x);
   const int hi = p.num_m_blocks - 1 - pi;
   m_block = half == 0 ? hi : pi;
   return half == 0 || pi < hi;
@@ -475,7 +480,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
                              (p.cu_seqlens_q == nullptr || blk.rows_here >= wg * 64 + 64);
       if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group_read<0>();  // the last store read sO
       prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-      stage_o_rows<Tr>(sO, o, ro, to);
+      if constexpr (FLASHKIT_FWD_STSM_O != 0) {
+        stage_o_rows_stsm<Tr>(prims::opaque(prims::smem_addr(sO)), o, prims::opaque(warp_row0), prims::opaque(lane));
+      } else {
+        stage_o_rows<Tr>(sO, o, ro, to);
+      }
       if (tma_store) prims::fence_proxy_async_smem();
       prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
       if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 2);
