@@ -24,11 +24,15 @@ struct BwdCta {
   int per_head;  // row blocks per query head that see them
   int iters;     // per_head x the GQA group: the CTA's walk (head-major)
 
-  // The walk's step `it`: query head and row block.
+  // The walk's step `it`: query head and row block. Without GQA (h_ratio 1, a uniform
+  // branch) the walk is one head's row blocks and needs no division by per_head (a ~25
+  // instruction sequence, several per row block in the kernels' loops).
   __device__ __forceinline__ int head_of(const BwdParams& p, int it) const {
-    return head_kv * p.h_ratio + it / per_head;
+    return p.h_ratio == 1 ? head_kv : head_kv * p.h_ratio + it / per_head;
   }
-  __device__ __forceinline__ int m_block_of(int it) const { return m_begin + it % per_head; }
+  __device__ __forceinline__ int m_block_of(const BwdParams& p, int it) const {
+    return m_begin + (p.h_ratio == 1 ? it : it % per_head);
+  }
   // Element offset of this sequence's row 0 in a tensor with these strides.
   __device__ __forceinline__ int64_t q_side_offset(int64_t row_stride, int64_t batch_stride) const {
     return varlen ? int64_t(q_start) * row_stride : int64_t(batch) * batch_stride;

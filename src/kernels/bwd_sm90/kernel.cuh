@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
 
   auto load_rows = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
-    const int m0 = cta.m_block_of(it) * kBlockM;
+    const int m0 = cta.m_block_of(p, it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
     const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_kernel(const
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
     const int head = cta.head_of(p, it);
-    const int m_block = cta.m_block_of(it);
+    const int m_block = cta.m_block_of(p, it);
     const int m0 = m_block * kBlockM;
     prims::cp_async_wait<0>();
     prims::fence_proxy_async_smem();

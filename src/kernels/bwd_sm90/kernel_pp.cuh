@@ -173,7 +173,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   if (cta.n0 >= cta.seqlen_k) return;
   // kDet with p.dq_rotate: the rotated walk (BwdCta::m_block_rot); otherwise BwdCta::m_block_of.
   const int rot = kDet && p.dq_rotate ? cta.rot_shift<kBlockN>() : 0;
-  auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(it); };
+  auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it); };
+  // (kDet divides as before: the h_ratio == 1 branch of BwdCta::head_of cost its D 128
+  // instantiation 8/12 more bytes of spills)
+  auto head_at = [&](int it) { return kDet ? cta.head_kv * p.h_ratio + it / cta.per_head : cta.head_of(p, it); };
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
@@ -213,7 +216,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // each of the 128 threads arrives once after its copies, thread 0 once more (with the
   // TMA bytes or none): 129 arrivals.
   auto load_rows = [&](int it, int stage) {
-    const int head = cta.head_of(p, it);
+    const int head = head_at(it);
     const int m0 = m_block_at(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
     if constexpr (kTma) {
@@ -324,7 +327,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // det_poll reads it (an acquire: the adds issued after it are ordered after it); at D 64
   // while gate B's wgmmas run, so a turn already passed costs no round trip at the send
   // (+3.4%; at D 128 the same lost 1%, its poll stays at the send).
-  auto det_counter = [&](int i) { return cta.dq_counter(p, cta.head_of(p, i), m_block_at(i)); };
+  auto det_counter = [&](int i) { return cta.dq_counter(p, head_at(i), m_block_at(i)); };
   int32_t* det_sent = nullptr;
   int det_need = 0, det_seen = 0;
   // FLASHKIT_BWD_DET_TRACE: this lane's sums (unused, and compiled away, otherwise).
@@ -410,7 +413,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::fence_proxy_async_smem();
     __syncwarp();
     if (lane == 0) {
-      const int head_i = cta.head_of(p, i), m0_i = m_block_at(i) * kBlockM;
+      const int head_i = head_at(i), m0_i = m_block_at(i) * kBlockM;
       // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
       if constexpr (kDet) det_turn(i, true);
       send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne ? 0 : wg * 64, head_i, m0_i);
@@ -448,7 +451,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it % QS;
-    const int head = cta.head_of(p, it);
+    const int head = head_at(it);
     const int m_block = m_block_at(it);
     const int m0 = m_block * kBlockM;
     prims::mbarrier_wait(full(stage), (it / QS) & 1);
