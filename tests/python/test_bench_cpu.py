@@ -391,6 +391,9 @@ class _T:
         self.requires_grad = flag
         return self
 
+    def __getitem__(self, idx):
+        return _T(self.a[idx])
+
 
 def _fake_torch():
     t = types.ModuleType("torch")
@@ -731,6 +734,12 @@ def test_window_flop_count():
     cfg = sweeps.Config("fa3", 1, 16, 16, S, 128, True)
     assert sweeps.window_flops(cfg, W, "fwd") == 4 * 1 * 16 * 128 * pairs
     assert sweeps.window_flops(cfg, W, "bwd") == 2.5 * 4 * 1 * 16 * 128 * pairs
+    # SPEC §4's mode factors apply to the window rows as to the others
+    assert sweeps.MODE_FLOP_FACTOR == {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+    assert sweeps.window_flops(cfg, W, "bwd") == 2.5 * sweeps.window_flops(cfg, W, "fwd")
+    assert sweeps.window_flops(cfg, W, "fwd_bwd") == 3.5 * sweeps.window_flops(cfg, W, "fwd")
+    assert sweeps.window_flops(cfg, W, "bwd") / sweeps.flops(cfg, "bwd") == \
+        pytest.approx(0.437607, abs=1e-6)
     # vs SPEC's full causal count S^2 / 2: 0.4376 of its FLOPs
     assert sweeps.window_flops(cfg, W, "fwd") / sweeps.flops(cfg, "fwd") == \
         pytest.approx(0.437607, abs=1e-6)
@@ -749,8 +758,13 @@ def test_cli_window(capsys):
     sel = _resolve(["--window", "4k"])
     assert sel["window"] == 4096
     assert _resolve([])["window"] is None
+    # the window rows run in every mode: backward modes alone are fine
+    for modes in (["bwd"], ["fwd_bwd"], ["bwd", "fwd_bwd"], ["fwd", "bwd", "fwd_bwd"]):
+        sel = _resolve(["--window", "64", "--mode", *modes])
+        assert sel["window"] == 64 and sel["modes"] == modes
     for argv in (["--window", "-3"], ["--window", "x"], ["--window", "64", "--causal", "no"],
-                 ["--window", "64", "--mode", "bwd"], ["--window", "64", "--impls", "sdpa_flash"]):
+                 ["--window", "64", "--mode", "bwd", "--causal", "no"],
+                 ["--window", "64", "--impls", "sdpa_flash"]):
         with pytest.raises(SystemExit) as e:
             _resolve(argv)
         assert e.value.code == 2, argv
@@ -758,10 +772,28 @@ def test_cli_window(capsys):
     assert cli.main(["--dry-run", "--sweep", "fa3", "--heads-dims", "128", "--seqlens", "16k",
                      "--window", "4096", "--mode", "fwd", "bwd"]) == 0
     out = capsys.readouterr().out
-    assert "+ 1 flashkit_window4096 fwd" in out
+    assert "+ 2 flashkit_window4096 fwd,bwd" in out
     line = [ln for ln in out.splitlines() if "causal=1" in ln][0]
-    assert f"flashkit_window4096 fwd GFLOP {4 * 16 * 128 * 58734592 / 1e9:10.1f}" in line
+    wf = 4 * 16 * 128 * 58734592 / 1e9
+    assert f"flashkit_window4096 fwd GFLOP {wf:10.1f}" in line
+    assert f"flashkit_window4096 bwd GFLOP {2.5 * wf:10.1f}" in line
     assert "flashkit_window" not in [ln for ln in out.splitlines() if "causal=0" in ln][0]
+
+
+def test_cli_window_dry_run_backward_modes(capsys):
+    """--window with bwd and fwd_bwd only: the window rows' GFLOP of both modes (2.5x and
+    3.5x the window forward), none for fwd."""
+    assert cli.main(["--dry-run", "--sweep", "fa3", "--heads-dims", "64", "--seqlens", "16k",
+                     "--causal", "yes", "--window", "4k", "--mode", "bwd", "fwd_bwd"]) == 0
+    out = capsys.readouterr().out
+    assert "1 configs x modes bwd,fwd_bwd" in out and "+ 2 flashkit_window4096 bwd,fwd_bwd" in out
+    line = [ln for ln in out.splitlines() if "causal=1" in ln][0]
+    wf = 4 * 32 * 64 * 58734592 / 1e9  # fa3 D=64: B=1, H=32
+    assert f"flashkit_window4096 bwd GFLOP {2.5 * wf:10.1f}" in line
+    assert f"flashkit_window4096 fwd_bwd GFLOP {3.5 * wf:10.1f}" in line
+    assert "flashkit_window4096 fwd GFLOP" not in line
+    f = 4 * 32 * 16384 * 16384 * 64 / 2 / 1e9
+    assert f"  bwd GFLOP {2.5 * f:10.1f}" in line
 
 
 def test_window_table_ratio():
@@ -799,47 +831,129 @@ def test_flashkit_window_impl(monkeypatch):
     assert impl.setup() is None
     assert impl.forward(None, None, None, True) == "out"
     assert calls == [(True, (4096, -1))]
+    # a build without attention_backward: autograd is timed instead
     assert impl.backward_fn(None, None, None, None, True) is None
     assert impls.window_of("flashkit_window0") == 0 and impls.window_of("flashkit") is None
     with pytest.raises(ValueError):
         impls.make_impl("flashkit_windowx")
 
 
-@pytest.mark.parametrize("mismatch", [False, True])
-def test_runner_window_rows(tmp_path, monkeypatch, capsys, mismatch):
+def test_flashkit_window_impl_backward(monkeypatch):
+    """With attention_backward: the window impl's forward takes the deterministic choice and
+    its backward_fn is attention_backward from the saved out and lse, causal with the same
+    window, as FlashKitImpl's (a stand-in flashkit module)."""
+    calls = []
+    fake = types.ModuleType("flashkit")
+
+    def attention(q, k, v, causal=False, return_lse=False, deterministic=False,
+                  window=(-1, -1)):
+        calls.append(("fwd", causal, return_lse, deterministic, window))
+        return ("out", "lse") if return_lse else "out"
+
+    def attention_backward(dout, q, k, v, out, lse, causal=False, deterministic=False,
+                           window=(-1, -1)):
+        calls.append(("bwd", dout, out, lse, causal, deterministic, window))
+        return "dq", "dk", "dv"
+
+    fake.attention, fake.attention_backward = attention, attention_backward
+    monkeypatch.setitem(sys.modules, "flashkit", fake)
+    impl = impls.make_impl("flashkit_window4096")
+    assert impl.setup() is None and impl.modes is None
+    impl.configure(deterministic=True)
+    assert impl.forward(_Leaf(), _Leaf(), _Leaf(), True) == "out"
+    fn = impl.backward_fn(_Leaf(), _Leaf(), _Leaf(), "dout", False)  # causal whatever asked
+    assert fn() == ("dq", "dk", "dv")
+    assert calls == [("fwd", True, False, True, (4096, -1)),
+                     ("fwd", True, True, False, (4096, -1)),
+                     ("bwd", "dout", "out", "lse", True, True, (4096, -1))]
+    impl.configure(deterministic=False)
+    impl.backward_fn(_Leaf(), _Leaf(), _Leaf(), "dout", True)()
+    assert calls[-1][-2:] == (False, (4096, -1))
+
+
+@pytest.mark.parametrize("case", ["ok", "fwd_mismatch", "bwd_mismatch", "no_backward"])
+def test_runner_window_rows(tmp_path, monkeypatch, capsys, case):
+    """The window rows in every selected mode, on the causal config only: FLOPs of the
+    visible pairs per mode, the ratio column in each mode's table, the deterministic choice
+    handed over, the forward check marking every mode, the backward checked against the
+    window's reference gradients (a wrong direct backward flags its bwd row only), and an
+    impl without a backward listed under not measured for bwd / fwd_bwd."""
     monkeypatch.setitem(sys.modules, "torch", _fake_torch())
-    fakes = {"flashkit": _FakeImpl("flashkit"), "sdpa_flash": _FakeImpl("sdpa_flash"),
-             "flashkit_window8": _FakeImpl("flashkit_window8", backward=False)}
-    fakes["flashkit_window8"].left = 8
+    wimpl = _FakeImpl("flashkit_window8", backward=case != "no_backward",
+                      direct=case != "no_backward",
+                      direct_error=1.0 if case == "bwd_mismatch" else 0.0)
+    wimpl.left = 8
+    fakes = {"flashkit": _FakeImpl("flashkit", direct=True),
+             "sdpa_flash": _FakeImpl("sdpa_flash"), "flashkit_window8": wimpl}
     monkeypatch.setattr(impls, "make_impl", lambda name: fakes.get(name) or
                         _FakeImpl(name, refuse_d=64))
-    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 2.0)[1])
+    # every call "takes" 1e-9 ms, so a row's TFLOPS is its FLOP count
+    monkeypatch.setattr(runner.timing, "bench_median_ms", lambda fn, opts: (fn(), 1e-9)[1])
     monkeypatch.setattr(report, "git_commit", lambda env=None: "x")
-    checked = []
+    checked, ref_asked = [], []
 
     def window_diff(self, q, k, v, out, left):
         checked.append(left)
-        return (1.0 if mismatch else 0.0), 1.0, True
+        return (1.0 if case == "fwd_mismatch" else 0.0), 1.0, True
+
+    def window_ref_grads(self, q, k, v, dout, left):
+        # the fakes' exact gradients are dout / 3: rows 0..3 for dq, keys 8..15 for dk / dv
+        ref_asked.append(left)
+        return runner.WindowGrads([(0, 0, 4, _T(dout.a[:, 0:4] / 3)),
+                                   (1, 8, 16, _T(dout.a[:, 8:16] / 3)),
+                                   (2, 8, 16, _T(dout.a[:, 8:16] / 3))])
     monkeypatch.setattr(runner.Runner, "_window_diff", window_diff)
+    monkeypatch.setattr(runner.Runner, "_window_ref_grads", window_ref_grads)
     configs = [sweeps.Config("small", 4, 8, 8, 16, 64, causal) for causal in (False, True)]
-    opts = runner.RunOptions(configs=configs, modes=["fwd", "bwd"], dtype="bf16",
+    modes = ["fwd", "bwd", "fwd_bwd"]
+    opts = runner.RunOptions(configs=configs, modes=modes, dtype="bf16",
                              impls=["flashkit", "sdpa_flash"], out_dir=str(tmp_path),
-                             plot=False, window=8)
+                             plot=False, window=8, deterministic=True)
     rc = runner.run(opts)
     out = capsys.readouterr().out
-    assert rc == (1 if mismatch else 0), out
-    assert checked == [8]
+    assert rc == (1 if "mismatch" in case else 0), out
+    assert checked == [8] and ref_asked == [8] and wimpl.deterministic is True
+    assert "2 configs, 15 measurements" in out
     rows = report.read_csv(next(tmp_path.glob("*.csv")))
-    wrows = [r for r in rows if r["impl"] == "flashkit_window8"]
-    assert [(r["causal"], r["mode"]) for r in wrows] == [(True, "fwd")]
-    assert wrows[0]["value"] == pytest.approx(round(
-        4 * 4 * 8 * 64 * sweeps.visible_pairs(16, 16, True, 8) / 2e-3 / 1e12, 2), abs=0.01)
+    wrows = {r["mode"]: r for r in rows if r["impl"] == "flashkit_window8"}
+    assert all(r["causal"] for r in wrows.values())
+    if case == "no_backward":
+        assert list(wrows) == ["fwd"]
+        assert "flashkit_window8 bwd not measured" in out and "not implemented yet" in out
+        assert "not measured: flashkit_window8 fwd_bwd" in \
+            next(tmp_path.glob("*.notes.txt")).read_text()
+    else:
+        assert list(wrows) == modes
+        assert "not measured" not in out
+        assert wimpl.direct_calls >= 2  # checked once, then timed
+    for mode, r in wrows.items():  # visible pairs: 16 + 8·9/2 + 7·8 = 108
+        assert f"[{13 + modes.index(mode):>4}/15] small D=64  causal=1" in out
+        assert r["value"] == pytest.approx(sweeps.MODE_FLOP_FACTOR[mode] * 4 * 4 * 8 * 64 * 108)
+        assert r["value"] == pytest.approx(sweeps.window_flops(configs[1], 8, mode))
+    # each mode's table compares the window with full causal flashkit of the same mode:
+    # both in the same time, so the ratio is the visible-pair share, 108 / 128 pairs
+    tables = {t.split(" |")[0]: t for t in out.split("\n== prefill small | ")[1:]}
+    assert list(tables) == modes
+    for mode, t in tables.items():
+        if mode not in wrows:
+            assert "flashkit_window8" not in t.splitlines()[1]  # no column
+            continue
+        assert "flashkit_window8/flashkit" in t
+        line = [ln for ln in t.splitlines() if ln.split()[:3] == ["64", "yes", "16"]][0]
+        assert line.split()[-1] == "0.84x"
+    flagged = [ln.split("H=8")[1].split()[:2] for ln in out.splitlines() if "!MISMATCH" in ln]
+    if case == "fwd_mismatch":  # the first call's output is wrong: every mode is suspect
+        assert "MISMATCH flashkit_window8 fwd" in out
+        assert flagged == [[m, "flashkit_window8"] for m in modes]
+    elif case == "bwd_mismatch":
+        assert "MISMATCH flashkit_window8 bwd (direct)" in out
+        assert "dq: max|g-ref|" in out and "vs a float32 window reference" in out
+        assert flagged == [["bwd", "flashkit_window8"]]
+    else:
+        assert not flagged and "MISMATCH" not in out
     assert "window: flashkit_window8: flashkit alone" in out
-    assert "flashkit_window8 bwd not measured" in out and "forward only" in out
-    assert "flashkit_window8/flashkit" in out
-    assert ("MISMATCH flashkit_window8 fwd" in out) is mismatch
     notes = next(tmp_path.glob("*.notes.txt")).read_text()
-    assert "window: flashkit_window8" in notes
+    assert "window: flashkit_window8" in notes and "dk/dv on 3 slices of keys" in notes
 
 
 def test_window_check_against_the_reference():
@@ -862,6 +976,43 @@ def test_window_check_against_the_reference():
     out, _ = R.attention_reference(q, k, v, causal=True)
     diff, _, _ = runner.Runner._window_diff(this, q, k, v, out, 5)
     assert diff > 0.1
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_window_grads_check_against_the_reference(monkeypatch, chunked):
+    """Runner._window_ref_grads / _window_grad_diffs (real torch on the CPU): ~0 for the
+    reference's own windowed gradients (GQA, windows from the diagonal alone to past the
+    length; chunked: one kv head per step), large for another window's gradients."""
+    torch = pytest.importorskip("torch")
+    ref_mod = importlib.util.spec_from_file_location(
+        "_ref_for_bench", REPO / "python" / "flashkit" / "testing" / "reference.py")
+    R = importlib.util.module_from_spec(ref_mod)
+    sys.modules["_ref_for_bench"] = R
+    ref_mod.loader.exec_module(R)
+    if chunked:
+        monkeypatch.setattr(runner, "_WINDOW_REF_ELEMS", 1)
+    g = torch.Generator().manual_seed(0)
+    B, S, H_q, H_kv, D = 2, 300, 4, 2, 16
+    q, k, v = (torch.randn((B, S, h, D), generator=g) for h in (H_q, H_kv, H_kv))
+    dout = torch.randn((B, S, H_q, D), generator=g)
+    this = runner.Runner.__new__(runner.Runner)
+    this.torch = torch
+
+    def diffs(grads, left):
+        ref = this._window_ref_grads(q, k, v, dout, left)
+        # dq on 3 row slices, dk and dv on 3 key slices each
+        assert sorted(i for i, *_ in ref.slices) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+        return {name: (d, mag, fin) for name, d, mag, fin in this._window_grad_diffs(grads, ref)}
+
+    for left in (0, 5, 200, 400):
+        grads = R.attention_backward_reference(q, k, v, dout, causal=True, window=(left, -1))
+        for name, (d, mag, finite) in diffs(grads, left).items():
+            assert finite and d < 1e-4, (left, name, d, mag)
+            # (left 0: each row sees its own key alone, out = v: dq and dk are exactly 0)
+            assert mag > 0.1 or (left == 0 and name != "dv"), (left, name, mag)
+    grads = R.attention_backward_reference(q, k, v, dout, causal=True, window=(50, -1))
+    got = diffs(grads, 5)
+    assert all(got[n][0] > 0.1 for n in ("dq", "dk", "dv")), got
 
 
 def test_flashkit_deterministic_impl(monkeypatch):

@@ -132,9 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", metavar="LEFT",
                    help="also time flashkit with a causal sliding window of LEFT keys before "
                         "the diagonal (causal=True, window=(LEFT, -1); e.g. 4096 or 4k) on the "
-                        "causal configs, as impl flashkit_window<LEFT>: forward only, flashkit "
-                        "only (SDPA has no window), TFLOPS of the visible (query, key) pairs "
-                        "only; the table adds flashkit_window<LEFT>/flashkit")
+                        "causal configs, as impl flashkit_window<LEFT>, in every --mode "
+                        "(bwd: attention_backward with the window): flashkit only (SDPA has "
+                        "no window), TFLOPS of the visible (query, key) pairs only; each "
+                        "mode's table adds flashkit_window<LEFT>/flashkit")
     p.add_argument("--quick", action="store_true",
                    help="fewer lengths (fa3 1k/4k/16k, small 512/2k/8k) and shorter timing")
     add_output_args(p, "where results go (default: bench/results)")
@@ -182,8 +183,6 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
         if not any(c.causal for c in configs):
             parser.error("--window: a causal sliding window runs on the causal configs; "
                          "none is selected (--causal no)")
-        if "fwd" not in modes:
-            parser.error("--window: the window rows are forward only; add --mode fwd")
         if impls.FLASHKIT not in names:
             parser.error("--window: the window rows are compared with full causal flashkit; "
                          "keep flashkit in --impls")
@@ -200,15 +199,17 @@ def run_main(argv: Sequence[str]) -> int:
         det = ", deterministic backward" if sel["deterministic"] else ""
         window = sel["window"]
         wname = impls.window_impl_name(window) if window is not None else None
-        n_win = sum(1 for c in sel["configs"] if c.causal) if window is not None else 0
-        extra = f" + {n_win} {wname} fwd" if n_win else ""
+        n_win = (sum(1 for c in sel["configs"] if c.causal) * len(sel["modes"])
+                 if window is not None else 0)
+        extra = f" + {n_win} {wname} {','.join(sel['modes'])}" if n_win else ""
         print(f"{len(sel['configs'])} configs x modes {','.join(sel['modes'])} x impls "
               f"{','.join(sel['impls'])} = {n} measurements{extra} ({args.dtype}{det})")
         for c in sel["configs"]:
             gflop = "  ".join(f"{m} GFLOP {sweeps.flops(c, m) / 1e9:10.1f}" for m in sel["modes"])
             if window is not None and c.causal:
-                gflop += (f"  {wname} fwd GFLOP "
-                          f"{sweeps.window_flops(c, window, 'fwd') / 1e9:10.1f}")
+                gflop += "".join(f"  {wname} {m} GFLOP "
+                                 f"{sweeps.window_flops(c, window, m) / 1e9:10.1f}"
+                                 for m in sel["modes"])
             print(f"  {c.label()}  {gflop}")
         return 0
     no_gpu = no_gpu_exit()

@@ -5,9 +5,10 @@ returns a BSHD output.  Peers that want BHSD get ``transpose(1, 2)`` views of th
 data (no copy) and their output is transposed back (a view, no copy either).
 
 ``--window LEFT`` adds ``flashkit_window<LEFT>``: FlashKit with a causal sliding window
-(``causal=True, window=(LEFT, -1)``), run on the causal configurations only (no peer has a
-sliding window: SDPA takes no window, and a dense boolean mask would time a different,
-unskipped computation).
+(``causal=True, window=(LEFT, -1)``), run on the causal configurations only, in every mode
+(forward, and the backward through ``flashkit.attention_backward`` with the same window; no
+peer has a sliding window: SDPA takes no window, and a dense boolean mask would time a
+different, unskipped computation).
 
 Backward: through torch autograd by default (the runner builds the graph once and times
 ``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)``); an implementation with
@@ -148,20 +149,40 @@ def window_of(name: str) -> Optional[int]:
 
 class FlashKitWindowImpl(FlashKitImpl):
     """FlashKit with a causal sliding window: row i sees keys i + S_k - S_q - left .. the
-    diagonal (``flashkit.attention(..., causal=True, window=(left, -1))``). Forward only."""
+    diagonal (``flashkit.attention(..., causal=True, window=(left, -1))``). Its forward and
+    backward are flashkit's with that window, the deterministic choice handled as
+    FlashKitImpl handles it; the ``causal`` argument is ignored (the --window rows are
+    causal by definition and run on the causal configs only)."""
 
     def __init__(self, left: int) -> None:
         super().__init__()
         self.left = int(left)
         self.name = window_impl_name(self.left)
 
+    @property
+    def window(self) -> tuple:
+        return (self.left, -1)
+
     def forward(self, q, k, v, causal: bool):
-        # the --window rows are causal by definition (run on the causal configs only)
-        out = self._attention(q, k, v, causal=True, window=(self.left, -1))
+        if self._backward is not None:
+            out = self._attention(q, k, v, causal=True, window=self.window,
+                                  deterministic=self.deterministic)
+        else:  # a build without the backward
+            out = self._attention(q, k, v, causal=True, window=self.window)
         return out[0] if isinstance(out, (tuple, list)) else out
 
     def backward_fn(self, q, k, v, dout, causal: bool) -> Optional[Callable]:
-        return None
+        if self._backward is None:
+            return None
+        q, k, v = (t.detach() for t in (q, k, v))
+        window = self.window
+        out, lse = self._attention(q, k, v, causal=True, return_lse=True, window=window)
+        backward, det = self._backward, self.deterministic
+
+        def fn():
+            return backward(dout, q, k, v, out, lse, causal=True, deterministic=det,
+                            window=window)
+        return fn
 
 
 class SdpaImpl(Impl):

@@ -13,10 +13,13 @@ backward entry point given the forward's saved results when it has one
 backward together.
 
 ``--window LEFT`` (RunOptions.window) adds rows of FlashKit alone with a causal sliding
-window ``(LEFT, 0)`` on the causal configurations (impl ``flashkit_window<LEFT>``, forward
-only): its output is checked against a float32 reference of the window on three slices of
-query rows (first, middle, last; SDPA has no window), and its TFLOPS count only the
-visible (query, key) pairs (``sweeps.window_flops``).
+window ``(LEFT, 0)`` on the causal configurations (impl ``flashkit_window<LEFT>``), timed in
+every selected mode the way flashkit is (bwd: ``attention_backward`` with the window, from
+the saved out and lse). SDPA has no window, so the checks use float32 references of the
+window on slices: the output on three slices of query rows (first, middle, last), and in
+the backward modes dq on the same rows and dk / dv on three slices of keys (autograd of a
+masked attention over every query row that sees them). Its TFLOPS count only the visible
+(query, key) pairs (``sweeps.window_flops``, x 2.5 bwd, x 3.5 fwd_bwd).
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ from . import report, sweeps, timing
 
 DTYPES = ("bf16", "fp16")
 _MAX_LISTED = 20  # mismatches / warnings listed in the closing summary (all are in the notes)
+# Rows (or keys) per slice of the --window checks, and the most float32 score elements one
+# step of the windowed reference backward holds at once (it loops over kv heads to stay
+# under it: 2^26 elements = 256 MiB per score-sized tensor).
+_WINDOW_SLICE = 128
+_WINDOW_REF_ELEMS = 1 << 26
+WINDOW_REF_NAME = "a float32 window reference"
 
 # Warnings torch emits when an op has no autograd formula: a backward through it would
 # silently give wrong or no gradients, so it counts as "no backward".
@@ -58,6 +67,15 @@ class RunOptions:
 
 class _Fatal(Exception):
     """The CUDA context is broken (illegal address, assert): stop measuring."""
+
+
+@dataclass
+class WindowGrads:
+    """Reference gradients of a --window run on slices: (index, lo, hi, ref) with index 0, 1,
+    2 for dq, dk, dv and ref the float32 gradient of rows (dq) or keys (dk, dv) lo..hi-1,
+    to compare with grads[index][:, lo:hi]."""
+
+    slices: list = field(default_factory=list)
 
 
 def _short(exc_or_msg, limit: int = 240) -> str:
@@ -294,6 +312,7 @@ class Runner(BaseRunner):
             wimpl = impls_mod.make_impl(impls_mod.window_impl_name(opts.window))
             reason = wimpl.setup()
             if reason is None:
+                wimpl.configure(deterministic=opts.deterministic)
                 self.window_impl = wimpl
             else:
                 self.problems.append(f"{wimpl.name} not measured: {reason}")
@@ -301,8 +320,8 @@ class Runner(BaseRunner):
 
         csv_path = report.results_path(opts.out_dir, self.gpu, self.date, opts.tag)
         n_meas = len(opts.configs) * len(opts.modes) * len(impls)
-        if self.window_impl is not None and "fwd" in opts.modes:
-            n_meas += sum(1 for c in opts.configs if c.causal)
+        if self.window_impl is not None:
+            n_meas += sum(1 for c in opts.configs if c.causal) * len(opts.modes)
         self._print_header(csv_path, impls, n_meas)
         if not impls and self.window_impl is None:
             self.loud("nothing to measure: no implementation available")
@@ -375,71 +394,85 @@ class Runner(BaseRunner):
                     self.mismatches.append(msg)
                     self.marks.update((m, impl.name) + key for m in opts.modes)
             del out
-
-            grads_state = None  # (leaves, out) once a backward probe succeeded, or why not
-            for mode in opts.modes:
-                done += 1
-                if impl.modes is not None and mode not in impl.modes:
-                    continue  # (flashkit_deterministic: no fwd rows, its forward is flashkit's)
-                if mode == "fwd":
-                    fn = (lambda impl=impl: impl.forward(q, k, v, cfg.causal))
-                else:
-                    if grads_state is None:
-                        grads_state = self._probe_bwd(impl, q, k, v, dout, cfg, key,
-                                                      ref_grads, ref_grad_name)
-                    if isinstance(grads_state, str):
-                        self.skip(impl.name, mode, grads_state, cfg)
-                        continue
-                    leaves, o = grads_state
-                    if mode == "bwd":
-                        fn = self._direct_bwd(impl, q, k, v, dout, cfg, key, ref_grads,
-                                              ref_grad_name)
-                        if isinstance(fn, str):
-                            self.skip(impl.name, mode, fn, cfg)
-                            continue
-                        if fn is None:
-                            fn = (lambda o=o, leaves=leaves: torch.autograd.grad(
-                                o, leaves, dout, retain_graph=True))
-                    else:
-                        def fn(impl=impl, leaves=leaves):
-                            o2 = impl.forward(*leaves, cfg.causal)
-                            return torch.autograd.grad(o2, leaves, dout)
-                        try:  # fwd_bwd's first call (compiles flex's joint graph, etc.)
-                            self._call(impl, fn)
-                        except Exception as e:
-                            self._check_context()
-                            self.skip(impl.name, mode, _short(e), cfg)
-                            continue
-                try:
-                    ms = self._time(impl, fn)
-                except Exception as e:
-                    self._check_context()
-                    self.skip(impl.name, mode, f"timing failed: {_short(e)}", cfg)
-                    continue
-                value = sweeps.tflops(sweeps.flops(cfg, mode), ms)
-                row = report.make_row(
-                    impl=impl.name, dtype=opts.dtype, D=cfg.D, B=cfg.B, H_q=cfg.H_q,
-                    H_kv=cfg.H_kv, S_q=cfg.S_q, S_k=cfg.S_k, causal=cfg.causal, mode=mode,
-                    value=value, gpu=self.gpu, date=self.date, commit=self.commit)
-                writer.write(row)
-                self.rows.append(row)
-                flag = "  !MISMATCH" if (mode, impl.name) + key in self.marks else ""
-                self.say(f"[{done:>4}/{total}] {cfg.label()} {mode:<7} {impl.name:<14} "
-                         f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
-            grads_state = None
+            done = self._measure_modes(impl, cfg, q, k, v, dout, key, ref_grads,
+                                       ref_grad_name, writer, done, total,
+                                       lambda mode: sweeps.flops(cfg, mode))
         if self.window_impl is not None and cfg.causal:
-            done = self._run_window(cfg, q, k, v, writer, done, total)
+            done = self._run_window(cfg, q, k, v, dout, writer, done, total)
         del q, k, v, dout, ref_out, ref_grads
         torch.cuda.empty_cache()
+        return done
+
+    def _measure_modes(self, impl, cfg, q, k, v, dout, key, ref_grads, ref_name, writer,
+                       done: int, total: int, flops) -> int:
+        """Times impl in each selected mode once its forward has run and been checked (a row
+        per mode, TFLOPS from flops(mode)); the backward modes first go through _probe_bwd
+        (and bwd through _direct_bwd), their gradients checked against ref_grads."""
+        torch, opts = self.torch, self.opts
+        grads_state = None  # (leaves, out) once a backward probe succeeded, or why not
+        for mode in opts.modes:
+            done += 1
+            if impl.modes is not None and mode not in impl.modes:
+                continue  # (flashkit_deterministic: no fwd rows, its forward is flashkit's)
+            if mode == "fwd":
+                fn = (lambda impl=impl: impl.forward(q, k, v, cfg.causal))
+            else:
+                if grads_state is None:
+                    grads_state = self._probe_bwd(impl, q, k, v, dout, cfg, key,
+                                                  ref_grads, ref_name)
+                if isinstance(grads_state, str):
+                    self.skip(impl.name, mode, grads_state, cfg)
+                    continue
+                leaves, o = grads_state
+                if mode == "bwd":
+                    fn = self._direct_bwd(impl, q, k, v, dout, cfg, key, ref_grads,
+                                          ref_name)
+                    if isinstance(fn, str):
+                        self.skip(impl.name, mode, fn, cfg)
+                        continue
+                    if fn is None:
+                        fn = (lambda o=o, leaves=leaves: torch.autograd.grad(
+                            o, leaves, dout, retain_graph=True))
+                else:
+                    def fn(impl=impl, leaves=leaves):
+                        o2 = impl.forward(*leaves, cfg.causal)
+                        return torch.autograd.grad(o2, leaves, dout)
+                    try:  # fwd_bwd's first call (compiles flex's joint graph, etc.)
+                        self._call(impl, fn)
+                    except Exception as e:
+                        self._check_context()
+                        self.skip(impl.name, mode, _short(e), cfg)
+                        continue
+            try:
+                ms = self._time(impl, fn)
+            except Exception as e:
+                self._check_context()
+                self.skip(impl.name, mode, f"timing failed: {_short(e)}", cfg)
+                continue
+            value = sweeps.tflops(flops(mode), ms)
+            row = report.make_row(
+                impl=impl.name, dtype=opts.dtype, D=cfg.D, B=cfg.B, H_q=cfg.H_q,
+                H_kv=cfg.H_kv, S_q=cfg.S_q, S_k=cfg.S_k, causal=cfg.causal, mode=mode,
+                value=value, gpu=self.gpu, date=self.date, commit=self.commit)
+            writer.write(row)
+            self.rows.append(row)
+            flag = "  !MISMATCH" if (mode, impl.name) + key in self.marks else ""
+            self.say(f"[{done:>4}/{total}] {cfg.label()} {mode:<7} {impl.name:<14} "
+                     f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
         return done
 
     # -- --window rows ----------------------------------------------------------------------
 
     def _window_note(self) -> str:
-        return (f"{self.window_impl.name}: flashkit alone, causal=True window=("
-                f"{self.opts.window}, 0), on the causal configs, fwd only (no peer has a "
+        modes = ", ".join(self.opts.modes)
+        note = (f"{self.window_impl.name}: flashkit alone, causal=True window=("
+                f"{self.opts.window}, 0), on the causal configs, modes {modes} (no peer has a "
                 "sliding window); its TFLOPS count only the visible (query, key) pairs; output "
                 "checked against a float32 reference of the window on 3 slices of rows")
+        if any(m != "fwd" for m in self.opts.modes):
+            note += ("; dq on those rows and dk/dv on 3 slices of keys checked against "
+                     "float32 autograd of the masked attention")
+        return note
 
     def _window_diff(self, q, k, v, out, left: int) -> tuple[float, float, bool]:
         """(max |out - ref|, max |ref|, out all finite) over three slices of up to 128 query
@@ -469,23 +502,107 @@ class Runner(BaseRunner):
             mag = max(mag, ref.abs().max().item())
         return worst, mag, finite
 
-    def _run_window(self, cfg, q, k, v, writer, done: int, total: int) -> int:
-        """The flashkit_window<LEFT> row(s) of a causal config: fwd only."""
+    @staticmethod
+    def _window_slices(n: int) -> list[tuple[int, int]]:
+        """Up to three slices [lo, hi) of _WINDOW_SLICE indices of 0..n-1: first, middle,
+        last (fewer when they coincide)."""
+        m = min(n, _WINDOW_SLICE)
+        return [(lo, lo + m) for lo in sorted({0, max(0, n // 2 - m // 2), n - m})]
+
+    def _window_block_grads(self, q, k, v, dout, r0: int, r1: int, left: int):
+        """(dq, dk, dv, k0): float32 autograd gradients of attention restricted to query rows
+        r0..r1-1 and the keys k0..k1-1 they can see under the causal window (left, 0), for
+        the loss sum(out * dout) over those rows. dq [B, r1-r0, H_q, D] is exact for these
+        rows (every key they see is in the block); dk / dv [B, k1-k0, H_kv, D] are exact for
+        the keys whose every viewer is among the rows. Loops over kv heads so that no score
+        tensor holds more than _WINDOW_REF_ELEMS elements."""
+        torch = self.torch
+        B, S_q, H_q, D = q.shape
+        S_k, H_kv = k.shape[1], k.shape[2]
+        g, d = H_q // H_kv, S_k - S_q
+        k0 = max(0, r0 + d - left)
+        k1 = max(k0, min(S_k, r1 + d))
+        n, m = k1 - k0, r1 - r0
+        f32 = torch.float32
+        dq = torch.zeros((B, m, H_q, D), device=q.device, dtype=f32)
+        dk = torch.zeros((B, n, H_kv, D), device=q.device, dtype=f32)
+        dv = torch.zeros((B, n, H_kv, D), device=q.device, dtype=f32)
+        if n == 0:
+            return dq, dk, dv, k0
+        i = torch.arange(r0, r1, device=q.device)[:, None]
+        j = torch.arange(k0, k1, device=q.device)[None, :]
+        hidden = ~((j <= i + d) & (j >= i + d - left))
+        step = max(1, _WINDOW_REF_ELEMS // (B * g * m * n))  # kv heads per step
+        for h0 in range(0, H_kv, step):
+            h1 = min(H_kv, h0 + step)
+            qs = q[:, r0:r1, h0 * g:h1 * g].to(f32, copy=True).requires_grad_(True)
+            ks = k[:, k0:k1, h0:h1].to(f32, copy=True).requires_grad_(True)
+            vs = v[:, k0:k1, h0:h1].to(f32, copy=True).requires_grad_(True)
+            kr = ks.repeat_interleave(g, dim=2).transpose(1, 2)              # [B, h, n, D]
+            vr = vs.repeat_interleave(g, dim=2).transpose(1, 2)
+            s = (qs.transpose(1, 2) @ kr.transpose(-1, -2)) * (D ** -0.5)    # [B, h, m, n]
+            p = torch.softmax(s.masked_fill(hidden, float("-inf")), dim=-1).nan_to_num(0.0)
+            o = (p @ vr).transpose(1, 2)                                      # [B, m, h, D]
+            gq, gk, gv = torch.autograd.grad(o, (qs, ks, vs),
+                                             dout[:, r0:r1, h0 * g:h1 * g].float())
+            dq[:, :, h0 * g:h1 * g] = gq
+            dk[:, :, h0:h1] = gk
+            dv[:, :, h0:h1] = gv
+            del s, p, o, gq, gk, gv
+        return dq, dk, dv, k0
+
+    def _window_ref_grads(self, q, k, v, dout, left: int) -> WindowGrads:
+        """Reference gradients of the causal window (left, 0) on slices, in float32: dq on
+        the three row slices of _window_diff, dk and dv on three slices of up to 128 keys
+        (first, middle, last), each from the block of every query row that sees them
+        (_window_block_grads): O((128 + left) x (128 + 2 left)) per slice, not O(S^2)."""
+        S_q, S_k = q.shape[1], k.shape[1]
+        d = S_k - S_q
+        ref = WindowGrads()
+        for r0, r1 in self._window_slices(S_q):
+            dq, _, _, _ = self._window_block_grads(q, k, v, dout, r0, r1, left)
+            ref.slices.append((0, r0, r1, dq))
+        for c0, c1 in self._window_slices(S_k):
+            # the rows that see keys c0..c1-1: i + d - left <= j <= i + d
+            r0, r1 = max(0, c0 - d), min(S_q, c1 - d + left)
+            if r1 <= r0:  # no row sees these keys: their gradients are zero
+                zero = k[:, c0:c1].float() * 0
+                ref.slices += [(1, c0, c1, zero), (2, c0, c1, zero)]
+                continue
+            _, dk, dv, k0 = self._window_block_grads(q, k, v, dout, r0, r1, left)
+            # (copies: a view would keep the whole block's gradients alive)
+            ref.slices += [(1, c0, c1, dk[:, c0 - k0:c1 - k0].clone()),
+                           (2, c0, c1, dv[:, c0 - k0:c1 - k0].clone())]
+        return ref
+
+    def _window_grad_diffs(self, grads, ref: WindowGrads):
+        """(name, max |g - ref|, max |ref|, g all finite) for dq, dk, dv, over ref's slices
+        (finiteness over the whole gradient)."""
+        torch = self.torch
+        for idx, name in enumerate(("dq", "dk", "dv")):
+            g = grads[idx]
+            finite = bool(torch.isfinite(g.float()).all().item())
+            d = mag = 0.0
+            for i, lo, hi, r in ref.slices:
+                if i == idx:
+                    d = max(d, (g[:, lo:hi].float() - r).abs().max().item())
+                    mag = max(mag, r.abs().max().item())
+            yield name, d, mag, finite
+
+    def _run_window(self, cfg, q, k, v, dout, writer, done: int, total: int) -> int:
+        """The flashkit_window<LEFT> rows of a causal config, one per selected mode: a first
+        forward checked against the window reference (_window_diff), reference gradients of
+        the window when a backward mode is selected (_window_ref_grads), then the modes timed
+        as for flashkit (_measure_modes) with the window's visible-pair FLOPs."""
         impl, opts = self.window_impl, self.opts
         key = (cfg.D, cfg.causal, cfg.S, cfg.B, cfg.H_q)
-        for mode in opts.modes:
-            if mode != "fwd":
-                self.skip(impl.name, mode, "window rows are forward only", cfg)
-        if "fwd" not in opts.modes:
-            return done
-        done += 1
-        fn = (lambda: impl.forward(q, k, v, True))
         try:
-            out, _ = self._call(impl, fn)
+            out, _ = self._call(impl, lambda: impl.forward(q, k, v, True))
         except Exception as e:
             self._check_context()
-            self.skip(impl.name, "fwd", _short(e), cfg)
-            return done
+            for mode in opts.modes:
+                self.skip(impl.name, mode, _short(e), cfg)
+            return done + len(opts.modes)
         try:
             d, mag, finite = self._window_diff(q, k, v, out, impl.left)
         except Exception as e:  # the check itself failed (e.g. out of memory): say so
@@ -498,24 +615,20 @@ class Runner(BaseRunner):
                        f"window reference (atol {opts.atol:g}, max|ref| = {mag:.3g})")
                 self.loud(msg)
                 self.mismatches.append(msg)
-                self.marks.add(("fwd", impl.name) + key)
+                self.marks.update((m, impl.name) + key for m in opts.modes)
         del out
-        try:
-            ms = self._time(impl, fn)
-        except Exception as e:
-            self._check_context()
-            self.skip(impl.name, "fwd", f"timing failed: {_short(e)}", cfg)
-            return done
-        value = sweeps.tflops(sweeps.window_flops(cfg, impl.left, "fwd"), ms)
-        row = report.make_row(
-            impl=impl.name, dtype=opts.dtype, D=cfg.D, B=cfg.B, H_q=cfg.H_q, H_kv=cfg.H_kv,
-            S_q=cfg.S_q, S_k=cfg.S_k, causal=True, mode="fwd", value=value, gpu=self.gpu,
-            date=self.date, commit=self.commit)
-        writer.write(row)
-        self.rows.append(row)
-        flag = "  !MISMATCH" if ("fwd", impl.name) + key in self.marks else ""
-        self.say(f"[{done:>4}/{total}] {cfg.label()} {'fwd':<7} {impl.name:<14} "
-                 f"{value:8.1f} TFLOPS {ms:10.4f} ms{flag}")
+        ref_grads = None
+        if any(m != "fwd" for m in opts.modes):
+            try:
+                ref_grads = self._window_ref_grads(q, k, v, dout, impl.left)
+            except Exception as e:  # as for the output: say so, measure all the same
+                self._check_context()
+                self.loud(f"  note: {impl.name} {cfg.label()}: gradients unverified "
+                          f"({_short(e)})")
+        done = self._measure_modes(impl, cfg, q, k, v, dout, key, ref_grads, WINDOW_REF_NAME,
+                                   writer, done, total,
+                                   lambda mode: sweeps.window_flops(cfg, impl.left, mode))
+        del ref_grads
         return done
 
     def _reference_fwd(self, refs, q, k, v, cfg):
@@ -575,12 +688,17 @@ class Runner(BaseRunner):
     def _check_grads(self, impl, grads, ref_grads, ref_name, cfg, key, modes,
                      how: str = "") -> None:
         """dq/dk/dv within atol * max(1, max|ref|) of the reference gradients, or a loud
-        mismatch that marks `modes` of this impl and config."""
+        mismatch that marks `modes` of this impl and config. ref_grads: (dq, dk, dv) of the
+        whole problem, or the WindowGrads slices of a --window run."""
         if ref_grads is None:
             return
+        if isinstance(ref_grads, WindowGrads):
+            diffs = self._window_grad_diffs(grads, ref_grads)
+        else:  # lazily: stops at the first gradient out of tolerance
+            diffs = ((name,) + self._diff(g, r)
+                     for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads))
         worst = None
-        for name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
-            d, mag, finite = self._diff(g, r)
+        for name, d, mag, finite in diffs:
             tol = self.opts.atol * max(1.0, mag)  # gradients scale with S: relative
             if not finite or d > tol:
                 worst = (f"{name}: non-finite" if not finite else
