@@ -142,8 +142,8 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
 
 }  // namespace fwd_sm90
 
-// Without windows / softcaps, the head dims with one CTA per SM (96, 128, 192, 256) run the
-// variant with a producer warpgroup that loads the K/V tiles with TMA, and the softmax
+// The head dims with one CTA per SM (96, 128, 192, 256) run the variant with a producer
+// warpgroup (windows and softcaps in its kMods instantiations) that loads the K/V tiles with TMA, and the softmax
 // overlapped with P V inside each consumer warpgroup (docs/kernels/fwd_sm90.md: +6-10% over
 // the cp.async kernel on an H100). The cp.async kernel runs the other calls, a call whose
 // K/V cannot be described by a tensor map (a stride not a multiple of 16 bytes, an
@@ -151,6 +151,14 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
 // FLASHKIT_FWD_NO_TMA=1 (read once). Of the TMA calls, the persistent kernel runs those
 // use_persistent picks. FLASHKIT_FWD_REQUIRE_TMA=1 (tests) turns a failed map into an
 // error instead of the fallback.
+// FLASHKIT_FWD_MODS_CP_ASYNC=1 (read once) keeps windows / softcaps at D 96-256 on the
+// cp.async kernel's kMods instantiation, as before 2026-11-27 (A/B runs); the mods check
+// comes first, so calls without a window or softcap never read it.
+inline bool mods_on_cp_async_env() {
+  static const bool on = dispatch::env_flag("FLASHKIT_FWD_MODS_CP_ASYNC");
+  return on;
+}
+
 template <typename Tag, int kHeadDim>
 int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using Tr = typename fwd_sm90::Config<typename ElementOf<Tag>::type, kHeadDim>::Tr;
@@ -171,23 +179,31 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (require_tma) return cudaErrorNotSupported;
     }
   }
-  if (mods) {
-    return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
-  }
   if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
     using TrP = fwd_sm90::WithProducer<Tr>;
-    if (use_tma && p.total_k > 0) {
+    // Windows and softcaps take the same kernels as the other calls, in their kMods
+    // instantiations (since 2026-11-27; before, the cp.async kernel's: fwd_sm90.md
+    // "Windows and softcaps on the TMA kernels").
+    if (use_tma && p.total_k > 0 && !(mods && mods_on_cp_async_env())) {
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
         if (fwd_sm90::use_persistent<TrP>(p) && p.total_q > 0) {
-          if (fwd_sm90::make_q_tensor_map<TrP>(q)) return fwd_sm90::launch_persistent<TrP>(q, stream, dev);
+          if (fwd_sm90::make_q_tensor_map<TrP>(q)) {
+            return mods ? fwd_sm90::launch_persistent<TrP, true>(q, stream, dev)
+                        : fwd_sm90::launch_persistent<TrP>(q, stream, dev);
+          }
           if (require_tma) return cudaErrorNotSupported;
         }
-        return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,
-                                                                                      dev.l2_bytes);
+        return mods ? launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, true, true>, TrP>(q, stream, dev.device,
+                                                                                           dev.l2_bytes)
+                    : launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,
+                                                                                            dev.l2_bytes);
       }
       if (require_tma) return cudaErrorNotSupported;
     }
+  }
+  if (mods) {
+    return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr, true>, Tr>(p, stream, dev.device, dev.l2_bytes);
   }
   return launch_util::launch_fwd<&fwd_sm90::fwd_kernel<Tr>, Tr>(p, stream, dev.device, dev.l2_bytes);
 }
