@@ -276,3 +276,67 @@ def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
     two = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_D64_WG3": "0"}, drop).split()
     assert len(three) == 2 * 2 * (2 + 8 * 3) + 2 * 5 * 4  # + windows / softcaps: dtypes x shapes x modes
     assert three == two, "d64: three-warpgroup kernel != two-CTA kernel"
+
+
+_MODS_PROBE = r"""
+import hashlib, sys, torch, flashkit
+from flashkit.testing import (attention_pytorch, attention_reference, check_close, check_lse,
+                              check_written, poison_)
+g = torch.Generator(device="cuda").manual_seed(96)
+stream = torch.cuda.current_stream().cuda_stream
+out, bad = [], []
+# windows (causal and two-sided, one skipping whole key tiles), a right bound only and softcaps
+# at the head dims of the producer-warpgroup kernels, around their 128-row tiles and 64/128-key
+# tiles (by default D 96-192 run the persistent kernel here, D 256 the non-persistent one)
+for D in (96, 128, 192, 256):
+    for dt in (torch.bfloat16, torch.float16):
+        for s_q, s_k in ((1, 300), (65, 65), (129, 300), (300, 129), (1000, 1000)):
+            for causal, window, cap in ((True, (200, -1), 0.0), (False, (100, 50), 0.0), (False, (-1, 0), 0.0),
+                                        (True, (-1, -1), 20.0), (False, (64, 0), 20.0)):
+                q = torch.randn(2, s_q, 4, D, device="cuda", dtype=dt, generator=g) * (4.0 if cap else 1.0)
+                k = torch.randn(2, s_k, 2, D, device="cuda", dtype=dt, generator=g)
+                v = torch.randn(2, s_k, 2, D, device="cuda", dtype=dt, generator=g)
+                o = poison_(torch.empty_like(q))
+                lse = poison_(torch.empty(2, 4, s_q, device="cuda", dtype=torch.float32))
+                flashkit._C.attention_fwd(q, k, v, o, lse=lse, causal=causal, stream=stream,
+                                          window_left=window[0], window_right=window[1], softcap=cap)
+                torch.cuda.synchronize()
+                if s_q <= 300:  # (the reference of the 1000-row cases is slow on the CPU)
+                    qc, kc, vc = q.cpu(), k.cpu(), v.cpu()
+                    ref, lse_ref = attention_reference(qc, kc, vc, causal=causal, compute_dtype=torch.float64,
+                                                       window=window, softcap=cap)
+                    pt = attention_pytorch(qc, kc, vc, causal=causal, window=window, softcap=cap)
+                    for r in (check_written(o, ref), check_close(o.cpu(), ref, pt), check_lse(lse, lse_ref)):
+                        if not r.ok:
+                            bad.append(f"D{D} {dt} s_q={s_q} s_k={s_k} causal={causal} window={window} "
+                                       f"softcap={cap}: {r.message}")
+                elif not (o.isfinite().all() and lse.isfinite().all()):
+                    bad.append(f"D{D} {dt} s_q={s_q} causal={causal} window={window} softcap={cap}: not written")
+                out.append(hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
+                                          lse.view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+if bad:
+    sys.exit("\n".join(bad[:20]))
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_mods_on_tma_kernels(flashkit_ext, run_probe):
+    """Windows and softcaps at D 96-256 on Hopper run the producer-warpgroup kernels' kMods
+    instantiations (persistent or not, as the other calls; FLASHKIT_FWD_PERSISTENT=0 forces the
+    non-persistent one); FLASHKIT_FWD_MODS_CP_ASYNC=1 keeps them on the cp.async kernel's. Each
+    run must pass the reference checks into NaN-poisoned out/lse (FLASHKIT_FWD_REQUIRE_TMA: no
+    silent fallback), and the three must agree bitwise."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
+        pytest.skip("no Hopper forward on this GPU / build")
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT",
+            "FLASHKIT_FWD_TMA_STORE", "FLASHKIT_FWD_MODS_CP_ASYNC"]
+    tma = run_probe(_MODS_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
+    flat = run_probe(_MODS_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "0"}, drop).split()
+    cp = run_probe(_MODS_PROBE, {"FLASHKIT_FWD_MODS_CP_ASYNC": "1"}, drop).split()
+    assert len(tma) == 4 * 2 * 5 * 5  # head dims x dtypes x shapes x modes
+    assert tma == cp, "windows / softcaps: TMA kernels (default dispatch) != cp.async kernel"
+    assert flat == cp, "windows / softcaps: non-persistent TMA kernel != cp.async kernel"
