@@ -59,13 +59,6 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_STSM_O
 #define FLASHKIT_FWD_STSM_O 1
 #endif
-// FLASHKIT_FWD_D256_QSTAGE (tuning switch, fwd_sm90.md "D 256 persistent, O staged in Q"): 1 =
-// where O has no staging tile of its own (D 256), each warpgroup stages its 64 rows of O in
-// its own 64 rows of Q's tile (its Q K^Ts are done) and stores them by TMA; Q's empty barrier
-// is passed only after the store has read them. 0 = O through V(last)'s stage, 8 rows per warp.
-#ifndef FLASHKIT_FWD_D256_QSTAGE
-#define FLASHKIT_FWD_D256_QSTAGE 0
-#endif
 constexpr int kTraceSteps = 32;
 template <class Tr>
 struct TraceLayout {
@@ -90,8 +83,6 @@ struct PersistentSmem {
   static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
   static constexpr bool kStageO = kWithO <= 227 * 1024;
   static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
-  // no staging tile: O staged in Q's tile (FLASHKIT_FWD_D256_QSTAGE)
-  static constexpr bool kStageOInQ = !kStageO && FLASHKIT_FWD_D256_QSTAGE != 0;
 };
 
 // The barriers: full/empty per K stage and per V stage, then Q's full and empty
@@ -266,9 +257,8 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
   }
-  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's
-  // (kStageOInQ: not before the epilogue's store has read O out of it).
-  if constexpr (!PersistentSmem<Tr>::kStageOInQ) prims::mbarrier_arrive(b.empty_q());
+  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
+  prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
@@ -278,9 +268,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   prims::fence_operands(o[0]);
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 4);
   // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
-  if constexpr (PersistentSmem<Tr>::kStageO || PersistentSmem<Tr>::kStageOInQ) {
-    prims::mbarrier_arrive(b.empty_v(vbase + last));
-  }
+  if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
 }
 
 // The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
@@ -525,49 +513,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
           }
         }
       }
-    } else if constexpr (PersistentSmem<Tr>::kStageOInQ) {
-      // O in this warpgroup's own 64 rows of Q's tile (its Q K^Ts have retired; the other
-      // warpgroup's read only its own rows), stored by TMA like the staging tile's rows, or
-      // by the threads for a varlen block whose rows run past its sequence. Q's empty
-      // barrier is passed after the store has read the rows (the producer loads the next
-      // tile's Q into the tile then).
-      const bool tma_store = FLASHKIT_FWD_TMA_STORE != 0 && p.o_tma != 0 &&
-                             (p.cu_seqlens_q == nullptr || blk.rows_here >= wg * 64 + 64);
-      stage_o_rows_stsm<Tr>(prims::opaque(prims::smem_addr(sQ)), o, prims::opaque(warp_row0), prims::opaque(lane));
-      if (tma_store) prims::fence_proxy_async_smem();
-      prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-      if (tma_store) {
-        if (tid % 128 == 0) {
-          const int row = (p.cu_seqlens_q != nullptr ? blk.q_row0 : 0) + blk.m0 + wg * 64;
-#pragma unroll
-          for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
-            prims::tma_store_4d(&p.o_tmap, prims::smem_addr(sQ + Tr::QTile::offset(wg * 64, a * 64)), a * 64, row,
-                                blk.head, p.cu_seqlens_q != nullptr ? 0 : blk.batch);
-          }
-          prims::bulk_commit_group();
-          prims::bulk_wait_group_read<0>();
-        }
-      } else {
-        constexpr int kChunksPerRow = Tr::kHeadDim / 8;
-        static_assert((64 * kChunksPerRow) % 128 == 0, "a warpgroup's rows split evenly over its threads");
-        const int wt = prims::opaque(tid % 128);
-#pragma unroll 4
-        for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
-          const int ci = wt + i * 128;
-          const int row = wg * 64 + ci / kChunksPerRow;
-          const int col = (ci % kChunksPerRow) * 8;
-          if (row < blk.rows_here) {
-            *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
-                *reinterpret_cast<const uint4*>(sQ + Tr::QTile::offset(row, col));
-          }
-        }
-      }
-      // every read of the rows done (the TMA store's: its issuer waited above; the threads'
-      // loads) before Q's empty barrier lets the next tile's Q in (written by the TMA unit:
-      // the proxy fence orders this warpgroup's generic accesses before it)
-      prims::fence_proxy_async_smem();
-      prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-      prims::mbarrier_arrive(b.empty_q());
     } else {
       // No room for a staging tile (D 256): each warp stages its 16 rows, 8 at a time, in
       // its 1/8 of V(last)'s stage (released after this), 16-byte chunks XOR-swizzled by the
