@@ -51,6 +51,16 @@ TEST(FwdParams, DenseContiguous) {
   EXPECT_EQ(p.h_q, 8);
   EXPECT_EQ(p.h_kv, 2);
   EXPECT_EQ(p.h_ratio, 4);
+  // the kernels' tile decode divides by these (prims::FastDiv)
+  EXPECT_EQ(p.div_h_q.d, 8);
+  EXPECT_EQ(p.div_h_ratio.d, 4);
+  for (int bh = 0; bh < 2 * 8; ++bh) {
+    int batch = -1, head = -1;
+    p.div_h_q.divmod(bh, batch, head);
+    EXPECT_EQ(batch, bh / 8);
+    EXPECT_EQ(head, bh % 8);
+    EXPECT_EQ(p.div_h_ratio.div(head), head / 4);
+  }
   EXPECT_EQ(p.seqlen_q, 128);
   EXPECT_EQ(p.seqlen_k, 256);
   EXPECT_EQ(p.total_q, 128);
