@@ -956,15 +956,22 @@ def test_runner_window_rows(tmp_path, monkeypatch, capsys, case):
     assert "window: flashkit_window8" in notes and "dk/dv on 3 slices of keys" in notes
 
 
+def _load_reference():
+    """flashkit/testing/reference.py loaded by path (the package itself may not import
+    without the extension)."""
+    spec = importlib.util.spec_from_file_location(
+        "_ref_for_bench", REPO / "python" / "flashkit" / "testing" / "reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_ref_for_bench"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_window_check_against_the_reference():
     """Runner._window_diff (real torch on the CPU): ~0 for the reference's own windowed
     output, large for the output of another window (or of full causal)."""
     torch = pytest.importorskip("torch")
-    ref_mod = importlib.util.spec_from_file_location(
-        "_ref_for_bench", REPO / "python" / "flashkit" / "testing" / "reference.py")
-    R = importlib.util.module_from_spec(ref_mod)
-    sys.modules["_ref_for_bench"] = R
-    ref_mod.loader.exec_module(R)
+    R = _load_reference()
     g = torch.Generator().manual_seed(0)
     B, S, H_q, H_kv, D = 2, 300, 4, 2, 16
     q, k, v = (torch.randn((B, S, h, D), generator=g) for h in (H_q, H_kv, H_kv))
@@ -984,11 +991,7 @@ def test_window_grads_check_against_the_reference(monkeypatch, chunked):
     reference's own windowed gradients (GQA, windows from the diagonal alone to past the
     length; chunked: one kv head per step), large for another window's gradients."""
     torch = pytest.importorskip("torch")
-    ref_mod = importlib.util.spec_from_file_location(
-        "_ref_for_bench", REPO / "python" / "flashkit" / "testing" / "reference.py")
-    R = importlib.util.module_from_spec(ref_mod)
-    sys.modules["_ref_for_bench"] = R
-    ref_mod.loader.exec_module(R)
+    R = _load_reference()
     if chunked:
         monkeypatch.setattr(runner, "_WINDOW_REF_ELEMS", 1)
     g = torch.Generator().manual_seed(0)
