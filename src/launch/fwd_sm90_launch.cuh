@@ -144,8 +144,9 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
 
 // The head dims with one CTA per SM (96, 128, 192, 256) run the variant with a producer
 // warpgroup that loads the K/V tiles with TMA (windows and softcaps: its kMods
-// instantiations), and the softmax overlapped with P V inside each consumer warpgroup (docs/kernels/fwd_sm90.md: +6-10% over
-// the cp.async kernel on an H100). The cp.async kernel runs the other calls, a call whose
+// instantiations), and the softmax overlapped with P V inside each consumer warpgroup
+// (docs/kernels/fwd_sm90.md: +6-10% over the cp.async kernel on an H100). The cp.async
+// kernel runs the other calls, a call whose
 // K/V cannot be described by a tensor map (a stride not a multiple of 16 bytes, an
 // unaligned base), a call with no keys at all (nothing to load), and every call under
 // FLASHKIT_FWD_NO_TMA=1 (read once). Of the TMA calls, the persistent kernel runs those
