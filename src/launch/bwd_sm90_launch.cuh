@@ -9,6 +9,7 @@
 
 
 #include "kernels/bwd_sm90/kernel.cuh"
+#include "kernels/bwd_sm90/kernel_ks.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
@@ -107,6 +108,22 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       }
     }
     const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+    if constexpr (kD == 256) {
+      // D 256: the key-split kernel (kernel_ks.cuh), softcapped and deterministic calls
+      // included, unless FLASHKIT_BWD_D256_V1=1 (read once) asks for the role-split kernel
+      // below (kept for A/B runs).
+      static const bool d256_v1 = dispatch::env_flag("FLASHKIT_BWD_D256_V1");
+      if (!d256_v1) {
+        using Ks = bwd_sm90::BwdKsTraits<T, kD>;
+        static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
+        if (p.softcap > 0.f) {
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(p, grid, Ks::kThreads,
+                                                                                  Ks::kSmemBytes, stream, dev.device);
+        }
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(p, grid, Ks::kThreads, Ks::kSmemBytes,
+                                                                           stream, dev.device);
+      }
+    }
     if (p.softcap > 0.f) {
       return launch_util::launch_with_smem<&bwd_sm90::bwd_kernel<Tr, true>>(p, grid, Tr::kThreads, Tr::kSmemBytes,
                                                                             stream, dev.device);

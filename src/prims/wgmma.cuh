@@ -209,8 +209,11 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_first(float (&d)[8][4], uint6
   if constexpr (!kTransA && !kTransB) {
     if constexpr (h) FLASHKIT_WGMMA_N64_SS_FIRST("f16", d, desc_a, desc_b, "0", "0");
     else FLASHKIT_WGMMA_N64_SS_FIRST("bf16", d, desc_a, desc_b, "0", "0");
+  } else if constexpr (!kTransA) {  // K-major A, MN-major B
+    if constexpr (h) FLASHKIT_WGMMA_N64_SS_FIRST("f16", d, desc_a, desc_b, "0", "1");
+    else FLASHKIT_WGMMA_N64_SS_FIRST("bf16", d, desc_a, desc_b, "0", "1");
   } else {
-    static_assert(kTransA && kTransB, "the forms used: K-major x K-major and MN-major x MN-major");
+    static_assert(kTransA && kTransB, "the forms used: K-major x K-major, K-major x MN-major, MN-major x MN-major");
     if constexpr (h) FLASHKIT_WGMMA_N64_SS_FIRST("f16", d, desc_a, desc_b, "1", "1");
     else FLASHKIT_WGMMA_N64_SS_FIRST("bf16", d, desc_a, desc_b, "1", "1");
   }
@@ -318,6 +321,56 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_tnspb(float (&d)[32][4], uin
     FLASHKIT_WGMMA_N256_SS_TNSPB("f16", d, desc_a, desc_b);
   } else {
     FLASHKIT_WGMMA_N256_SS_TNSPB("bf16", d, desc_a, desc_b);
+  }
+}
+
+
+// m64n32k16 (16 accumulators per thread, d[j][e] as for n64 over 4 column tiles): the
+// backward's key-split S = Q K_w^T and dP = dO V_w^T at D = 256, where each warpgroup takes
+// 32 of the block's 64 keys. Both operands K-major. `_first` overwrites d ("=f": d is not
+// live before it), the other form accumulates.
+#define FLASHKIT_WGMMA_D16(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define FLASHKIT_WGMMA_D16_OUT(d) "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3])
+#define FLASHKIT_WGMMA_DREGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define FLASHKIT_WGMMA_N32_SS(TY, d, desc_a, desc_b, DCONS, SCALE_D)                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS16 \
+               ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                             \
+               : DCONS(d)                                                                   \
+               : "l"(desc_a), "l"(desc_b), "r"(SCALE_D))
+
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n32k16_ss_first(float (&d)[4][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N32_SS("f16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16_OUT, 0);
+  } else {
+    FLASHKIT_WGMMA_N32_SS("bf16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16_OUT, 0);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[4][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N32_SS("f16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16, 1);
+  } else {
+    FLASHKIT_WGMMA_N32_SS("bf16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16, 1);
+  }
+}
+
+// d (64 x 128) += A (64 x 16, shared, MN-major) * B (16 x 128, shared, MN-major: 2 atom
+// columns `lbo` bytes apart): the key-split backward's dV += P^T dO and dK += dS^T Q with
+// P and dS stored [row][key] (A read once per k-step for both 64-column halves).
+#define FLASHKIT_WGMMA_N128_SS_TNSPAB(TY, d, desc_a, desc_b)                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", %64, %65, p, 1, 1, 1, 1;\n}\n"                                                \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_tnspab(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_SS_TNSPAB("f16", d, desc_a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N128_SS_TNSPAB("bf16", d, desc_a, desc_b);
   }
 }
 

@@ -52,15 +52,15 @@ def test_portable_backward_matches_reference():
 
 @pytest.mark.gpu
 def test_sm90_v1_backward_matches_reference(flashkit_ext):
-    """On a Hopper GPU, D 64/128 run the ping-pong kernel and D 256 splits S^T/dP^T between
-    the warpgroups; FLASHKIT_BWD_SM90_V1=1 and FLASHKIT_BWD_D256_DUP=1 select the first
-    versions (kept for A/B runs): they stay checked against the reference here."""
+    """On a Hopper GPU, D 64/128 run the ping-pong kernel and D 256 the key-split kernel;
+    FLASHKIT_BWD_SM90_V1=1 and FLASHKIT_BWD_D256_V1=1 + FLASHKIT_BWD_D256_DUP=1 select the
+    first versions (kept for A/B runs): they stay checked against the reference here."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
         pytest.skip("no Hopper backward on this GPU / build")
-    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1", FLASHKIT_BWD_D256_DUP="1")
+    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1", FLASHKIT_BWD_D256_V1="1", FLASHKIT_BWD_D256_DUP="1")
     env.pop("FLASHKIT_BWD_PORTABLE", None)
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--quick",
                         "--dims", "64", "128", "256"], env=env,
@@ -88,15 +88,16 @@ print(" ".join(out))
 
 @pytest.mark.gpu
 def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext, run_probe):
-    """D 256: the kernel that splits S^T / dP^T between the warpgroups (default) computes
-    the same bits as the one where each computes both (FLASHKIT_BWD_D256_DUP=1): the same
+    """D 256, the role-split kernel (FLASHKIT_BWD_D256_V1=1): splitting S^T / dP^T between
+    the warpgroups computes the same bits as each computing both (FLASHKIT_BWD_D256_DUP=1): the same
     products, the same fp32 P, the same bf16 dS^T (deterministic mode for dq)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
         pytest.skip("no Hopper D 256 backward on this GPU / build")
-    runs = [run_probe(_D256_PROBE, {"FLASHKIT_BWD_D256_DUP": dup}, ["FLASHKIT_BWD_PORTABLE"], timeout=300).split()
+    runs = [run_probe(_D256_PROBE, {"FLASHKIT_BWD_D256_V1": "1", "FLASHKIT_BWD_D256_DUP": dup},
+                      ["FLASHKIT_BWD_PORTABLE"], timeout=300).split()
             for dup in ("0", "1")]
     assert len(runs[0]) == 6 and runs[0] == runs[1]
 

@@ -1,0 +1,336 @@
+// Hopper (sm_90a) dense attention backward at D = 256, split by keys (ks_traits.cuh).
+//
+// One CTA = 64 keys of one (batch, KV head); warpgroup w owns keys [32w, 32w + 32) for S and
+// dP and columns [128w, 128w + 128) of dK, dV and dQ. Per query row block (64 rows of one
+// query head of the GQA group):
+//
+//   wait Q, dO (stage i % 2) ─ fence.proxy.async ─ sync ─ issue Q, dO of block i+1
+//   S_w  = Q K_w^T        wgmma SS m64n32 (both K-major)      ┐ two commit groups
+//   dP_w = dO V_w^T       wgmma SS m64n32                     ┘
+//   P = exp2(S * scale_log2 - lse) masked; dS = P (dP - delta) [* (1 - tanh^2)]
+//   P, dS ─> shared, bf16 [row][key] ─ fence.proxy.async ─ sync (the one mid-step barrier)
+//   dQ_w  = dS K[:, cols_w]    wgmma SS, A = dS K-major, B = K MN-major (2 x m64n64, 2 groups)
+//   dV_w += P^T dO[:, cols_w]  wgmma SS m64n128, A = P^T and B = dO both MN-major
+//   dK_w += dS^T Q[:, cols_w]  wgmma SS m64n128
+//   fp32 adds of dQ into dq_accum (red.global.add.v2.f32) while dV/dK run, ordered in
+//   deterministic mode
+//
+// Against the role-split kernel (kernel.cuh, kExchange: warpgroup 0 S^T, warpgroup 1 dP^T)
+// this drops the fp32 P hand-off and one CTA barrier per step, halves each warpgroup's
+// exp2/dS work (16 + 16 elements per thread instead of 32 on one warpgroup, then 32 on the
+// other), and keeps the tanh terms of softcapped calls local to the warpgroup.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_cta.cuh"
+#include "kernels/attention_common/mask.cuh"
+#include "kernels/bwd_params.h"
+#include "kernels/bwd_sm90/ks_traits.cuh"
+#include "prims/atomic.cuh"
+#include "prims/cp_async.cuh"
+#include "prims/numeric.cuh"
+#include "prims/wgmma.cuh"
+#include "tiles/tile_copy.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHKIT_BWD_SM90_KS_KERNEL_BODY 1
+#else
+#define FLASHKIT_BWD_SM90_KS_KERNEL_BODY 0
+#endif
+
+namespace flashkit::bwd_sm90 {
+
+template <class Tr, bool kSoftcap = false>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(const BwdParams p) {
+#if FLASHKIT_BWD_SM90_KS_KERNEL_BODY
+  using T = typename Tr::T;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+  constexpr int kD = Tr::kHeadDim;
+  constexpr int kThreads = Tr::kThreads;
+  using QTile = typename Tr::QTile;
+  using KTile = typename Tr::KTile;
+  using PTile = typename Tr::PTile;
+  constexpr float kLog2eF = 1.4426950408889634f;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kSmemK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+  T* sdO = reinterpret_cast<T*>(smem + Tr::kSmemDo);
+  T* sP = reinterpret_cast<T*>(smem + Tr::kSmemP);
+  T* sdS = reinterpret_cast<T*>(smem + Tr::kSmemDs);
+  float* sLse = reinterpret_cast<float*>(smem + Tr::kSmemLse);
+  float* sDelta = reinterpret_cast<float*>(smem + Tr::kSmemDelta);
+  constexpr int kQElems = QTile::kBytes / int(sizeof(T));
+
+  const int tid = threadIdx.x;
+  // Warp-uniform (shuffled from lane 0), so ptxas sees warpgroup branches as uniform.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int warp = (tid % 128) / 32;  // warp within the warpgroup
+  const int lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  if (cta.n0 >= cta.seqlen_k) return;
+
+  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
+  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
+  tiles::load_tile_async<KTile, kThreads>(
+      sK, static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride,
+      p.k_row_stride, cta.keys_here, tid);
+  tiles::load_tile_async<KTile, kThreads>(
+      sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
+      p.v_row_stride, cta.keys_here, tid);
+
+  // Q, dO, lse (prescaled by log2 e; +inf for rows past the sequence or with no visible
+  // key, so their P is 0) and delta of walk step `it` into `stage`. Rows past the sequence
+  // are zero-filled.
+  auto load_rows = [&](int it, int stage) {
+    const int head = cta.head_of(p, it);
+    const int m0 = cta.m_block_of(p, it) * kBlockM;
+    const int rows = min(kBlockM, cta.seqlen_q - m0);
+    const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
+    const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
+    tiles::load_tile_async<QTile, kThreads>(
+        sQ + stage * kQElems,
+        static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
+        rows, tid);
+    tiles::load_tile_async<QTile, kThreads>(
+        sdO + stage * kQElems,
+        static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
+        p.do_row_stride, rows, tid);
+    const int64_t stat = cta.stat_offset(p, head, m0);
+    for (int r = tid; r < kBlockM; r += kThreads) {
+      float lse = INFINITY, delta = 0.f;
+      if (r < rows) {
+        lse = p.lse[stat + r];
+        delta = p.delta[stat + r];
+        lse = lse == -INFINITY ? INFINITY : lse * kLog2eF;
+      }
+      sLse[stage * kBlockM + r] = lse;
+      sDelta[stage * kBlockM + r] = delta;
+    }
+  };
+  if (cta.iters > 0) load_rows(0, 0);
+  prims::cp_async_commit();
+
+  // dK, dV: all 64 keys (M) x this warpgroup's 128 columns (N), fp32.
+  float dk[16][4], dv[16][4];
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.f;
+
+  // Descriptors (128-byte swizzle, 8-row groups 1024 bytes apart). K-major: Q and dO (A of
+  // S, dP), this warpgroup's 32 K and V rows (B of S, dP), dS (A of dQ). MN-major: P and dS
+  // read as P^T / dS^T (A of dV, dK: M = keys = one atom column), Q and dO (B of dK, dV:
+  // two atom columns one block apart), K (B of dQ).
+  const uint32_t k_addr = prims::smem_addr(sK), v_addr = prims::smem_addr(sV);
+  const uint32_t q_addr = prims::smem_addr(sQ), do_addr = prims::smem_addr(sdO);
+  const uint32_t p_addr = prims::smem_addr(sP), ds_addr = prims::smem_addr(sdS);
+  const int key0 = wg * Tr::kWgKeys;  // this warpgroup's first key of S/dP
+  const uint64_t desc_kw = prims::smem_desc_sw128(k_addr + key0 * 128, 16, 1024);
+  const uint64_t desc_vw = prims::smem_desc_sw128(v_addr + key0 * 128, 16, 1024);
+  const uint64_t desc_pt = prims::smem_desc_sw128(p_addr, PTile::kBlockBytes, 1024);
+  const uint64_t desc_dst = prims::smem_desc_sw128(ds_addr, PTile::kBlockBytes, 1024);
+  const uint64_t desc_ds = prims::smem_desc_sw128(ds_addr, 16, 1024);
+  const uint64_t desc_k_mn = prims::smem_desc_sw128(k_addr, KTile::kBlockBytes, 1024);
+  const int col_chunk0 = wg * (Tr::kWgCols / 64);  // this warpgroup's first 64-column chunk
+
+  const float scale_log2 = p.softmax_scale_log2;
+  const int row0 = warp * 16 + g;  // this thread's accumulator rows: row0, row0 + 8
+
+  for (int it = 0; it < cta.iters; ++it) {
+    const int stage = it & 1;
+    const int head = cta.head_of(p, it);
+    const int m_block = cta.m_block_of(p, it);
+    const int m0 = m_block * kBlockM;
+    prims::cp_async_wait<0>();
+    prims::fence_proxy_async_smem();
+    __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage, sP and sdS free
+    if (it + 1 < cta.iters) load_rows(it + 1, stage ^ 1);
+    prims::cp_async_commit();
+
+    const uint32_t q_st = q_addr + stage * QTile::kBytes, do_st = do_addr + stage * QTile::kBytes;
+    const uint64_t desc_q = prims::smem_desc_sw128(q_st, 16, 1024);
+    const uint64_t desc_do = prims::smem_desc_sw128(do_st, 16, 1024);
+
+    // S_w = Q K_w^T, dP_w = dO V_w^T: 64 rows x 32 keys, K = D.
+    float s[4][4], dp[4][4];
+    prims::wgmma_fence();
+    prims::wgmma_m64n32k16_ss_first<T>(s, desc_q, desc_kw);
+#pragma unroll
+    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n32k16_ss<T>(s, desc_q + a_off, desc_kw + b_off);
+    }
+    prims::wgmma_commit();
+    prims::wgmma_m64n32k16_ss_first<T>(dp, desc_do, desc_vw);
+#pragma unroll
+    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+      const uint64_t a_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      const uint64_t b_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+      prims::wgmma_m64n32k16_ss<T>(dp, desc_do + a_off, desc_vw + b_off);
+    }
+    prims::wgmma_commit();
+    const float* lse_s = sLse + stage * kBlockM;
+    const float* delta_s = sDelta + stage * kBlockM;
+    const float lse0 = lse_s[row0], lse1 = lse_s[row0 + 8];  // read while the products run
+    const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
+    prims::wgmma_wait<1>();
+    prims::fence_operands(s);
+
+    const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) ||
+                        cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
+    uint32_t tanh_h[4][2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kSoftcap) {
+        float th[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
+          s[j][e] = p.softcap * th[e];
+        }
+        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
+        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = prims::exp2_approx(s[j][e] * scale_log2 - (e / 2 ? lse1 : lse0));
+        if (masked && !cta.mask.visible(m0 + row0 + (e / 2) * 8, cta.n0 + key0 + j * 8 + 2 * t + (e % 2))) v = 0.f;
+        s[j][e] = v;
+      }
+    }
+    prims::wgmma_wait<0>();
+    prims::fence_operands(dp);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e / 2 ? dl1 : dl0));
+      if constexpr (kSoftcap) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
+          dp[j][2 * h] *= 1.f - th.x * th.x;
+          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
+        }
+      }
+    }
+    // P and dS (bf16) into their [row][key] tiles: 8 rows at one 16-byte column chunk land
+    // on 8 distinct chunk positions (conflict-free 4-byte stores).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = key0 + j * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(sP + PTile::offset(row0, key)) = prims::pack2<T>(s[j][0], s[j][1]);
+      *reinterpret_cast<uint32_t*>(sP + PTile::offset(row0 + 8, key)) = prims::pack2<T>(s[j][2], s[j][3]);
+      *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0, key)) = prims::pack2<T>(dp[j][0], dp[j][1]);
+      *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0 + 8, key)) = prims::pack2<T>(dp[j][2], dp[j][3]);
+    }
+    prims::fence_proxy_async_smem();
+    __syncthreads();  // both warpgroups' P and dS visible to the async proxy
+
+    // dQ (this warpgroup's two 64-column chunks, one commit group each), then dV and dK.
+    float dq[2][8][4];
+    prims::wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      prims::wgmma_m64n64k16_ss_first<T, false, true>(dq[c], desc_ds, desc_k_mn + (((col_chunk0 + c) * KTile::kBlockBytes) >> 4));
+#pragma unroll
+      for (int ks = 1; ks < Tr::kNSteps; ++ks) {
+        const uint64_t a_off = (ks * 32) >> 4;
+        const uint64_t b_off = ((col_chunk0 + c) * KTile::kBlockBytes + ks * 16 * 128) >> 4;
+        prims::wgmma_m64n64k16_ss_tnspb<T>(dq[c], desc_ds + a_off, desc_k_mn + b_off);
+      }
+      prims::wgmma_commit();
+    }
+    const uint64_t desc_q_mn = prims::smem_desc_sw128(q_st, QTile::kBlockBytes, 1024);
+    const uint64_t desc_do_mn = prims::smem_desc_sw128(do_st, QTile::kBlockBytes, 1024);
+    prims::fence_operands(dv);
+    prims::fence_operands(dk);
+#pragma unroll
+    for (int ms = 0; ms < Tr::kMSteps; ++ms) {
+      const uint64_t a_off = (ms * 16 * 128) >> 4;
+      const uint64_t b_off = (col_chunk0 * QTile::kBlockBytes + ms * 16 * 128) >> 4;
+      prims::wgmma_m64n128k16_ss_tnspab<T>(dv, desc_pt + a_off, desc_do_mn + b_off);
+      prims::wgmma_m64n128k16_ss_tnspab<T>(dk, desc_dst + a_off, desc_q_mn + b_off);
+    }
+    prims::wgmma_commit();
+
+    // dQ's adds while dV and dK run.
+    int32_t* sem = nullptr;
+    int turn = 0;
+    if (p.deterministic) {  // this key block's turn for the row block's dq
+      turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+      sem = cta.dq_counter(p, head, m_block);
+      if (tid == 0) {
+        while (prims::ld_acquire_gpu(sem) != turn) {
+        }
+      }
+      __syncthreads();
+    }
+    float* acc_base = p.dq_accum + ((cta.q_row0() + m0) * p.h_q + head) * kD;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      if (c == 0) {
+        prims::wgmma_wait<2>();
+      } else {
+        prims::wgmma_wait<1>();
+      }
+      prims::fence_operands(dq[c]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = row0 + half * 8;
+        if (m0 + r < cta.seqlen_q) {
+          float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * t;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+        }
+      }
+    }
+    prims::wgmma_wait<0>();  // dV, dK done: sP, sdS and this stage's Q/dO are free
+    prims::fence_operands(dv);
+    prims::fence_operands(dk);
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+    }
+  }
+
+  // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (both
+  // warpgroups are past their last dQ product, which reads K) for 16-byte stores.
+  prims::cp_async_wait<0>();
+  __syncthreads();
+  const float scale = p.softmax_scale;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int col = wg * Tr::kWgCols + j * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(row0, col)) = prims::pack2<T>(dk[j][0] * scale, dk[j][1] * scale);
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dk[j][2] * scale, dk[j][3] * scale);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0, col)) = prims::pack2<T>(dv[j][0], dv[j][1]);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
+  }
+  __syncthreads();
+  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
+  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
+      p.dk_row_stride, sK, cta.keys_here, tid);
+  tiles::store_tile<KTile, kThreads>(
+      static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
+      p.dv_row_stride, sV, cta.keys_here, tid);
+#endif  // FLASHKIT_BWD_SM90_KS_KERNEL_BODY
+}
+
+}  // namespace flashkit::bwd_sm90

@@ -1,0 +1,50 @@
+// Tile shapes and shared-memory plan of the key-split Hopper backward (kernel_ks.cuh, D = 256).
+//
+// A CTA owns kBlockN = 64 keys of one (batch, KV head) and walks 64-row query blocks.
+// Warpgroup w computes S and dP for keys [32w, 32w + 32) (m64n32 wgmmas, rows of the query
+// block as M), forms P and dS for them and stores both, bf16, into [row][key] tiles. After
+// one CTA barrier each warpgroup accumulates dK and dV for all 64 keys over its half of the
+// head dimension, d in [128w, 128w + 128), and computes dQ for the same columns.
+// (FlashAttention-3's Hopper backward splits S/dP by keys at D = 256 the same way;
+// docs/kernels/bwd-redesign.md sec. 5.3.)
+#pragma once
+
+#include "tiles/smem_swizzle.cuh"
+
+namespace flashkit::bwd_sm90 {
+
+template <typename T_, int kHeadDim_>
+struct BwdKsTraits {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static_assert(kHeadDim_ == 256, "the key-split kernel is the D = 256 kernel");
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 64;
+  static constexpr int kWgKeys = kBlockN / 2;      // S/dP keys per warpgroup
+  static constexpr int kWgCols = kHeadDim / 2;     // dK/dV/dQ columns per warpgroup
+  static constexpr int kThreads = 256;
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kKSteps = kHeadDim / 16;    // k16 steps of S, dP
+  static constexpr int kMSteps = kBlockM / 16;     // k16 steps of dV, dK (over query rows)
+  static constexpr int kNSteps = kBlockN / 16;     // k16 steps of dQ (over keys)
+
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
+  using PTile = tiles::Swizzle128Tile<T, kBlockM, kBlockN>;   // P and dS, [row][key]
+
+  static constexpr int kSmemK = 0;
+  static constexpr int kSmemV = kSmemK + KTile::kBytes;
+  static constexpr int kSmemQ = kSmemV + KTile::kBytes;        // 2 stages
+  static constexpr int kSmemDo = kSmemQ + 2 * QTile::kBytes;   // 2 stages
+  static constexpr int kSmemP = kSmemDo + 2 * QTile::kBytes;
+  static constexpr int kSmemDs = kSmemP + PTile::kBytes;
+  static constexpr int kSmemLse = kSmemDs + PTile::kBytes;     // fp32 [2][kBlockM]
+  static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
+  static constexpr int kSmemBytes = kSmemDelta + 2 * kBlockM * 4 + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
+  static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && PTile::kBytes % 1024 == 0,
+                "1024-byte aligned tiles");
+  static_assert((kWgKeys * 128) % 1024 == 0, "a warpgroup's key slice starts on a swizzle atom");
+};
+
+}  // namespace flashkit::bwd_sm90
