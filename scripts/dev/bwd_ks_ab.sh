@@ -1,46 +1,48 @@
 #!/usr/bin/env bash
-# Device run for the key-split D 256 backward (kernel_ks.cuh): build, correctness (the D 256
-# backward tests, sanitize_bwd.py at D 256 with the default kernel and with
-# FLASHKIT_BWD_D256_V1=1), then an interleaved A/B in one build: ks, v1, ks, v1 over the FA3
-# sweep at D 256 (bwd, and the deterministic mode once each), then memcheck and racecheck.
-# STEPS (default "install tests ab det sanit").
-#   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/bwd_ks_ab.sh")
+# Device run for the key-split D 256 backward (kernel_ks.cuh): build; correctness
+# (sanitize_bwd.py at D 256 with the default kernels; TESTS=1 adds the D 256 backward GPU tests);
+# an interleaved A/B in one build over the FA3 sweep at D 256 (bwd), ROUNDS rounds of the
+# variants given as NAME=ENV arguments (ENV: space-separated VAR=VALUE, empty = defaults);
+# the deterministic mode once (DET=1); then memcheck, racecheck and synccheck at D 256.
+# V4=1: afterwards rebuild with FLASHKIT_BWD_KS_RED_V4=1 and time the reds path once more.
+#   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/bwd_ks_ab.sh ks= reds='FLASHKIT_BWD_DQ_TMA=0' v1='FLASHKIT_BWD_D256_V1=1'")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/ksab
 . "$(dirname "$0")/device_steps.sh"
-STEPS=${STEPS:-"install tests ab det sanit"}
-has() { [[ " $STEPS " == *" $1 "* ]]; }
 install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-has install && step install 400 "${INSTALL[@]}"
+step install 400 "${INSTALL[@]}"
 cd /tmp
-if has tests; then
-  step sanitize_ks 200 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256
-  step tests_d256 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
-    test_backward_gpu.py test_backward_families_gpu.py -k '256 or families' -x"
-fi
-B() {  # B TAG [ENV...]
+step sanitize_ks 200 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256
+[ "${TESTS:-0}" = 1 ] && step tests_d256 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 \
+  -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py -k '256 or families' -x"
+B() {  # B TAG [VAR=VALUE...]
   local tag=$1; shift
-  step "$tag" 200 env "$@" python3 -m flashkit.bench --sweep fa3 --heads-dims 256 --mode bwd --impls flashkit \
-    --out-dir "$O/ab" --tag "$tag" --no-plot
+  step "$tag" 200 env "$@" python3 -m flashkit.bench --sweep fa3 --heads-dims 256 --mode bwd ${DETARG:-} \
+    --impls flashkit --out-dir "$O/ab" --tag "$tag" --no-plot
 }
-if has ab; then
-  B ks1 FLASHKIT_BWD_D256_V1=0
-  B v1a FLASHKIT_BWD_D256_V1=1
-  B ks2 FLASHKIT_BWD_D256_V1=0
-  B v1b FLASHKIT_BWD_D256_V1=1
-fi
-if has det; then
-  for v in 0 1; do
-    step "det$v" 200 env FLASHKIT_BWD_D256_V1=$v python3 -m flashkit.bench --sweep fa3 --heads-dims 256 --mode bwd \
-      --deterministic --impls flashkit --out-dir "$O/ab" --tag "det$v" --no-plot
+for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
+  for v in "$@"; do
+    # shellcheck disable=SC2086
+    B "${v%%=*}$r" ${v#*=}
   done
-fi
-if has sanit; then
+done
+[ "${DET:-1}" = 1 ] && DETARG=--deterministic B det
+if [ "${SANIT:-1}" = 1 ]; then
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   step memcheck_ks 200 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 256
   step racecheck_ks 300 $S --tool racecheck --error-exitcode 1 --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 256
   step synccheck_ks 200 $S --tool synccheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 256
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+fi
+if [ "${V4:-0}" = 1 ]; then
+  f="$TREE/src/kernels/bwd_sm90/inst/bwd_sm90_bf16_hd256.cu"
+  cp "$f" "$O/inst.orig"
+  with_defines "$O/inst.orig" "FLASHKIT_BWD_KS_RED_V4 1" > "$f"
+  step install_v4 300 "${INSTALL[@]}"
+  B redsv4 FLASHKIT_BWD_DQ_TMA=0
+  step sanitize_v4 200 env FLASHKIT_BWD_DQ_TMA=0 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256 --dtypes bfloat16
+  cp "$O/inst.orig" "$f"
 fi
 tar -czf "${OUT:-/tmp}/ksab.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -28,6 +28,17 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   if constexpr (kD == 64 || kD == 128) {
     static_assert(bwd_sm90::BwdPpTraits<T, kD>::kBlockM % kBwdSemBlockM == 0, "dq counters: 32-row blocks");
   }
+  // dq_accum's TMA map for the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen:
+  // total_q rows, batch 1; boxes of 32 columns x 16 rows).
+  auto make_dq_map = [&](BwdParams& q) {
+    const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
+                                 p.cu_seqlens_q != nullptr ? 1 : p.batch};
+    const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
+                               int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
+    return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16);
+  };
+  // FLASHKIT_BWD_DQ_TMA=0 (read once): the fast mode's dQ by per-thread reds (A/B runs).
+  static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
@@ -46,13 +57,6 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                                p.q_batch_stride, Pp::kBlockM) &&
                launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
                                                p.do_batch_stride, Pp::kBlockM);
-      };
-      auto make_dq_map = [&](BwdParams& q) {
-        const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
-                                     p.cu_seqlens_q != nullptr ? 1 : p.batch};
-        const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
-                                   int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
-        return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16);
       };
       // Deterministic mode at D 64/128: the TMA reduce-add kernel's deterministic instantiation
       // (turns released after the next softmax; the walk rotated without a mask when a (batch, KV head)
@@ -90,9 +94,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         if (!no_tma) {
           BwdParams q = p;
           if (make_qdo_maps(q)) {
-            // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0, read once: the
-            // per-thread reds of the same kernel, for A/B runs).
-            static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
+            // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0: the per-thread reds).
             if (!p.deterministic && !dq_reds && make_dq_map(q)) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
                   q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
@@ -116,6 +118,19 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (!d256_v1) {
         using Ks = bwd_sm90::BwdKsTraits<T, kD>;
         static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
+        // Fast mode: dQ by TMA reduce-adds where dq_accum's map can be made (deterministic
+        // mode: the per-thread reds and their turns).
+        if (!p.deterministic && !dq_reds) {
+          BwdParams q = p;
+          if (make_dq_map(q)) {
+            if (p.softcap > 0.f) {
+              return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(
+                  q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+            }
+            return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true>>(
+                q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+          }
+        }
         if (p.softcap > 0.f) {
           return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(p, grid, Ks::kThreads,
                                                                                   Ks::kSmemBytes, stream, dev.device);

@@ -35,6 +35,7 @@
 #include "prims/atomic.cuh"
 #include "prims/cp_async.cuh"
 #include "prims/numeric.cuh"
+#include "prims/tma.cuh"
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
@@ -44,10 +45,18 @@
 #define FLASHKIT_BWD_SM90_KS_KERNEL_BODY 0
 #endif
 
+// A/B: the reds path adds 4 columns per lane (v4) after a lane-pair exchange.
+#ifndef FLASHKIT_BWD_KS_RED_V4
+#define FLASHKIT_BWD_KS_RED_V4 0
+#endif
+
 namespace flashkit::bwd_sm90 {
 
-template <class Tr, bool kSoftcap = false>
-__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(const BwdParams p) {
+// kDqTma: dQ goes to dq_accum by TMA reduce-adds (p.dq_tmap: 32-column x 16-row fp32 boxes,
+// 128-byte swizzle) staged per warp, instead of per-thread reds (the fast mode; the
+// deterministic instantiation keeps the reds and their turns).
+template <class Tr, bool kSoftcap = false, bool kDqTma = false>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KS_KERNEL_BODY
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
@@ -148,6 +157,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
 
   const float scale_log2 = p.softmax_scale_log2;
   const int row0 = warp * 16 + g;  // this thread's accumulator rows: row0, row0 + 8
+  const int warp_all = tid / 32;  // this warp's dQ staging box (kDqTma)
 
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
@@ -270,7 +280,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     // dQ's adds while dV and dK run.
     int32_t* sem = nullptr;
     int turn = 0;
-    if (p.deterministic) {  // this key block's turn for the row block's dq
+    if (!kDqTma && p.deterministic) {  // this key block's turn for the row block's dq
       turn = cta.dq_turn<kBlockM, kBlockN>(m0);
       sem = cta.dq_counter(p, head, m_block);
       if (tid == 0) {
@@ -288,24 +298,82 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
         prims::wgmma_wait<1>();
       }
       prims::fence_operands(dq[c]);
+      if constexpr (kDqTma) {
+        // This warp's 16 rows in two 32-column boxes. Rows past the sequence carry zeros (their
+        // P and dS are 0), so the box may cover them: past the last row the map clips, and
+        // in a varlen batch they add +0 to the next sequence's rows.
+        unsigned char* box_ptr = smem + Tr::kSmemDqStage + warp_all * Tr::kDqBoxBytes;
+        const uint32_t box = prims::smem_addr(box_ptr);
+        const int row_g = int(cta.varlen ? cta.q_start + m0 : m0) + warp * 16;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = row0 + half * 8;
+        for (int h = 0; h < 2; ++h) {
+          if (lane == 0) prims::bulk_wait_group_read<0>();  // the previous box has been read
+          __syncwarp();
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ g) * 16) + (t % 2) * 8) =
+                  make_float2(dq[c][4 * h + jj][2 * half], dq[c][4 * h + jj][2 * half + 1]);
+            }
+          }
+          prims::fence_proxy_async_smem();
+          __syncwarp();
+          if (lane == 0) {
+            prims::tma_reduce_add_4d(&p.dq_tmap, box, (col_chunk0 + c) * 64 + 32 * h, head, row_g,
+                                     cta.varlen ? 0 : cta.batch);
+            prims::bulk_commit_group();
+          }
+        }
+      } else if constexpr (FLASHKIT_BWD_KS_RED_V4 != 0) {
+        // Lane pairs (t, t ^ 1) swap halves so each lane adds 4 consecutive columns of one row:
+        // even lanes row0, odd lanes row0 + 8.
+        const bool odd = (t & 1) != 0;
+        const int r = row0 + (odd ? 8 : 0);
         if (m0 + r < cta.seqlen_q) {
-          float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * t;
+          float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * (t & ~1);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+          for (int j = 0; j < 8; ++j) {
+            const float s0 = odd ? dq[c][j][0] : dq[c][j][2], s1 = odd ? dq[c][j][1] : dq[c][j][3];
+            const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+            if (odd) {
+              prims::red_add_v4_f32(row + j * 8, r0, r1, dq[c][j][2], dq[c][j][3]);
+            } else {
+              prims::red_add_v4_f32(row + j * 8, dq[c][j][0], dq[c][j][1], r0, r1);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {  // the partner lane's shuffles
+            const float s0 = odd ? dq[c][j][0] : dq[c][j][2], s1 = odd ? dq[c][j][1] : dq[c][j][3];
+            __shfl_xor_sync(0xffffffffu, s0, 1);
+            __shfl_xor_sync(0xffffffffu, s1, 1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = row0 + half * 8;
+          if (m0 + r < cta.seqlen_q) {
+            float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+          }
         }
       }
     }
     prims::wgmma_wait<0>();  // dV, dK done: sP, sdS and this stage's Q/dO are free
     prims::fence_operands(dv);
     prims::fence_operands(dk);
-    if (p.deterministic) {
+    if (!kDqTma && p.deterministic) {
       __threadfence();
       __syncthreads();
       if (tid == 0) prims::st_release_gpu(sem, turn + 1);
     }
+  }
+
+  if constexpr (kDqTma) {
+    if (lane == 0) prims::bulk_wait_group<0>();  // the reduce-adds done before exit
   }
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (both

@@ -40,11 +40,16 @@ struct BwdKsTraits {
   static constexpr int kSmemDs = kSmemP + PTile::kBytes;
   static constexpr int kSmemLse = kSmemDs + PTile::kBytes;     // fp32 [2][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
-  static constexpr int kSmemBytes = kSmemDelta + 2 * kBlockM * 4 + 1024;  // + alignment slack
+  // dQ by TMA reduce-adds: each warp stages 16 rows x 32 fp32 columns (one 128-byte
+  // swizzled box of the dq_accum map, 2 KB) at a time.
+  static constexpr int kDqBoxBytes = 16 * 128;
+  static constexpr int kSmemDqStage = kSmemDelta + 2 * kBlockM * 4;
+  static constexpr int kSmemBytes = kSmemDqStage + (kThreads / 32) * kDqBoxBytes + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && PTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");
   static_assert((kWgKeys * 128) % 1024 == 0, "a warpgroup's key slice starts on a swizzle atom");
+  static_assert(kSmemDqStage % 1024 == 0, "dQ staging boxes on swizzle atoms");
 };
 
 }  // namespace flashkit::bwd_sm90
