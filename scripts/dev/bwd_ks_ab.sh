@@ -4,7 +4,7 @@
 # an interleaved A/B in one build over the FA3 sweep at D 256 (bwd), ROUNDS rounds of the
 # variants given as NAME=ENV arguments (ENV: space-separated VAR=VALUE, empty = defaults);
 # the deterministic mode once (DET=1); then memcheck, racecheck and synccheck at D 256.
-# V4=1: afterwards rebuild with FLASHKIT_BWD_KS_RED_V4=1 and time the reds path once more.
+# INSTALL_STEP=0: no build (the tree was built by an earlier script of the same call).
 #   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/bwd_ks_ab.sh ks= reds='FLASHKIT_BWD_DQ_TMA=0' v1='FLASHKIT_BWD_D256_V1=1'")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,7 +12,7 @@ O=${OUT:-/tmp}/ksab
 . "$(dirname "$0")/device_steps.sh"
 install_cmd "$TREE"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-step install 400 "${INSTALL[@]}"
+[ "${INSTALL_STEP:-1}" = 1 ] && step install 400 "${INSTALL[@]}"
 cd /tmp
 step sanitize_ks 200 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256
 [ "${TESTS:-0}" = 1 ] && step tests_d256 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 \
@@ -35,14 +35,5 @@ if [ "${SANIT:-1}" = 1 ]; then
   step racecheck_ks 300 $S --tool racecheck --error-exitcode 1 --print-limit 20 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 256
   step synccheck_ks 200 $S --tool synccheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 256
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
-fi
-if [ "${V4:-0}" = 1 ]; then
-  f="$TREE/src/kernels/bwd_sm90/inst/bwd_sm90_bf16_hd256.cu"
-  cp "$f" "$O/inst.orig"
-  with_defines "$O/inst.orig" "FLASHKIT_BWD_KS_RED_V4 1" > "$f"
-  step install_v4 300 "${INSTALL[@]}"
-  B redsv4 FLASHKIT_BWD_DQ_TMA=0
-  step sanitize_v4 200 env FLASHKIT_BWD_DQ_TMA=0 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256 --dtypes bfloat16
-  cp "$O/inst.orig" "$f"
 fi
 tar -czf "${OUT:-/tmp}/ksab.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -45,9 +45,10 @@
 #define FLASHKIT_BWD_SM90_KS_KERNEL_BODY 0
 #endif
 
-// A/B: the reds path adds 4 columns per lane (v4) after a lane-pair exchange.
-#ifndef FLASHKIT_BWD_KS_RED_V4
-#define FLASHKIT_BWD_KS_RED_V4 0
+// A/B: lse and delta by 4-byte cp.async with the Q/dO copies (1) or by synchronous loads
+// into shared memory (0, the first version).
+#ifndef FLASHKIT_BWD_KS_STATS_ASYNC
+#define FLASHKIT_BWD_KS_STATS_ASYNC 1
 #endif
 
 namespace flashkit::bwd_sm90 {
@@ -118,15 +119,27 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
         static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
     const int64_t stat = cta.stat_offset(p, head, m0);
-    for (int r = tid; r < kBlockM; r += kThreads) {
-      float lse = INFINITY, delta = 0.f;
-      if (r < rows) {
-        lse = p.lse[stat + r];
-        delta = p.delta[stat + r];
-        lse = lse == -INFINITY ? INFINITY : lse * kLog2eF;
+    if constexpr (FLASHKIT_BWD_KS_STATS_ASYNC != 0) {
+      // Raw, zero-filled past the sequence (lse is fixed up where it is read): a synchronous
+      // global load here held warpgroup 0's first two warps, and with them its S/dP issue,
+      // for a memory latency every step.
+      if (tid < 2 * kBlockM) {
+        const bool is_lse = tid < kBlockM;
+        const int r = tid % kBlockM;
+        prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, (is_lse ? p.lse : p.delta) + stat + r,
+                          r < rows);
       }
-      sLse[stage * kBlockM + r] = lse;
-      sDelta[stage * kBlockM + r] = delta;
+    } else {
+      for (int r = tid; r < kBlockM; r += kThreads) {
+        float lse = INFINITY, delta = 0.f;
+        if (r < rows) {
+          lse = p.lse[stat + r];
+          delta = p.delta[stat + r];
+          lse = lse == -INFINITY ? INFINITY : lse * kLog2eF;
+        }
+        sLse[stage * kBlockM + r] = lse;
+        sDelta[stage * kBlockM + r] = delta;
+      }
     }
   };
   if (cta.iters > 0) load_rows(0, 0);
@@ -195,8 +208,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     prims::wgmma_commit();
     const float* lse_s = sLse + stage * kBlockM;
     const float* delta_s = sDelta + stage * kBlockM;
-    const float lse0 = lse_s[row0], lse1 = lse_s[row0 + 8];  // read while the products run
+    float lse0 = lse_s[row0], lse1 = lse_s[row0 + 8];  // read while the products run
     const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
+    if constexpr (FLASHKIT_BWD_KS_STATS_ASYNC != 0) {
+      // log2 units; +inf (P = 0) for rows past the sequence and rows that see no key
+      lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * kLog2eF;
+      lse1 = m0 + row0 + 8 >= cta.seqlen_q || lse1 == -INFINITY ? INFINITY : lse1 * kLog2eF;
+    }
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
 
@@ -323,31 +341,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
             prims::tma_reduce_add_4d(&p.dq_tmap, box, (col_chunk0 + c) * 64 + 32 * h, head, row_g,
                                      cta.varlen ? 0 : cta.batch);
             prims::bulk_commit_group();
-          }
-        }
-      } else if constexpr (FLASHKIT_BWD_KS_RED_V4 != 0) {
-        // Lane pairs (t, t ^ 1) swap halves so each lane adds 4 consecutive columns of one row:
-        // even lanes row0, odd lanes row0 + 8.
-        const bool odd = (t & 1) != 0;
-        const int r = row0 + (odd ? 8 : 0);
-        if (m0 + r < cta.seqlen_q) {
-          float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * (t & ~1);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const float s0 = odd ? dq[c][j][0] : dq[c][j][2], s1 = odd ? dq[c][j][1] : dq[c][j][3];
-            const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-            if (odd) {
-              prims::red_add_v4_f32(row + j * 8, r0, r1, dq[c][j][2], dq[c][j][3]);
-            } else {
-              prims::red_add_v4_f32(row + j * 8, dq[c][j][0], dq[c][j][1], r0, r1);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {  // the partner lane's shuffles
-            const float s0 = odd ? dq[c][j][0] : dq[c][j][2], s1 = odd ? dq[c][j][1] : dq[c][j][3];
-            __shfl_xor_sync(0xffffffffu, s0, 1);
-            __shfl_xor_sync(0xffffffffu, s1, 1);
           }
         }
       } else {
