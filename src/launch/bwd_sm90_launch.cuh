@@ -118,9 +118,9 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (!d256_v1) {
         using Ks = bwd_sm90::BwdKsTraits<T, kD>;
         static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
-        // Fast mode: dQ by TMA reduce-adds where dq_accum's map can be made (deterministic
-        // mode: the per-thread reds and their turns).
-        if (!p.deterministic && !dq_reds) {
+        // dQ by TMA reduce-adds where dq_accum's map can be made (FLASHKIT_BWD_DQ_TMA=0: the
+        // per-thread reds), in deterministic mode with the same turns (bitwise the same sums).
+        if (!dq_reds) {
           BwdParams q = p;
           if (make_dq_map(q)) {
             if (p.softcap > 0.f) {

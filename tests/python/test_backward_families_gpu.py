@@ -102,6 +102,47 @@ def test_d256_split_sdp_matches_duplicated_bitwise(flashkit_ext, run_probe):
     assert len(runs[0]) == 6 and runs[0] == runs[1]
 
 
+_KS_DET_PROBE = r"""
+import hashlib, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(11)
+out = []
+for causal in (False, True):
+    # GQA, S not a multiple of the 64-row / 64-key blocks, and a varlen batch with an empty
+    # sequence and partial row blocks (the TMA boxes cover rows of the next sequence)
+    B, S, H, Hk, D = 2, 333, 4, 2, 256
+    q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    res = list(flashkit.attention_backward(dout, q, k, v, o, lse, causal=causal, deterministic=True))
+    cu = torch.tensor([0, 70, 70, 200, 333], device="cuda", dtype=torch.int32)
+    qv, dov = (torch.randn(333, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    kv, vv = (torch.randn(333, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    ov, lsev = flashkit.attention_varlen(qv, kv, vv, cu, cu, 133, 133, causal=causal, return_lse=True)
+    res += list(flashkit.attention_varlen_backward(dov, qv, kv, vv, ov, lsev, cu, cu, 133, 133, causal=causal,
+                                                   deterministic=True))
+    for x in res:
+        assert torch.isfinite(x).all()
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_d256_deterministic_tma_adds_match_reds_bitwise(flashkit_ext, run_probe):
+    """D 256, deterministic mode: dQ by per-warp TMA reduce-adds (default) and by per-thread
+    reds (FLASHKIT_BWD_DQ_TMA=0) add the same per-CTA values in the same turn order, so dq,
+    dk and dv agree bitwise (dense GQA and varlen, causal and not)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
+        pytest.skip("no Hopper D 256 backward on this GPU / build")
+    runs = [run_probe(_KS_DET_PROBE, {"FLASHKIT_BWD_DQ_TMA": tma}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"],
+                      timeout=300).split()
+            for tma in ("1", "0")]
+    assert len(runs[0]) == 12 and runs[0] == runs[1]
+
+
 _PP_TMA_PROBE = r"""
 import sys, torch, flashkit
 g = torch.Generator(device="cuda").manual_seed(5)

@@ -54,8 +54,10 @@
 namespace flashkit::bwd_sm90 {
 
 // kDqTma: dQ goes to dq_accum by TMA reduce-adds (p.dq_tmap: 32-column x 16-row fp32 boxes,
-// 128-byte swizzle) staged per warp, instead of per-thread reds (the fast mode; the
-// deterministic instantiation keeps the reds and their turns).
+// 128-byte swizzle) staged per warp, instead of per-thread reds. Deterministic mode takes the
+// row block's turn around the adds either way; with kDqTma the turn is passed on at the next
+// step's mid-step barrier, once every warp's adds are performed (not held while waiting for
+// the next turn), so their completion overlaps the next S/dP.
 template <class Tr, bool kSoftcap = false, bool kDqTma = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KS_KERNEL_BODY
@@ -171,6 +173,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   const float scale_log2 = p.softmax_scale_log2;
   const int row0 = warp * 16 + g;  // this thread's accumulator rows: row0, row0 + 8
   const int warp_all = tid / 32;  // this warp's dQ staging box (kDqTma)
+  // kDqTma, deterministic: the turn taken last step, released at this step's mid-step barrier.
+  int32_t* pend_sem = nullptr;
+  int pend_turn = 0;
 
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
@@ -265,15 +270,28 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
       *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0, key)) = prims::pack2<T>(dp[j][0], dp[j][1]);
       *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0 + 8, key)) = prims::pack2<T>(dp[j][2], dp[j][3]);
     }
+    const bool releases = kDqTma && pend_sem != nullptr;  // (deterministic mode only)
+    if (releases && lane == 0) {
+      prims::bulk_wait_group<0>();        // this warp's adds of the last row block performed
+      prims::fence_proxy_async_global();  // and ordered before its generic accesses
+    }
     prims::fence_proxy_async_smem();
-    __syncthreads();  // both warpgroups' P and dS visible to the async proxy
+    __syncthreads();  // both warpgroups' P and dS visible to the async proxy (and the adds done)
+    if (releases) {
+      if (tid == 0) {
+        __threadfence();
+        prims::st_release_gpu(pend_sem, pend_turn + 1);
+      }
+      pend_sem = nullptr;
+    }
 
     // dQ (this warpgroup's two 64-column chunks, one commit group each), then dV and dK.
     float dq[2][8][4];
     prims::wgmma_fence();
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      prims::wgmma_m64n64k16_ss_first<T, false, true>(dq[c], desc_ds, desc_k_mn + (((col_chunk0 + c) * KTile::kBlockBytes) >> 4));
+      const uint64_t b0 = ((col_chunk0 + c) * KTile::kBlockBytes) >> 4;
+      prims::wgmma_m64n64k16_ss_first<T, false, true>(dq[c], desc_ds, desc_k_mn + b0);
 #pragma unroll
       for (int ks = 1; ks < Tr::kNSteps; ++ks) {
         const uint64_t a_off = (ks * 32) >> 4;
@@ -298,7 +316,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     // dQ's adds while dV and dK run.
     int32_t* sem = nullptr;
     int turn = 0;
-    if (!kDqTma && p.deterministic) {  // this key block's turn for the row block's dq
+    if (p.deterministic) {  // this key block's turn for the row block's dq
       turn = cta.dq_turn<kBlockM, kBlockN>(m0);
       sem = cta.dq_counter(p, head, m_block);
       if (tid == 0) {
@@ -358,11 +376,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     prims::wgmma_wait<0>();  // dV, dK done: sP, sdS and this stage's Q/dO are free
     prims::fence_operands(dv);
     prims::fence_operands(dk);
-    if (!kDqTma && p.deterministic) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+    if (p.deterministic) {
+      if constexpr (kDqTma) {
+        pend_sem = sem;
+        pend_turn = turn;
+      } else {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+      }
     }
+  }
+  if (kDqTma && pend_sem != nullptr) {  // the last row block's turn
+    if (lane == 0) {
+      prims::bulk_wait_group<0>();
+      prims::fence_proxy_async_global();
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) prims::st_release_gpu(pend_sem, pend_turn + 1);
   }
 
   if constexpr (kDqTma) {
