@@ -48,14 +48,4 @@ __device__ __forceinline__ void red_add_v2_f32(float* p, float a, float b) {
 #endif
 }
 
-// p[0..3] += v (sm_90+; p 16-byte aligned).
-__device__ __forceinline__ void red_add_v4_f32(float* p, float a, float b, float c, float d) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" : : "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-#else
-  red_add_v2_f32(p, a, b);
-  red_add_v2_f32(p + 2, c, d);
-#endif
-}
-
 }  // namespace flashkit::prims

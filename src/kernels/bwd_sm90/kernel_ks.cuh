@@ -12,8 +12,9 @@
 //   dQ_w  = dS K[:, cols_w]    wgmma SS, A = dS K-major, B = K MN-major (2 x m64n64, 2 groups)
 //   dV_w += P^T dO[:, cols_w]  wgmma SS m64n128, A = P^T and B = dO both MN-major
 //   dK_w += dS^T Q[:, cols_w]  wgmma SS m64n128
-//   fp32 adds of dQ into dq_accum (red.global.add.v2.f32) while dV/dK run, ordered in
-//   deterministic mode
+//   dQ added into dq_accum (fp32) while dV/dK run: each warp stages its 16 rows in 2 KB
+//   boxes for TMA reduce-adds (kDqTma), or per-thread red.global.add.v2.f32; deterministic
+//   mode takes the row block's turn around the adds
 //
 // Against the role-split kernel (kernel.cuh, kExchange: warpgroup 0 S^T, warpgroup 1 dP^T)
 // this drops the fp32 P hand-off and one CTA barrier per step, halves each warpgroup's
