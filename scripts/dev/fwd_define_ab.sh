@@ -5,22 +5,27 @@
 # interleaved rounds, cuDNN once in the first round. Then CHECK=NAME (default: the second
 # argument) is rebuilt and checked: forward and family GPU tests, memcheck and racecheck of
 # sanitize_small.py --quick --dims DIMS (CHECKS=0 skips them).
+# FAMILY (default fwd_sm90) names the kernel family whose inst/ files get the defines and MODE
+# (default fwd) the bench mode, PEERS (default sdpa_cudnn; empty: none) the peers of the first
+# round, BENCH_ARGS more bench arguments; bwd_define_ab.sh sets them for the backward (no checks).
 #   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/fwd_define_ab.sh base= bn64='FLASHKIT_FWD_D64_BLOCK_N 64'")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
-O=${OUT:-/tmp}/fwddef
+FAMILY=${FAMILY:-fwd_sm90}
+MODE=${MODE:-fwd}
+O=${OUT:-/tmp}/${OUT_NAME:-fwddef}
 . "$(dirname "$0")/device_steps.sh"
 INSTS=${INSTS:-"fwd_sm90_bf16_hd64 fwd_sm90_fp16_hd64"}
 DIMS=${DIMS:-64}
 ROUNDS=${ROUNDS:-2}
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-for f in $INSTS; do cp "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$O/$f.orig"; done
+for f in $INSTS; do cp "$TREE/src/kernels/$FAMILY/inst/$f.cu" "$O/$f.orig"; done
 declare -A DEFS
 NAMES=()
 for v in "$@"; do NAMES+=("${v%%=*}"); DEFS[${v%%=*}]=${v#*=}; done
 set_variant() {  # the instantiation files with NAME's defines
   for f in $INSTS; do
-    with_defines "$O/$f.orig" "${DEFS[$1]}" > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"
+    with_defines "$O/$f.orig" "${DEFS[$1]}" > "$TREE/src/kernels/$FAMILY/inst/$f.cu"
   done
   install_cmd "$TREE"
   step "build_$1$2" 400 "${INSTALL[@]}"
@@ -29,9 +34,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for n in "${NAMES[@]}"; do
     set_variant "$n" "$r"
     impls="flashkit"
-    [ "$r" = 1 ] && [ "$n" = "${NAMES[0]}" ] && impls="flashkit sdpa_cudnn"
-    (cd /tmp && step "bench_$n$r" 200 python3 -m flashkit.bench --sweep fa3 --heads-dims $DIMS --impls $impls \
-      --out-dir "$O/bench" --tag "$n$r" --no-plot)
+    [ "$r" = 1 ] && [ "$n" = "${NAMES[0]}" ] && [ -n "${PEERS-sdpa_cudnn}" ] && impls="flashkit ${PEERS-sdpa_cudnn}"
+    (cd /tmp && step "bench_$n$r" 200 python3 -m flashkit.bench --sweep fa3 --heads-dims $DIMS --mode $MODE \
+      ${BENCH_ARGS:-} --impls $impls --out-dir "$O/bench" --tag "$n$r" --no-plot)
   done
 done
 if [ "${CHECKS:-1}" = 1 ] && [ $# -ge 1 ]; then
@@ -42,5 +47,5 @@ if [ "${CHECKS:-1}" = 1 ] && [ $# -ge 1 ]; then
   step "memcheck_$C" 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims $DIMS
   step "racecheck_$C" 150 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims $DIMS
 fi
-for f in $INSTS; do cp "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
-tar -czf "${OUT:-/tmp}/fwddef.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+for f in $INSTS; do cp "$O/$f.orig" "$TREE/src/kernels/$FAMILY/inst/$f.cu"; done
+tar -czf "${OUT:-/tmp}/${OUT_NAME:-fwddef}.tgz" -C "$(dirname "$O")" "$(basename "$O")"
