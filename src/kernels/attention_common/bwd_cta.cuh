@@ -13,6 +13,9 @@
 
 namespace flashkit::attn {
 
+// lse is kept in natural-log units; the backward kernels rescale it to exp2 units with this.
+constexpr float kLog2e = 1.4426950408889634f;
+
 struct BwdCta {
   bool varlen;
   bool descending;  // causal or a right window bound: the deterministic dq order descends

@@ -35,7 +35,7 @@
 
 namespace flashkit::bwd_sm80 {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using attn::kLog2e;
 
 // acc[nt] (16 x 8 tiles) += A[a_row0 .. +16][0 .. 16 kKSteps) * B[b_row0 + 8 nt][same k]^T,
 // A and B both row-major in shared memory with k contiguous ("n x k" storage of B).

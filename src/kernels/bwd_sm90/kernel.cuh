@@ -49,7 +49,7 @@
 
 namespace flashkit::bwd_sm90 {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using attn::kLog2e;
 
 template <typename T>
 __device__ __forceinline__ void pack_a4(uint32_t (&a)[4][4], const float (&c)[8][4]) {

@@ -70,7 +70,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
   using PTile = typename Tr::PTile;
-  constexpr float kLog2eF = 1.4426950408889634f;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_addr = prims::smem_addr(smem_raw);
@@ -138,7 +137,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
         if (r < rows) {
           lse = p.lse[stat + r];
           delta = p.delta[stat + r];
-          lse = lse == -INFINITY ? INFINITY : lse * kLog2eF;
+          lse = lse == -INFINITY ? INFINITY : lse * attn::kLog2e;
         }
         sLse[stage * kBlockM + r] = lse;
         sDelta[stage * kBlockM + r] = delta;
@@ -218,8 +217,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
     if constexpr (FLASHKIT_BWD_KS_STATS_ASYNC != 0) {
       // log2 units; +inf (P = 0) for rows past the sequence and rows that see no key
-      lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * kLog2eF;
-      lse1 = m0 + row0 + 8 >= cta.seqlen_q || lse1 == -INFINITY ? INFINITY : lse1 * kLog2eF;
+      lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * attn::kLog2e;
+      lse1 = m0 + row0 + 8 >= cta.seqlen_q || lse1 == -INFINITY ? INFINITY : lse1 * attn::kLog2e;
     }
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
@@ -411,7 +410,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   for (int j = 0; j < 16; ++j) {
     const int col = wg * Tr::kWgCols + j * 8 + 2 * t;
     *reinterpret_cast<uint32_t*>(sK + KTile::offset(row0, col)) = prims::pack2<T>(dk[j][0] * scale, dk[j][1] * scale);
-    *reinterpret_cast<uint32_t*>(sK + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dk[j][2] * scale, dk[j][3] * scale);
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(row0 + 8, col)) =
+        prims::pack2<T>(dk[j][2] * scale, dk[j][3] * scale);
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0, col)) = prims::pack2<T>(dv[j][0], dv[j][1]);
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
   }
