@@ -28,6 +28,16 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   if constexpr (kD == 64 || kD == 128) {
     static_assert(bwd_sm90::BwdPpTraits<T, kD>::kBlockM % kBwdSemBlockM == 0, "dq counters: 32-row blocks");
   }
+  // The Q and dO maps (64-row boxes of 64 columns: the row blocks of the ping-pong and the
+  // key-split kernels).
+  static_assert(Tr::kBlockM == 64, "64-row blocks");
+  auto make_qdo_maps = [&](BwdParams& q) {
+    const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+    return launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
+                                           p.q_batch_stride, 64) &&
+           launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                           p.do_batch_stride, 64);
+  };
   // dq_accum's TMA map for the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen:
   // total_q rows, batch 1; boxes of 32 columns x 16 rows).
   auto make_dq_map = [&](BwdParams& q) {
@@ -51,13 +61,6 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       using Pp = bwd_sm90::BwdPpTraits<T, kD>;
       // The ping-pong kernel's TMA maps: Q and dO (boxes of its row blocks), and dq_accum's for
       // the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen: total_q rows, batch 1).
-      auto make_qdo_maps = [&](BwdParams& q) {
-        const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
-        return launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
-                                               p.q_batch_stride, Pp::kBlockM) &&
-               launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
-                                               p.do_batch_stride, Pp::kBlockM);
-      };
       // Deterministic mode at D 64/128: the TMA reduce-add kernel's deterministic instantiation
       // (turns released after the next softmax; the walk rotated without a mask when a (batch, KV head)
       // group's key blocks can all be resident at once: its CTAs then wait on each other in
@@ -118,11 +121,12 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (!d256_v1) {
         using Ks = bwd_sm90::BwdKsTraits<T, kD>;
         static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
-        // dQ by TMA reduce-adds where dq_accum's map can be made (FLASHKIT_BWD_DQ_TMA=0: the
-        // per-thread reds), in deterministic mode with the same turns (bitwise the same sums).
+        // dQ by TMA reduce-adds and Q/dO by TMA loads where the maps can be made
+        // (FLASHKIT_BWD_DQ_TMA=0: per-thread reds and cp.async), in deterministic mode with the
+        // same turns (bitwise the same sums).
         if (!dq_reds) {
           BwdParams q = p;
-          if (make_dq_map(q)) {
+          if (make_dq_map(q) && (FLASHKIT_BWD_KS_TMA_LOADS == 0 || make_qdo_maps(q))) {
             if (p.softcap > 0.f) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(
                   q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);

@@ -35,6 +35,7 @@
 #include "kernels/bwd_sm90/ks_traits.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cp_async.cuh"
+#include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
 #include "prims/tma.cuh"
 #include "prims/wgmma.cuh"
@@ -46,6 +47,11 @@
 #define FLASHKIT_BWD_SM90_KS_KERNEL_BODY 0
 #endif
 
+// With kDqTma, Q and dO come by TMA too (1; thread 0 issues them, two mbarrier stages) or by
+// every thread's cp.async (0, for A/B runs).
+#ifndef FLASHKIT_BWD_KS_TMA_LOADS
+#define FLASHKIT_BWD_KS_TMA_LOADS 1
+#endif
 // A/B: lse and delta by 4-byte cp.async with the Q/dO copies (1) or by synchronous loads
 // into shared memory (0, the first version).
 #ifndef FLASHKIT_BWD_KS_STATS_ASYNC
@@ -94,6 +100,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
   if (cta.n0 >= cta.seqlen_k) return;
 
+  // kTmaLoads: Q and dO of a row block by TMA (p.q_tmap / p.do_tmap, 64-row boxes), lse and
+  // delta by warpgroup 0's 4-byte copies; full[stage] completes with the TMA bytes and 128
+  // cp.async arrivals (+ thread 0's expect_tx arrival).
+  constexpr bool kTmaLoads = kDqTma && FLASHKIT_BWD_KS_TMA_LOADS != 0;
+  const uint32_t bar0 = prims::smem_addr(smem + Tr::kSmemBar);
+  auto full = [&](int st) { return bar0 + 8 * st; };
+  if constexpr (kTmaLoads) {
+    if (tid == 0) {
+      prims::mbarrier_init(full(0), 2 * kBlockM + 1);
+      prims::mbarrier_init(full(1), 2 * kBlockM + 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      prims::tma_prefetch_desc(&p.q_tmap);
+      prims::tma_prefetch_desc(&p.do_tmap);
+    }
+    __syncthreads();
+  }
+
   const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
   const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
   tiles::load_tile_async<KTile, kThreads>(
@@ -110,6 +133,42 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(p, it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
+    if constexpr (kTmaLoads) {  // warpgroup 0 only (the callers)
+      // A varlen row block that runs past its sequence: the next sequence's rows would come
+      // along (an Inf or NaN there makes 0 * x NaN), so warpgroup 0 copies it zero-filled.
+      const bool tail = cta.varlen && rows < kBlockM;
+      if (tail) {  // one 64-column atom block at a time (a whole 256-column row needs 256 threads)
+        using BlockTile = tiles::Swizzle128Tile<T, kBlockM, 64>;
+        const T* q_src = static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
+                         head * p.q_head_stride + int64_t(m0) * p.q_row_stride;
+        const T* do_src = static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
+                          head * p.do_head_stride + int64_t(m0) * p.do_row_stride;
+#pragma unroll
+        for (int a = 0; a < kD / 64; ++a) {
+          tiles::load_tile_async<BlockTile, 2 * kBlockM>(sQ + stage * kQElems + a * BlockTile::kElems, q_src + a * 64,
+                                                         p.q_row_stride, rows, tid);
+          tiles::load_tile_async<BlockTile, 2 * kBlockM>(sdO + stage * kQElems + a * BlockTile::kElems,
+                                                         do_src + a * 64, p.do_row_stride, rows, tid);
+        }
+      }
+      prims::mbarrier_arrive_expect_tx_if(tid == 0, full(stage), tail ? 0 : 2 * QTile::kBytes);
+      const bool issuer = tid == 0 && !tail;
+      const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
+      const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
+#pragma unroll
+      for (int a = 0; a < kD / 64; ++a) {
+        prims::tma_load_4d_nohint_if(issuer, q_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, row, head, batch,
+                                     full(stage));
+        prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, row, head, batch,
+                                     full(stage));
+      }
+      const bool is_lse = tid < kBlockM;
+      const int r = tid % kBlockM;
+      prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r,
+                        (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r, r < rows);
+      prims::cp_async_mbarrier_arrive(full(stage));  // (also covers the tail copies)
+      return;
+    }
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
     const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
     tiles::load_tile_async<QTile, kThreads>(
@@ -144,8 +203,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
       }
     }
   };
-  if (cta.iters > 0) load_rows(0, 0);
+  static_assert(!kTmaLoads || FLASHKIT_BWD_KS_STATS_ASYNC != 0, "kTmaLoads: lse/delta raw, fixed up where read");
+  if (cta.iters > 0 && (!kTmaLoads || wg == 0)) load_rows(0, 0);
   prims::cp_async_commit();
+  if constexpr (kTmaLoads) {  // K and V: every thread's own copies, then visible to the wgmmas
+    prims::cp_async_wait<0>();
+    prims::fence_proxy_async_smem();
+    __syncthreads();
+  }
 
   // dK, dV: all 64 keys (M) x this warpgroup's 128 columns (N), fp32.
   float dk[16][4], dv[16][4];
@@ -182,11 +247,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const int head = cta.head_of(p, it);
     const int m_block = cta.m_block_of(p, it);
     const int m0 = m_block * kBlockM;
-    prims::cp_async_wait<0>();
-    prims::fence_proxy_async_smem();
-    __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage, sP and sdS free
-    if (it + 1 < cta.iters) load_rows(it + 1, stage ^ 1);
-    prims::cp_async_commit();
+    if constexpr (kTmaLoads) {
+      prims::mbarrier_wait(full(stage), (it >> 1) & 1);
+      prims::fence_proxy_async_smem();  // (the zero-filled tail copies, for the wgmmas)
+      __syncthreads();  // both warpgroups past step it - 1: the other stage, sP and sdS free
+      if (wg == 0 && it + 1 < cta.iters) load_rows(it + 1, stage ^ 1);
+    } else {
+      prims::cp_async_wait<0>();
+      prims::fence_proxy_async_smem();
+      __syncthreads();  // this block's Q/dO/lse/delta visible; the other stage, sP and sdS free
+      if (it + 1 < cta.iters) load_rows(it + 1, stage ^ 1);
+      prims::cp_async_commit();
+    }
 
     const uint32_t q_st = q_addr + stage * QTile::kBytes, do_st = do_addr + stage * QTile::kBytes;
     const uint64_t desc_q = prims::smem_desc_sw128(q_st, 16, 1024);

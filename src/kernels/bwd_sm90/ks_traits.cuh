@@ -44,7 +44,9 @@ struct BwdKsTraits {
   // swizzled box of the dq_accum map, 2 KB) at a time.
   static constexpr int kDqBoxBytes = 16 * 128;
   static constexpr int kSmemDqStage = kSmemDelta + 2 * kBlockM * 4;
-  static constexpr int kSmemBytes = kSmemDqStage + (kThreads / 32) * kDqBoxBytes + 1024;  // + alignment slack
+  // Q/dO by TMA (with the dQ reduce-adds): the two stages' "full" mbarriers.
+  static constexpr int kSmemBar = kSmemDqStage + (kThreads / 32) * kDqBoxBytes;
+  static constexpr int kSmemBytes = kSmemBar + 2 * 8 + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && PTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");
