@@ -136,6 +136,18 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Tr::kPSteps][4], const flo
   }
 }
 
+// FLASHKIT_FWD_STSM_O (tuning switch, fwd_sm90.md "Tile decode by multiply-high, O staged by
+// stmatrix"): 1 = the epilogues stage O with stmatrix.x4 (stage_o_rows_stsm; the persistent
+// kernel's since 2026-11-27), 0 = with 4-byte stores (stage_o_rows).
+#ifndef FLASHKIT_FWD_STSM_O
+#define FLASHKIT_FWD_STSM_O 1
+#endif
+// FLASHKIT_FWD_STSM_O_FLAT (tuning switch, not yet measured): the same in the non-persistent
+// kernels' epilogue (D 256 and the long causal calls); 0 keeps the 4-byte stores there.
+#ifndef FLASHKIT_FWD_STSM_O_FLAT
+#define FLASHKIT_FWD_STSM_O_FLAT 1
+#endif
+
 // This thread's rows r and r + 8 of O (the accumulator layout: column pair 2 tq of every
 // 8-column tile), packed to 16 bits, into a 128-byte-swizzled tile of kBlockM rows (the
 // epilogues stage O there before whole-row stores).
@@ -586,7 +598,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   prims::bar_sync(3 + c.wg, 128);
   const int g = c.lane / 4, t = c.lane % 4;
   const int r = c.warp_row0 + g;
-  stage_o_rows<Tr>(c.sQ, o, r, t);
+  if constexpr (FLASHKIT_FWD_STSM_O != 0 && FLASHKIT_FWD_STSM_O_FLAT != 0) {
+    stage_o_rows_stsm<Tr>(prims::opaque(prims::smem_addr(c.sQ)), o, prims::opaque(c.warp_row0), prims::opaque(c.lane));
+  } else {
+    stage_o_rows<Tr>(c.sQ, o, r, t);
+  }
   if (blk.lse != nullptr && t == 0) {
     if (r < blk.rows_here) blk.lse[r] = lse[0][0];
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];

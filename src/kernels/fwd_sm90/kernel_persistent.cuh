@@ -54,11 +54,6 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_TMA_STORE
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
-// FLASHKIT_FWD_STSM_O (tuning switch, fwd_sm90.md "stmatrix staging"): 1 = the epilogue stages
-// O with stmatrix.x4 (stage_o_rows_stsm), 0 = with 4-byte stores (stage_o_rows).
-#ifndef FLASHKIT_FWD_STSM_O
-#define FLASHKIT_FWD_STSM_O 1
-#endif
 constexpr int kTraceSteps = 32;
 template <class Tr>
 struct TraceLayout {
