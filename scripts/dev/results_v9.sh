@@ -11,7 +11,7 @@
 #            deterministic mode (tag $BWD_TAG, default bwd-v6)
 #   suite    the whole GPU test suite
 # Set FLASHKIT_COMMIT to the tree's commit (the device's .git is stale); FWD_TAG / BWD_TAG name the
-# results files of a later run (e.g. v10 / bwd-v8).
+# results files of a later run (e.g. v10 / bwd-v8); BWD_DIMS limits the bwd step's head dims.
 #   run(carry=[".carry/cur"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/results_v9.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +20,7 @@ O=${OUT:-/tmp}/res9
 STEPS=${STEPS:-"install fwd dims window"}
 FT=${FWD_TAG:-v9}
 BT=${BWD_TAG:-bwd-v6}
+BD=${BWD_DIMS:-"64 128 256"}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 install_cmd "$TREE"
 export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
@@ -44,7 +45,7 @@ if has window; then
     --window 4096 --mode fwd bwd --impls flashkit --out-dir "$O/bench" --tag window-$FT --no-plot
 fi
 if has bwd; then
-  step bwd 450 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd \
+  step bwd 450 python3 -m flashkit.bench --sweep fa3 --heads-dims $BD --mode bwd fwd_bwd \
     --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag $BT --no-plot
 fi
 if has suite; then
