@@ -58,6 +58,12 @@
 #define FLASHKIT_BWD_KS_STATS_ASYNC 1
 #endif
 
+// The dQ staging's lane-to-column order (tuning switch): 1 = the lanes of odd g write column
+// group jj ^ 2 in access jj (no bank conflicts), 0 = every lane group jj (2-way conflicts).
+#ifndef FLASHKIT_BWD_KS_STAGE_SWAP
+#define FLASHKIT_BWD_KS_STAGE_SWAP 1
+#endif
+
 namespace flashkit::bwd_sm90 {
 
 // kDqTma: dQ goes to dq_accum by TMA reduce-adds (p.dq_tmap: 32-column x 16-row fp32 boxes,
@@ -417,12 +423,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
         for (int h = 0; h < 2; ++h) {
           if (lane == 0) prims::bulk_wait_group_read<0>();  // the previous box has been read
           __syncwarp();
+          // The 16-byte unit u of row r sits at u ^ (r % 8); this thread's units are 2 jj + t / 2.
+          // A half-warp (rows g = 0..3 or 4..7) would meet each unit of one aligned group of 4
+          // twice (ncu: 2x the ideal wavefronts, 2026-11-27); in access jj the lanes of odd g take
+          // column group jj ^ 2 instead, so its 16 lanes meet 8 distinct units (kernel_pp.cuh's
+          // staging does the same). Unit (2 (jj ^ 2) + t / 2) ^ g = (2 jj + t / 2) ^ (g ^ 4).
+          const bool odd = FLASHKIT_BWD_KS_STAGE_SWAP && (g & 1) != 0;
+          const int gx = odd ? g ^ 4 : g;
 #pragma unroll
           for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ g) * 16) + (t % 2) * 8) =
-                  make_float2(dq[c][4 * h + jj][2 * half], dq[c][4 * h + jj][2 * half + 1]);
+              // (selects of values: a selected array would go to local memory)
+              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) =
+                  make_float2(odd ? dq[c][4 * h + (jj ^ 2)][2 * half] : dq[c][4 * h + jj][2 * half],
+                              odd ? dq[c][4 * h + (jj ^ 2)][2 * half + 1] : dq[c][4 * h + jj][2 * half + 1]);
             }
           }
           prims::fence_proxy_async_smem();
