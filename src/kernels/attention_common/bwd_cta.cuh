@@ -11,6 +11,13 @@
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 
+// How long (ns of %globaltimer) a lane of a rotated deterministic walk (BwdCta::m_block_rot) waits
+// for one turn before it takes its group as not all resident, reports kDeviceErrorDetOrder and
+// stops waiting (kernel_pp.cuh det_wait, kernel_ks.cuh; the residency GPU test's bound).
+#ifndef FLASHKIT_BWD_DET_GIVE_UP_NS
+#define FLASHKIT_BWD_DET_GIVE_UP_NS 200000000ull
+#endif
+
 namespace flashkit::attn {
 
 // lse is kept in natural-log units; the backward kernels rescale it to exp2 units with this.

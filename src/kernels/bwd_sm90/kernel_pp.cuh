@@ -44,11 +44,6 @@
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
-// How long (ns of %globaltimer) a lane of the rotated deterministic walk waits for one turn before
-// it takes its group as not all resident (det_wait, below; the residency GPU test's bound).
-#ifndef FLASHKIT_BWD_DET_GIVE_UP_NS
-#define FLASHKIT_BWD_DET_GIVE_UP_NS 200000000ull
-#endif
 // Wide wgmmas in the dK/dV step (tuning switch, bwd.md): 1 = one m64n128 per k-step at D 128.
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
