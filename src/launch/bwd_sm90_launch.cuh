@@ -10,9 +10,11 @@
 
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_ks.cuh"
+#include "kernels/bwd_sm90/kernel_ks_pair.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
+#include "launch/cluster_launch.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
@@ -129,6 +131,24 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         const int ks_blocks = (p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN;
         pk.dq_rotate = p.deterministic && !ks_no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 &&
                        ks_blocks <= dev.num_sms;
+        // Experimental (FLASHKIT_BWD_KS_PAIR=1, read once): the fast mode on pairs of CTAs that
+        // exchange dS (kernel_ks_pair.cuh; not varlen, not deterministic).
+        static const bool ks_pair = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
+        if (ks_pair && !dq_reds && !p.deterministic && p.cu_seqlens_q == nullptr) {
+          BwdParams q = p;
+          if (make_dq_map(q) && make_qdo_maps(q)) {
+            using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
+            const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
+            const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
+            auto* kernel = p.softcap > 0.f ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true> : &bwd_sm90::bwd_ks_pair_kernel<Kp>;
+            cudaError_t err = p.softcap > 0.f
+                                  ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true>>(dev.device, Kp::kSmemBytes)
+                                  : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes);
+            if (err != cudaSuccess) return int(err);
+            err = launch_util::launch_cluster(kernel, pgrid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
+            return int(err);
+          }
+        }
         // dQ by TMA reduce-adds and Q/dO by TMA loads where the maps can be made
         // (FLASHKIT_BWD_DQ_TMA=0: per-thread reds and cp.async), in deterministic mode with the
         // same turns (bitwise the same sums).
