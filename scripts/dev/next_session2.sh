@@ -7,9 +7,12 @@
 #      scripts/dev/cluster_probe.sh (cluster / DSMEM hand-offs, ~1 min)
 #   C  (branch wip/ks-pair, which contains all of the above) scripts/dev/ks_pair_ab.sh: the D 256
 #      pair kernel's tests, A/B and sanitizers (~7 min)
-#   rm -rf .carry/cur && mkdir -p .carry/cur && git archive wip/next-session-2 | tar -x -C .carry/cur
+# Carry branch wip/ks-pair (it contains wip/next-session-2) for all three calls:
+#   rm -rf .carry/cur && mkdir -p .carry/cur && git archive wip/ks-pair | tar -x -C .carry/cur
 #   run(carry=[".carry/cur"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/next_session2.sh A")
 #   run(carry=[".carry/cur"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/next_session2.sh B")
+#   run(carry=[".carry/cur"], command="FLASHKIT_COMMIT=<sha> bash .carry/cur/scripts/dev/next_session2.sh C")
+# Outputs: A -> ksnext.tgz, B -> b.tgz, C -> kspair.tgz (only ~8 files come back from $OUT: read the tarballs).
 set -u -o pipefail
 D=$(dirname "$0")
 case "${1:-A}" in
