@@ -21,6 +21,21 @@ if has probe; then
 fi
 has build && step install 400 "${INSTALL[@]}"
 cd /tmp
+# A small smoke call first (a protocol bug would hang here for 60 s, not in every later step).
+SMOKE='import torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(1)
+for causal in (False, True):
+    q, k, v, do = (torch.randn(1, 300, 2, 256, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    dq, dk, dv = flashkit.attention_backward(do, q, k, v, o, lse, causal=causal)
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(x).all() for x in (dq, dk, dv))
+print("smoke ok")'
+step smoke 60 env FLASHKIT_BWD_KS_PAIR=1 python3 -c "$SMOKE"
+if ! grep -q "smoke ok" "$O/smoke.log"; then
+  echo "smoke failed: the other steps skipped" | tee -a "$O/summary.txt"
+  STEPS=""
+fi
 if has tests; then
   step sanitize_pair 300 env FLASHKIT_BWD_KS_PAIR=1 python3 "$TREE/scripts/sanitize_bwd.py" --dims 256
   step tests_pair 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -p no:cacheprovider \
