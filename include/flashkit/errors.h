@@ -43,7 +43,7 @@ enum DeviceError : uint32_t {
   // Paged decode: the workspace was not planned (decode_plan) for this call's sizes; the
   // run did nothing with it (out is not written).
   kDeviceErrorDecodePlan = 1u << 5,
-  // Deterministic backward (Hopper, D 64/128, no mask): the CTAs of one (batch, KV head)
+  // Deterministic backward (Hopper, D 64/128/256, no mask): the CTAs of one (batch, KV head)
   // wait on each other's dq turns in a cycle, which needs them all resident at once. When
   // they were not (another kernel held SMs for a long time, or an SM limit such as MPS's
   // applies), a CTA that had waited 0.2 s for its turn added its dq without it, so

@@ -10,9 +10,11 @@
 
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_ks.cuh"
+#include "kernels/bwd_sm90/kernel_ks_pair.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
+#include "launch/cluster_launch.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
@@ -121,11 +123,37 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (!d256_v1) {
         using Ks = bwd_sm90::BwdKsTraits<T, kD>;
         static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
+        // Deterministic mode without a mask: the rotated walk (kernel_ks.cuh) when a (batch, KV
+        // head) group's key blocks fit on the SMs at once (one CTA per SM), as for the ping-pong
+        // kernel above; FLASHKIT_BWD_DET_ROTATE=0 (read once) keeps the ascending order.
+        static const bool ks_no_rotate = dispatch::env_off("FLASHKIT_BWD_DET_ROTATE");
+        BwdParams pk = p;
+        const int ks_blocks = (p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN;
+        pk.dq_rotate = p.deterministic && !ks_no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 &&
+                       ks_blocks <= dev.num_sms;
+        // Experimental (FLASHKIT_BWD_KS_PAIR=1, read once): the fast mode on pairs of CTAs that
+        // exchange dS (kernel_ks_pair.cuh; not varlen, not deterministic).
+        static const bool ks_pair = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
+        if (ks_pair && !dq_reds && !p.deterministic && p.cu_seqlens_q == nullptr) {
+          BwdParams q = p;
+          if (make_dq_map(q) && make_qdo_maps(q)) {
+            using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
+            const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
+            const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
+            auto* kernel = p.softcap > 0.f ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true> : &bwd_sm90::bwd_ks_pair_kernel<Kp>;
+            cudaError_t err = p.softcap > 0.f
+                                  ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true>>(dev.device, Kp::kSmemBytes)
+                                  : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes);
+            if (err != cudaSuccess) return int(err);
+            err = launch_util::launch_cluster(kernel, pgrid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
+            return int(err);
+          }
+        }
         // dQ by TMA reduce-adds and Q/dO by TMA loads where the maps can be made
         // (FLASHKIT_BWD_DQ_TMA=0: per-thread reds and cp.async), in deterministic mode with the
         // same turns (bitwise the same sums).
         if (!dq_reds) {
-          BwdParams q = p;
+          BwdParams q = pk;
           if (make_dq_map(q) && (FLASHKIT_BWD_KS_TMA_LOADS == 0 || make_qdo_maps(q))) {
             if (p.softcap > 0.f) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(
@@ -136,10 +164,10 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           }
         }
         if (p.softcap > 0.f) {
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(p, grid, Ks::kThreads,
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(pk, grid, Ks::kThreads,
                                                                                   Ks::kSmemBytes, stream, dev.device);
         }
-        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(p, grid, Ks::kThreads, Ks::kSmemBytes,
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(pk, grid, Ks::kThreads, Ks::kSmemBytes,
                                                                            stream, dev.device);
       }
     }

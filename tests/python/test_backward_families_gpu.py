@@ -210,3 +210,63 @@ def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path, run_probe):
                 dq_a, dq_b = dq_a[:333], dq_b[:333]
             tol = 4 * torch.finfo(dq_a.dtype).eps * dq_b.float().abs().max().item() + 1e-3
             assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key
+
+
+def _needs_hopper_d256(flashkit_ext):
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
+        pytest.skip("no Hopper D 256 backward on this GPU / build")
+
+
+@pytest.mark.gpu
+def test_d256_pair_kernel_matches_reference(flashkit_ext):
+    """D 256, the experimental 2-CTA kernel (FLASHKIT_BWD_KS_PAIR=1, kernel_ks_pair.cuh: pairs of
+    key blocks exchange dS and each adds half of dQ's columns): every sanitize_bwd.py case at D 256
+    against the float64 reference (its fast non-varlen ones run the pair kernel: causal, windows,
+    softcaps, odd key-block counts, strided; the others fall back to the key-split kernel)."""
+    _needs_hopper_d256(flashkit_ext)
+    env = dict(os.environ, FLASHKIT_BWD_KS_PAIR="1")
+    env.pop("FLASHKIT_BWD_PORTABLE", None)
+    env.pop("FLASHKIT_BWD_D256_V1", None)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "256"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert "cases passed" in r.stdout, r.stdout[-2000:]
+
+
+_PAIR_PROBE = r"""
+import hashlib, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(13)
+out = []
+for causal, window, S in ((False, None, 300), (True, None, 333), (True, (100, -1), 460), (False, None, 64)):
+    # GQA; 300 keys: five key blocks (the last pair's second CTA has none), the last partial; 333:
+    # six; 64: one key block
+    B, H, Hk, D = 2, 4, 2, 256
+    q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    kw = {} if window is None else {"window": window}
+    o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, **kw)
+    dq, dk, dv = flashkit.attention_backward(dout, q, k, v, o, lse, causal=causal, **kw)
+    for x in (dk, dv):
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+    out.append("%.6e" % dq.float().abs().sum().item())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_d256_pair_kernel_dk_dv_match_single_cta_bitwise(flashkit_ext, run_probe):
+    """The pair kernel computes S, dP, P, dS, dV and dK of its key block exactly as the key-split
+    kernel (same products in the same order), so dk and dv agree bitwise; dq only up to the order
+    of its fp32 sums (each CTA sums over two key blocks before its adds)."""
+    _needs_hopper_d256(flashkit_ext)
+    runs = [run_probe(_PAIR_PROBE, {"FLASHKIT_BWD_KS_PAIR": pair}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"],
+                      timeout=300).split()
+            for pair in ("1", "0")]
+    assert len(runs[0]) == 12 and len(runs[1]) == 12
+    for i in range(0, 12, 3):
+        assert runs[0][i:i + 2] == runs[1][i:i + 2], i  # dk, dv
+        a, b = float(runs[0][i + 2]), float(runs[1][i + 2])
+        assert abs(a - b) <= 1e-3 * abs(b), (i, a, b)  # |dq| summed: the same up to fp32 order

@@ -1,9 +1,10 @@
 """The deterministic backward when its CTAs cannot all be resident.
 
-Without a mask the Hopper D 64/128 deterministic kernel walks its row blocks rotated, and the
-CTAs of one (batch, KV head) then wait on each other's dq turns in a cycle: that needs them
-all resident at once. Here another kernel (a CuPy spinner, one block per SM by its shared
-memory) holds all but 48 SMs while a backward with 128 key blocks runs. The kernel must not
+Without a mask the Hopper deterministic kernels (D 64/128 ping-pong, D 256 key-split) walk their
+row blocks rotated, and the CTAs of one (batch, KV head) then wait on each other's dq turns in a
+cycle: that needs them all resident at once. Here another kernel (a CuPy spinner, one block per
+SM by its shared memory) holds all but 48 SMs while a backward with 128 key blocks runs (D 128
+at S 16k: 128-key blocks; D 256 at S 8k: 64-key blocks). The kernel must not
 hang: it gives the order up after a bounded number of polls, reports
 DeviceError.DET_ORDER, and its gradients stay correct (dk, dv bitwise equal to an undisturbed
 run: they do not depend on the dq order). With FLASHKIT_BWD_DET_ROTATE=0 the ascending order
@@ -20,7 +21,7 @@ _PROBE = r"""
 import json, time
 import cupy, numpy as np, torch, flashkit
 
-D, S, FREE = 128, 16384, 48
+D, S, FREE = __D__, __S__, 48
 g = torch.Generator(device="cuda").manual_seed(3)
 q, k, v, dout = (torch.randn(1, S, 1, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
 out, lse = flashkit.attention(q, k, v, return_lse=True)
@@ -68,13 +69,17 @@ print(json.dumps({
 """
 
 
-def _needs_hopper_det(flashkit_ext):
+# (head dim, sequence length): 128 key blocks either way.
+_CASES = [(128, 16384), (256, 8192)]
+
+
+def _needs_hopper_det(flashkit_ext, D):
     import torch
 
-    if torch.cuda.get_device_capability() != (9, 0) or flashkit_ext.bwd_kernel_family("bfloat16", 128) != "sm90":
+    if torch.cuda.get_device_capability() != (9, 0) or flashkit_ext.bwd_kernel_family("bfloat16", D) != "sm90":
         pytest.skip("the rotated deterministic walk is the Hopper backward's")
-    if "bfloat16/128" not in set(flashkit_ext.compiled_fwd_variants()):
-        pytest.skip("bf16 / D 128 not compiled")
+    if f"bfloat16/{D}" not in set(flashkit_ext.compiled_fwd_variants()):
+        pytest.skip(f"bf16 / D {D} not compiled")
     try:
         import cupy  # noqa: F401
     except Exception as e:  # noqa: BLE001
@@ -82,9 +87,11 @@ def _needs_hopper_det(flashkit_ext):
 
 
 @pytest.mark.gpu
-def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe):
-    _needs_hopper_det(flashkit_ext)
-    r = json.loads(run_probe(_PROBE, {}, env_drop=("FLASHKIT_BWD_DET_ROTATE",), timeout=300).strip().splitlines()[-1])
+@pytest.mark.parametrize("D,S", _CASES)
+def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe, D, S):
+    _needs_hopper_det(flashkit_ext, D)
+    probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
+    r = json.loads(run_probe(probe, {}, env_drop=("FLASHKIT_BWD_DET_ROTATE",), timeout=300).strip().splitlines()[-1])
     assert r["bits_idle"] == 0, r
     # Finished while the spinners still held their SMs (it would otherwise have waited for them).
     assert not r["blocker_done_first"] and r["elapsed"] < r["hold_s"] - 2, r
@@ -94,9 +101,11 @@ def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe):
 
 
 @pytest.mark.gpu
-def test_ascending_order_needs_no_residency(flashkit_ext, run_probe):
-    _needs_hopper_det(flashkit_ext)
-    r = json.loads(run_probe(_PROBE, {"FLASHKIT_BWD_DET_ROTATE": "0"}, timeout=300).strip().splitlines()[-1])
+@pytest.mark.parametrize("D,S", _CASES)
+def test_ascending_order_needs_no_residency(flashkit_ext, run_probe, D, S):
+    _needs_hopper_det(flashkit_ext, D)
+    probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
+    r = json.loads(run_probe(probe, {"FLASHKIT_BWD_DET_ROTATE": "0"}, timeout=300).strip().splitlines()[-1])
     assert r["bits_idle"] == 0 and r["bits"] == 0, r
     assert not r["blocker_done_first"] and r["elapsed"] < r["hold_s"] - 2, r
     assert r["dq_equal"] and r["dk_equal"] and r["dv_equal"], r

@@ -1,6 +1,7 @@
 """CPU model check of the deterministic backward's rotated walk (src/kernels/attention_common/
 bwd_cta.cuh: rot_shift, m_block_rot, dq_turn_rot; used by the Hopper column-split kernel's
-deterministic instantiation when there is no mask, p.dq_rotate).
+deterministic instantiation and by the D 256 key-split kernel's deterministic mode when there is
+no mask, p.dq_rotate).
 
 The formulas are quoted from the C++ (integer semantics, all operands non-negative). Checked on
 all small (M row blocks, N key blocks), including M < N (S_q < S_k):
@@ -166,3 +167,32 @@ def test_kernel_release_schedule_never_deadlocks(split):
         if M >= 2 * N:
             walk = [m_block_rot(it, rot_shift(0, M, N), M) for it in range(M)]
             assert tick == len(kernel_events(walk, split)), (M, N, split, tick)
+
+
+def test_key_split_square_walk_never_waits():
+    """The D 256 key-split kernel (kernel_ks.cuh) has the hand-off schedule (step s releases,
+    after its softmax, the block of step s - 1 and sends the block of step s) on 64 x 64 tiles,
+    so S_q = S_k gives M = N: one visitor per row block per step. Rotated, nobody waits (each
+    CTA ends after its own events); in the ascending order each key block trails the previous
+    one and the group takes about twice as long."""
+    for M in range(1, 25):
+        walk = [m_block_rot(it, rot_shift(0, M, M), M) for it in range(M)]
+        assert simulate_events(M, M, False) == len(kernel_events(walk, False)), M
+    M = 16
+    evs = [kernel_events(list(range(M)), False) for _ in range(M)]
+    done, pos, tick = {m: 0 for m in range(M)}, [0] * M, 0
+    while any(p < len(e) for p, e in zip(pos, evs)):
+        tick += 1
+        rel = []
+        for n in range(M):
+            if pos[n] == len(evs[n]):
+                continue
+            kind, m = evs[n][pos[n]]
+            if kind == "send" and done[m] < n:  # ascending: turn = n
+                continue
+            if kind == "rel":
+                rel.append(m)
+            pos[n] += 1
+        for m in rel:
+            done[m] += 1
+    assert tick > 1.8 * len(evs[0])

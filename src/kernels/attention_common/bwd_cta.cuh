@@ -11,6 +11,13 @@
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 
+// How long (ns of %globaltimer) a lane of a rotated deterministic walk (BwdCta::m_block_rot) waits
+// for one turn before it takes its group as not all resident, reports kDeviceErrorDetOrder and
+// stops waiting (kernel_pp.cuh det_wait, kernel_ks.cuh; the residency GPU test's bound).
+#ifndef FLASHKIT_BWD_DET_GIVE_UP_NS
+#define FLASHKIT_BWD_DET_GIVE_UP_NS 200000000ull
+#endif
+
 namespace flashkit::attn {
 
 // lse is kept in natural-log units; the backward kernels rescale it to exp2 units with this.
@@ -108,6 +115,43 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   if (c.varlen) {
     varlen_extents(p, c.batch, c.q_start, c.seqlen_q, c.k_start, c.seqlen_k);
     if (c.n_block == 0 && c.head_kv == 0) report_varlen_errors(p, c.batch);
+    c.seqlen_q = min(c.seqlen_q, p.seqlen_q);
+    c.seqlen_k = min(c.seqlen_k, p.seqlen_k);
+  }
+  c.n0 = c.n_block * kBlockN;
+  c.keys_here = min(kBlockN, c.seqlen_k - c.n0);
+  c.mask = Mask{c.seqlen_q, c.seqlen_k, p.causal, p.window_left, p.window_right};
+  // Row blocks that see these keys: with a right bound (causal or window), rows before
+  // n0 - d - right see none; with a left window, rows after n0 + kBlockN - 1 - d + left
+  // see none (d = seqlen_k - seqlen_q).
+  c.m_begin = c.mask.has_right() ? max(0, c.n0 - c.mask.right_of(0)) / kBlockM : 0;
+  int m_end = (c.seqlen_q + kBlockM - 1) / kBlockM;
+  if (p.window_left >= 0) {
+    const int last_row = c.n0 + kBlockN - 1 - (c.seqlen_k - c.seqlen_q) + p.window_left;
+    m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
+  }
+  c.per_head = max(0, m_end - c.m_begin);
+  c.iters = c.per_head * p.h_ratio;
+  return c;
+}
+
+// The same for key block `n_block` of this CTA's (batch, KV head), ascending order, without the
+// varlen error report (the pair kernel's partner block, kernel_ks_pair.cuh). A copy of the body
+// above rather than a shared helper: factoring it changed every backward kernel's SASS.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ BwdCta make_bwd_cta_at(const BwdParams& p, int n_block) {
+  BwdCta c;
+  c.descending = p.causal || p.window_right >= 0;
+  c.n_block = n_block;
+  c.head_kv = blockIdx.y;
+  c.batch = blockIdx.z;
+  c.varlen = p.cu_seqlens_q != nullptr;
+  c.q_start = 0;
+  c.k_start = 0;
+  c.seqlen_q = p.seqlen_q;
+  c.seqlen_k = p.seqlen_k;
+  if (c.varlen) {
+    varlen_extents(p, c.batch, c.q_start, c.seqlen_q, c.k_start, c.seqlen_k);
     c.seqlen_q = min(c.seqlen_q, p.seqlen_q);
     c.seqlen_k = min(c.seqlen_k, p.seqlen_k);
   }

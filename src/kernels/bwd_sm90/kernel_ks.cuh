@@ -33,8 +33,10 @@
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/ks_traits.cuh"
+#include "kernels/device_errors.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cp_async.cuh"
+#include "prims/globaltimer.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
 #include "prims/tma.cuh"
@@ -58,8 +60,22 @@
 #define FLASHKIT_BWD_KS_STATS_ASYNC 1
 #endif
 
+// The dQ staging's lane-to-column order (tuning switch): 1 = the lanes of odd g write column
+// group jj ^ 2 in access jj (no bank conflicts), 0 = every lane group jj (2-way conflicts).
+#ifndef FLASHKIT_BWD_KS_STAGE_SWAP
+#define FLASHKIT_BWD_KS_STAGE_SWAP 1
+#endif
+
 namespace flashkit::bwd_sm90 {
 
+// Deterministic mode's order (BwdCta): descending key blocks under a mask; without one the walk
+// is rotated when the launcher sets p.dq_rotate (a (batch, KV head) group's key blocks can all be
+// resident: CTA n starts at row block n M / N, and the turns of a row block are its visitors in
+// step order, as in kernel_pp.cuh), else ascending (every CTA starts at row block 0 and key block
+// n waits for n - 1 at each row block: the group's last CTA starts N - 1 steps late). Turns are
+// counted (red.add.release, waited for with >=), so a CTA that gave up waiting (below) cannot
+// stop the others.
+//
 // kDqTma: dQ goes to dq_accum by TMA reduce-adds (p.dq_tmap: 32-column x 16-row fp32 boxes,
 // 128-byte swizzle) staged per warp, instead of per-thread reds. Deterministic mode takes the
 // row block's turn around the adds either way; with kDqTma the turn is passed on at the next
@@ -99,6 +115,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
 
   const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
   if (cta.n0 >= cta.seqlen_k) return;
+  // The walk's row block at step it: rotated in deterministic mode without a mask where the
+  // launcher allows it (p.dq_rotate; the shift recomputed where used: no register held for it
+  // by the fast mode), else m_begin + it % per_head.
+  auto m_block_at = [&](int it) {
+    return p.dq_rotate ? cta.m_block_rot(it, cta.rot_shift<kBlockN>()) : cta.m_block_of(p, it);
+  };
+  // Deterministic mode: thread 0's flag, set once it gave up waiting for a turn (the rotated
+  // walk's group not all resident; read and written by thread 0 only).
+  volatile int* const det_free = reinterpret_cast<volatile int*>(smem + Tr::kSmemDetFree);
+  if (tid == 0) *det_free = 0;
 
   // kTmaLoads: Q and dO of a row block by TMA (p.q_tmap / p.do_tmap, 64-row boxes), lse and
   // delta by warpgroup 0's 4-byte copies; full[stage] completes with the TMA bytes and 128
@@ -131,7 +157,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   // are zero-filled.
   auto load_rows = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
-    const int m0 = cta.m_block_of(p, it) * kBlockM;
+    const int m0 = m_block_at(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
     if constexpr (kTmaLoads) {  // warpgroup 0 only (the callers)
       // A varlen row block that runs past its sequence: the next sequence's rows would come
@@ -240,12 +266,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   const int warp_all = tid / 32;  // this warp's dQ staging box (kDqTma)
   // kDqTma, deterministic: the turn taken last step, released at this step's mid-step barrier.
   int32_t* pend_sem = nullptr;
-  int pend_turn = 0;
 
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
     const int head = cta.head_of(p, it);
-    const int m_block = cta.m_block_of(p, it);
+    const int m_block = m_block_at(it);
     const int m0 = m_block * kBlockM;
     if constexpr (kTmaLoads) {
       prims::mbarrier_wait(full(stage), (it >> 1) & 1);
@@ -352,7 +377,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     if (releases) {
       if (tid == 0) {
         __threadfence();
-        prims::st_release_gpu(pend_sem, pend_turn + 1);
+        prims::red_add_release_gpu(pend_sem, 1);
       }
       pend_sem = nullptr;
     }
@@ -387,12 +412,27 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
 
     // dQ's adds while dV and dK run.
     int32_t* sem = nullptr;
-    int turn = 0;
-    if (p.deterministic) {  // this key block's turn for the row block's dq
-      turn = cta.dq_turn<kBlockM, kBlockN>(m0);
+    if (p.deterministic) {  // this key block's turn for the row block's dq: `turn` releases done
+      const int turn = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block) : cta.dq_turn<kBlockM, kBlockN>(m0);
       sem = cta.dq_counter(p, head, m_block);
-      if (tid == 0) {
-        while (prims::ld_acquire_gpu(sem) != turn) {
+      if (tid == 0 && *det_free == 0) {
+        // The rotated walk's CTAs wait on each other in a cycle: a wait longer than
+        // FLASHKIT_BWD_DET_GIVE_UP_NS (read every 1024 polls) means the group is not all
+        // resident (another kernel or an SM limit holds SMs). Report it and stop waiting for the
+        // rest of the walk: dq stays correct, its summation order is no longer fixed.
+        uint32_t polls = 0;
+        uint64_t t0 = 0;
+        while (prims::ld_acquire_gpu(sem) < turn) {
+          if (p.dq_rotate && (++polls & 1023u) == 0) {
+            const uint64_t now = prims::globaltimer();
+            if (t0 == 0) {
+              t0 = now;
+            } else if (now - t0 > FLASHKIT_BWD_DET_GIVE_UP_NS) {
+              report_device_error(p.error_flag, kDeviceErrorDetOrder);
+              *det_free = 1;
+              break;
+            }
+          }
         }
       }
       __syncthreads();
@@ -417,12 +457,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
         for (int h = 0; h < 2; ++h) {
           if (lane == 0) prims::bulk_wait_group_read<0>();  // the previous box has been read
           __syncwarp();
+          // The 16-byte unit u of row r sits at u ^ (r % 8); this thread's units are 2 jj + t / 2.
+          // A half-warp (rows g = 0..3 or 4..7) would meet each unit of one aligned group of 4
+          // twice (ncu: 2x the ideal wavefronts, 2026-11-27); in access jj the lanes of odd g take
+          // column group jj ^ 2 instead, so its 16 lanes meet 8 distinct units (kernel_pp.cuh's
+          // staging does the same). Unit (2 (jj ^ 2) + t / 2) ^ g = (2 jj + t / 2) ^ (g ^ 4).
+          const bool odd = FLASHKIT_BWD_KS_STAGE_SWAP && (g & 1) != 0;
+          const int gx = odd ? g ^ 4 : g;
 #pragma unroll
           for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ g) * 16) + (t % 2) * 8) =
-                  make_float2(dq[c][4 * h + jj][2 * half], dq[c][4 * h + jj][2 * half + 1]);
+              // (selects of values: a selected array would go to local memory)
+              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) =
+                  make_float2(odd ? dq[c][4 * h + (jj ^ 2)][2 * half] : dq[c][4 * h + jj][2 * half],
+                              odd ? dq[c][4 * h + (jj ^ 2)][2 * half + 1] : dq[c][4 * h + jj][2 * half + 1]);
             }
           }
           prims::fence_proxy_async_smem();
@@ -451,11 +500,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     if (p.deterministic) {
       if constexpr (kDqTma) {
         pend_sem = sem;
-        pend_turn = turn;
       } else {
         __threadfence();
         __syncthreads();
-        if (tid == 0) prims::st_release_gpu(sem, turn + 1);
+        if (tid == 0) prims::red_add_release_gpu(sem, 1);
       }
     }
   }
@@ -466,7 +514,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     }
     __threadfence();
     __syncthreads();
-    if (tid == 0) prims::st_release_gpu(pend_sem, pend_turn + 1);
+    if (tid == 0) prims::red_add_release_gpu(pend_sem, 1);
   }
 
   if constexpr (kDqTma) {

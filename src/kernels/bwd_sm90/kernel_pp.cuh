@@ -44,11 +44,6 @@
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
 
-// How long (ns of %globaltimer) a lane of the rotated deterministic walk waits for one turn before
-// it takes its group as not all resident (det_wait, below; the residency GPU test's bound).
-#ifndef FLASHKIT_BWD_DET_GIVE_UP_NS
-#define FLASHKIT_BWD_DET_GIVE_UP_NS 200000000ull
-#endif
 // Wide wgmmas in the dK/dV step (tuning switch, bwd.md): 1 = one m64n128 per k-step at D 128.
 #ifndef FLASHKIT_BWD_WIDE_WGMMA
 #define FLASHKIT_BWD_WIDE_WGMMA 1
@@ -74,6 +69,12 @@
 #endif
 
 namespace flashkit::bwd_sm90 {
+
+#if FLASHKIT_BWD_PP_TRACE
+// [traced CTA][warpgroup][step][field] (uint32 clock64 values; pp_traits.cuh's sizes, which are
+// the same for every instantiation).
+static __device__ uint32_t g_pp_trace[2][2 * 32 * 10];
+#endif
 
 #if FLASHKIT_BWD_DET_TRACE
 struct DetTrace {
@@ -171,6 +172,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
   if (cta.n0 >= cta.seqlen_k) return;
+#if FLASHKIT_BWD_PP_TRACE
+  // Fields per warpgroup and step: 0 step begin, 1 Q/dO landed, 2 gate A open, 3 S^T ready,
+  // 4 dP^T ready, 5 dS^T stored (warpgroup barrier passed), 6 gate B open, 7 dV/dK done,
+  // 8 the stage released and the next copy issued, 9 step end (dQ sent).
+  const bool tr_cta = blockIdx.y == 0 && blockIdx.z == 0 &&
+                      (blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x / 2 + 1);
+  uint32_t* const tr_buf = g_pp_trace[blockIdx.x == gridDim.x / 2 ? 0 : 1];
+  auto tr = [&](int it, int f) {
+    const int st = it - Tr::kTraceFirst;
+    if (tr_cta && wtid == 0 && st >= 0 && st < Tr::kTraceSteps)
+      tr_buf[(wg * Tr::kTraceSteps + st) * Tr::kTraceFields + f] = uint32_t(clock64());
+  };
+#else
+  auto tr = [](int, int) {};
+#endif
   // kDet with p.dq_rotate: the rotated walk (BwdCta::m_block_rot); otherwise BwdCta::m_block_of.
   const int rot = kDet && p.dq_rotate ? cta.rot_shift<kBlockN>() : 0;
   auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it); };
@@ -454,7 +470,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     const int head = head_at(it);
     const int m_block = m_block_at(it);
     const int m0 = m_block * kBlockM;
+    tr(it, 0);
     prims::mbarrier_wait(full(stage), (it / QS) & 1);
+    tr(it, 1);
 
     const uint64_t desc_q = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, 16, 1024);
     const uint64_t desc_do = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, 16, 1024);
@@ -463,6 +481,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
     // Gate A: S^T and dP^T (64 keys x 64 rows; the first k-steps overwrite).
     gate_open();
+    tr(it, 2);
     prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
 #pragma unroll
     for (int ks = 1; ks < Tr::kKSteps; ++ks) {
@@ -491,6 +510,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
+    tr(it, 3);
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[8][2];
 #pragma unroll
@@ -519,6 +539,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     pack_a4<T>(pa, s);
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
+    tr(it, 4);
     float2 delta_v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
@@ -567,9 +588,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::fence_proxy_async_smem();
     prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
+    tr(it, 5);
 
     // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
     gate_open();
+    tr(it, 6);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -620,6 +643,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dv[c]);
       prims::fence_operands(dk[c]);
     }
+    tr(it, 7);
     prims::mbarrier_arrive(empty(stage));
     // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
     // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
@@ -629,6 +653,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
       load_rows(jn, sn);
     }
+    tr(it, 8);
 
     if constexpr (kDqSplit) {
       prims::wgmma_wait<0>();
@@ -742,7 +767,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
       }
     }  // (kDqSplit)
-
+    tr(it, 9);
   }
 
   if constexpr (kDqSplit) {  // the last row block's dQ: both warpgroups' last dS^T tiles
@@ -802,6 +827,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   tiles::store_tile<KTile, kThreads>(
       static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride, p.dv_row_stride,
       sV, cta.keys_here, tid);
+#if FLASHKIT_BWD_PP_TRACE
+  static_assert(2 * Tr::kTraceSteps * Tr::kTraceFields == 2 * 32 * 10, "g_pp_trace's size");
+  __threadfence_block();
+  __syncthreads();
+  if (tr_cta && tid == 0) {
+    const int steps = min(Tr::kTraceSteps, cta.iters - Tr::kTraceFirst);
+    for (int w = 0; w < 2; ++w) {
+      for (int st = 0; st < steps; ++st) {
+        const uint32_t* f = tr_buf + (w * Tr::kTraceSteps + st) * Tr::kTraceFields;
+        printf("bwd_pp_trace D=%d S=%d causal=%d cta=%d wg=%d step=%d f=%u,%u,%u,%u,%u,%u,%u,%u,%u,%u\n", p.head_dim,
+               p.seqlen_k, int(p.causal), int(blockIdx.x), w, st + Tr::kTraceFirst, f[0], f[1], f[2], f[3], f[4], f[5],
+               f[6], f[7], f[8], f[9]);
+      }
+    }
+  }
+#endif
 #if FLASHKIT_BWD_DET_TRACE
   if constexpr (kDet) {
     DetTrace& tr = g_det_trace;

@@ -46,7 +46,9 @@ struct BwdKsTraits {
   static constexpr int kSmemDqStage = kSmemDelta + 2 * kBlockM * 4;
   // Q/dO by TMA (with the dQ reduce-adds): the two stages' "full" mbarriers.
   static constexpr int kSmemBar = kSmemDqStage + (kThreads / 32) * kDqBoxBytes;
-  static constexpr int kSmemBytes = kSmemBar + 2 * 8 + 1024;  // + alignment slack
+  // Deterministic mode, rotated walk: thread 0's "gave up waiting" flag (kernel_ks.cuh).
+  static constexpr int kSmemDetFree = kSmemBar + 2 * 8;
+  static constexpr int kSmemBytes = kSmemDetFree + 8 + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && PTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");

@@ -13,6 +13,14 @@
 
 #include "tiles/smem_swizzle.cuh"
 
+// Step-timeline trace (diagnostic builds only, scripts/dev/bwd_pp_trace.py; off, every kernel
+// compiles to the same SASS): two CTAs in the middle of the grid record clock64 at fixed points
+// of each warpgroup's row-block steps kTraceFirst .. + kTraceSteps - 1 in a global buffer and
+// print them at exit (kernel_pp.cuh).
+#ifndef FLASHKIT_BWD_PP_TRACE
+#define FLASHKIT_BWD_PP_TRACE 0
+#endif
+
 namespace flashkit::bwd_sm90 {
 
 template <typename T_, int kHeadDim_>
@@ -52,6 +60,8 @@ struct BwdPpTraits {
   static constexpr int kNumBars = 2 * kStages + 4;
   static constexpr int kSmemBars = kSmemDelta + kStages * kBlockM * 4;
   static constexpr int kSmemBytes = kSmemBars + 8 * kNumBars + 1024;  // + alignment slack
+  // FLASHKIT_BWD_PP_TRACE: steps recorded per warpgroup, fields per step (kernel_pp.cuh).
+  static constexpr int kTraceFirst = 8, kTraceSteps = 32, kTraceFields = 10;
   static_assert(QTile::kBytes % 1024 == 0 && KTile::kBytes % 1024 == 0 && DsTile::kBytes % 1024 == 0,
                 "1024-byte aligned tiles");
   static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 SM's shared memory");
