@@ -124,16 +124,24 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         using Ks = bwd_sm90::BwdKsTraits<T, kD>;
         static_assert(Ks::kBlockN == Tr::kBlockN && Ks::kBlockM == Tr::kBlockM, "same grid and dq turns");
         // Deterministic mode without a mask: the rotated walk (kernel_ks.cuh) when a (batch, KV
-        // head) group's key blocks fit on the SMs at once (one CTA per SM), as for the ping-pong
-        // kernel above; FLASHKIT_BWD_DET_ROTATE=0 (read once) keeps the ascending order.
+        // head) group's key blocks fit on half the SMs (one CTA per SM). Measured (H100,
+        // 2026-11-27, docs/kernels/bwd.md): +8..18% at S_k 512..4k (up to 64 key blocks), but
+        // -5.6% at 8k (128 blocks on 132 SMs: a group straddles the waves and its first CTAs wait
+        // for its last). FLASHKIT_BWD_DET_ROTATE=0 (read once) keeps the ascending order.
         static const bool ks_no_rotate = dispatch::env_off("FLASHKIT_BWD_DET_ROTATE");
         BwdParams pk = p;
         const int ks_blocks = (p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN;
         pk.dq_rotate = p.deterministic && !ks_no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 &&
-                       ks_blocks <= dev.num_sms;
-        // Experimental (FLASHKIT_BWD_KS_PAIR=1, read once): the fast mode on pairs of CTAs that
-        // exchange dS (kernel_ks_pair.cuh; not varlen, not deterministic).
-        static const bool ks_pair = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
+                       2 * ks_blocks <= dev.num_sms;
+        // Fast mode on pairs of CTAs that exchange dS (kernel_ks_pair.cuh; not varlen, not
+        // deterministic) where it measured faster than the key-split kernel (H100, 2026-11-27,
+        // FA3 sweep D 256, docs/kernels/bwd.md): S_k >= 4096, or >= 1024 without a mask
+        // (+2..7%); shorter, it lost 2..5% (its union walks and cluster launch). The switch
+        // FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never.
+        static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
+        static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
+        const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
+        const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
         if (ks_pair && !dq_reds && !p.deterministic && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
           if (make_dq_map(q) && make_qdo_maps(q)) {
@@ -146,7 +154,10 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                   : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes);
             if (err != cudaSuccess) return int(err);
             err = launch_util::launch_cluster(kernel, pgrid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
-            return int(err);
+            // A device that cannot place a cluster of two (an SM-limited context) falls back to
+            // the one-CTA kernel below; the error is not sticky, so it is cleared.
+            if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
+            (void)cudaGetLastError();
           }
         }
         // dQ by TMA reduce-adds and Q/dO by TMA loads where the maps can be made

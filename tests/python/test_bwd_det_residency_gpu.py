@@ -3,8 +3,9 @@
 Without a mask the Hopper deterministic kernels (D 64/128 ping-pong, D 256 key-split) walk their
 row blocks rotated, and the CTAs of one (batch, KV head) then wait on each other's dq turns in a
 cycle: that needs them all resident at once. Here another kernel (a CuPy spinner, one block per
-SM by its shared memory) holds all but 48 SMs while a backward with 128 key blocks runs (D 128
-at S 16k: 128-key blocks; D 256 at S 8k: 64-key blocks). The kernel must not
+SM by its shared memory) holds all but 48 SMs while a backward with more key blocks than that runs
+(D 128 at S 16k: 128 blocks of 128 keys; D 256 at S 4k: 64 blocks of 64 keys, the most the
+launcher rotates on a 132-SM GPU). The kernel must not
 hang: it gives the order up after a bounded number of polls, reports
 DeviceError.DET_ORDER, and its gradients stay correct (dk, dv bitwise equal to an undisturbed
 run: they do not depend on the dq order). With FLASHKIT_BWD_DET_ROTATE=0 the ascending order
@@ -69,8 +70,8 @@ print(json.dumps({
 """
 
 
-# (head dim, sequence length): 128 key blocks either way.
-_CASES = [(128, 16384), (256, 8192)]
+# (head dim, sequence length): 128 and 64 key blocks, more than the 48 SMs left free.
+_CASES = [(128, 16384), (256, 4096)]
 
 
 def _needs_hopper_det(flashkit_ext, D):
