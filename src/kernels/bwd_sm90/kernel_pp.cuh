@@ -224,10 +224,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // Row block `it` into stage `stage`; each thread's copies arrive on full[stage] when they
   // land. Without TMA every thread copies part of it, lse and delta raw (rows past the end
   // zero-filled: their Q and dO rows are zero too, so they add nothing, and their dQ is
-  // never stored). kTma (warpgroup 0 only, see the callers): thread 0 brings Q and dO with
+  // never stored). kTma (Tr::kLoaderWg only, see the callers): its thread 0 brings Q and dO with
   // TMA (rows past a dense tensor's end arrive as zeros), except for a varlen row block
   // that runs past its sequence: there the next sequence's rows would come along (an Inf
-  // or NaN in them would turn 0 * x into NaN), so warpgroup 0 copies it with the tail rows
+  // or NaN in them would turn 0 * x into NaN), so that warpgroup copies it with the tail rows
   // zero-filled; lse / delta come by 4-byte copies, for rows past the end from kStatFill;
   // each of the 128 threads arrives once after its copies, thread 0 once more (with the
   // TMA bytes or none): 129 arrivals.
@@ -242,15 +242,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             sQ + stage * kQElems,
             static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
                 head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
-            p.q_row_stride, rows, tid);
+            p.q_row_stride, rows, wtid);
         tiles::load_tile_async<QTile, 2 * kBlockM>(
             sdO + stage * kQElems,
             static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
                 head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
-            p.do_row_stride, rows, tid);
+            p.do_row_stride, rows, wtid);
       }
-      const bool issuer = tid == 0 && !tail;
-      prims::mbarrier_arrive_expect_tx_if(tid == 0, full(stage), tail ? 0 : 2 * QTile::kBytes);
+      const bool issuer = wtid == 0 && !tail;
+      prims::mbarrier_arrive_expect_tx_if(wtid == 0, full(stage), tail ? 0 : 2 * QTile::kBytes);
       const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
       const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
 #pragma unroll
@@ -260,8 +260,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, row, head, batch,
                                      full(stage));
       }
-      const int r = tid % kBlockM;
-      const bool is_lse = tid < kBlockM;
+      const int r = wtid % kBlockM;
+      const bool is_lse = wtid < kBlockM;
       const float* src = r < rows ? (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r
                                   : &kStatFill[is_lse ? 0 : 1];
       prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, src, true);
@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::cp_async_mbarrier_arrive(full(stage));
   };
-  static_assert(2 * kBlockM == 128, "kTma: warpgroup 0's 128 threads load lse and delta");
-  const bool loader = !kTma || wg == 0;  // kTma: warpgroup 0 loads the row blocks
+  static_assert(2 * kBlockM == 128, "kTma: the loading warpgroup's 128 threads load lse and delta");
+  const bool loader = !kTma || wg == Tr::kLoaderWg;  // kTma: one warpgroup loads the row blocks (pp_traits.cuh)
   if (cta.iters > 0 && loader) load_rows(0, 0);  // (without TMA its arrival covers K and V too)
   if (cta.iters > 1 && loader) load_rows(1, 1);
   if constexpr (kTma) {  // K and V: every thread's own copies, then visible to the wgmmas

@@ -21,6 +21,18 @@
 #define FLASHKIT_BWD_PP_TRACE 0
 #endif
 
+// Which warpgroup issues the row-block loads of the TMA kernels (Q / dO boxes, lse / delta):
+// the step trace (docs/kernels/bwd.md) found the issuing warpgroup's chain ~560 cycles longer
+// a step, and at D 128 warpgroup 0's chain is the critical one (warpgroup 1 waits ~600 cycles at
+// gate A), at D 64 warpgroup 1's (it makes and sends the whole dQ). FLASHKIT_BWD_PP_LOADER_WG_D128
+// and _D64 (0 or 1) pick it per head dim.
+#ifndef FLASHKIT_BWD_PP_LOADER_WG_D128
+#define FLASHKIT_BWD_PP_LOADER_WG_D128 0
+#endif
+#ifndef FLASHKIT_BWD_PP_LOADER_WG_D64
+#define FLASHKIT_BWD_PP_LOADER_WG_D64 0
+#endif
+
 namespace flashkit::bwd_sm90 {
 
 template <typename T_, int kHeadDim_>
@@ -37,6 +49,8 @@ struct BwdPpTraits {
   static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV, dK (query rows)
   static constexpr int kDqKSteps = 64 / 16;       // k16 steps of dQ (this warpgroup's keys)
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the ping-pong variant is for D 64 and 128");
+  static constexpr int kLoaderWg = kHeadDim == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
+  static_assert(kLoaderWg == 0 || kLoaderWg == 1, "a warpgroup of the two");
 
   using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
   using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
