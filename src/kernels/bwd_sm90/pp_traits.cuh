@@ -25,9 +25,11 @@
 // the step trace (docs/kernels/bwd.md) found the issuing warpgroup's chain ~560 cycles longer
 // a step, and at D 128 warpgroup 0's chain is the critical one (warpgroup 1 waits ~600 cycles at
 // gate A), at D 64 warpgroup 1's (it makes and sends the whole dQ). FLASHKIT_BWD_PP_LOADER_WG_D128
-// and _D64 (0 or 1) pick it per head dim.
+// and _D64 (0 or 1) pick it per head dim. Measured (H100, 2026-11-27, define A/B, two rounds):
+// warpgroup 1 loading is +0.8..3.2% at D 128 (fast mode, every row; deterministic rows +5..11%
+// against v9's in a separate run) and -1.5..4.5% at D 64: D 128 uses warpgroup 1, D 64 warpgroup 0.
 #ifndef FLASHKIT_BWD_PP_LOADER_WG_D128
-#define FLASHKIT_BWD_PP_LOADER_WG_D128 0
+#define FLASHKIT_BWD_PP_LOADER_WG_D128 1
 #endif
 #ifndef FLASHKIT_BWD_PP_LOADER_WG_D64
 #define FLASHKIT_BWD_PP_LOADER_WG_D64 0
