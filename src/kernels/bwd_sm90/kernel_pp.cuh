@@ -135,9 +135,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0;
   constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne);
   constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send one row block's dQ (kDqSplit)
-  // kDqAlt (FLASHKIT_BWD_D64_DQ_ALT, fast mode): kDqOne's writer alternates by row block parity.
-  constexpr bool kDqAlt = kDqOne && !kDet && FLASHKIT_BWD_D64_DQ_ALT != 0;
-  static_assert(!kDqAlt || Tr::kXChunks == 2, "a staging chunk per writer");
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
@@ -162,8 +159,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int warp = wtid / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  // kDqSplit: whether this warpgroup computes and sends row block i's dQ.
-  auto writes = [&](int i) { return !kDqOne || (kDqAlt ? (i & 1) == wg : wg == 1); };
+  const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
   auto ds_tile = [&](int b, int w) { return reinterpret_cast<T*>(smem + Tr::kSmemDs + (2 * b + w) * DsTile::kBytes); };
@@ -411,7 +407,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     tr_release += tr_now() - tr0;
   };
   auto send_dq_split = [&](int i) {
-    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne && !kDqAlt ? 0 : wg) * (2 * 64 * 128);
+    unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
       if constexpr (!kDet) prims::bulk_wait_group_read<0>();
@@ -572,7 +568,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
     }
     if constexpr (kDet && kDqSplit) {  // row block it - 2, sent at the end of step it - 1
-      if (lane == 0 && writes(it - 2) && it > 1) det_release();
+      if (lane == 0 && dq_writer && it > 1) det_release();
     }
 
     // dS^T to this warpgroup's tile (row = key, column = query row). The previous row
@@ -631,7 +627,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::wgmma_commit();
     };
     if constexpr (kDqSplit) {
-      issue_dq_split((it + 1) & 1, writes(it - 1));
+      issue_dq_split((it + 1) & 1, dq_writer);
     } else {
       issue_dq(0);
     }
@@ -664,7 +660,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        if (writes(it - 1)) send_dq_split(it - 1);
+        if (dq_writer) send_dq_split(it - 1);
       }
     } else {
 #pragma unroll
@@ -778,7 +774,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if (cta.iters > 0) {
       prims::bar_sync(5, 2 * 128);  // (each warpgroup fenced its stores before its barrier 3 + wg)
     }
-    if (cta.iters > 0 && writes(cta.iters - 1)) {
+    if (cta.iters > 0 && dq_writer) {
       prims::wgmma_fence();
       issue_dq_split((cta.iters - 1) & 1, true);  // (this warpgroup writes it: the branch above)
       prims::wgmma_wait<0>();
@@ -805,7 +801,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if ((kDqSplit ? kDqAlt || writes(0) : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   __syncthreads();
   const float scale = p.softmax_scale;
@@ -850,7 +846,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #if FLASHKIT_BWD_DET_TRACE
   if constexpr (kDet) {
     DetTrace& tr = g_det_trace;
-    if (lane == 0 && (kDqSplit ? writes(0) : wg == 1)) {
+    if (lane == 0 && (kDqSplit ? dq_writer : wg == 1)) {
       atomicAdd(&tr.wait_ns, (unsigned long long)tr_wait);
       atomicAdd(&tr.release_ns, (unsigned long long)tr_release);
       atomicAdd(&tr.sends, (unsigned long long)tr_sends);

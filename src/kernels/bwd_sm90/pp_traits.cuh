@@ -34,13 +34,6 @@
 #ifndef FLASHKIT_BWD_PP_LOADER_WG_D64
 #define FLASHKIT_BWD_PP_LOADER_WG_D64 0
 #endif
-// D 64 fast mode (kDqOne, kernel_pp.cuh): 1 = the warpgroups take turns computing and sending a
-// row block's dQ (even row blocks warpgroup 0, odd ones warpgroup 1, each with its own staging
-// chunk), 0 = warpgroup 1 does every row block's. The step trace put warpgroup 1's chain (the dQ
-// product, staging and sends) on the critical path while warpgroup 0 waited ~1000 cycles a step.
-#ifndef FLASHKIT_BWD_D64_DQ_ALT
-#define FLASHKIT_BWD_D64_DQ_ALT 0
-#endif
 
 namespace flashkit::bwd_sm90 {
 
@@ -76,7 +69,7 @@ struct BwdPpTraits {
   static constexpr int kSmemDo = kSmemQ + kStages * QTile::kBytes;
   static constexpr int kSmemDs = kSmemDo + kStages * QTile::kBytes;  // [kDsBufs][2 warpgroups]
   static constexpr int kSmemX = kSmemDs + 2 * kDsBufs * DsTile::kBytes;  // [kXChunks] fp32 chunks
-  static constexpr int kXChunks = kHeadDim == 64 && FLASHKIT_BWD_D64_DQ_ALT != 0 ? 2 : kDChunks;  // (one per writer)
+  static constexpr int kXChunks = kDChunks;
   static constexpr int kSmemLse = kSmemX + kXChunks * kXChunkBytes;  // fp32 [kStages][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + kStages * kBlockM * 4;
   // mbarriers: full[kStages], empty[kStages], x_full, x_empty, ds_empty[2]
