@@ -54,13 +54,6 @@
 #define FLASHKIT_BWD_SM90_KS_PAIR_BODY 0
 #endif
 
-// How dS reaches the partner: 0 = thread 0's 8 KB bulk copy after the mid-step barrier; 1 = each
-// thread's st.async of the words it stores, completing on the partner's in_full as they land (no
-// wait for the barrier; the cluster probe timed its hand-off 18% shorter than the bulk copy's).
-#ifndef FLASHKIT_BWD_KS_PAIR_STASYNC
-#define FLASHKIT_BWD_KS_PAIR_STASYNC 0
-#endif
-
 namespace flashkit::bwd_sm90 {
 
 template <typename T_, int kHeadDim_>
@@ -339,22 +332,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int key = key0 + j * 8 + 2 * t;
-      const int o0 = PTile::offset(row0, key), o1 = PTile::offset(row0 + 8, key);
-      const uint32_t ds0 = prims::pack2<T>(dp[j][0], dp[j][1]), ds1 = prims::pack2<T>(dp[j][2], dp[j][3]);
-      *reinterpret_cast<uint32_t*>(sP + o0) = prims::pack2<T>(s[j][0], s[j][1]);
-      *reinterpret_cast<uint32_t*>(sP + o1) = prims::pack2<T>(s[j][2], s[j][3]);
-      *reinterpret_cast<uint32_t*>(sdS + o0) = ds0;
-      *reinterpret_cast<uint32_t*>(sdS + o1) = ds1;
-      if constexpr (FLASHKIT_BWD_KS_PAIR_STASYNC != 0) {  // the same words at the same place in the partner's rdS
-        prims::st_async_u32(peer_rds + uint32_t(o0) * sizeof(T), ds0, peer_in_full);
-        prims::st_async_u32(peer_rds + uint32_t(o1) * sizeof(T), ds1, peer_in_full);
-      }
+      *reinterpret_cast<uint32_t*>(sP + PTile::offset(row0, key)) = prims::pack2<T>(s[j][0], s[j][1]);
+      *reinterpret_cast<uint32_t*>(sP + PTile::offset(row0 + 8, key)) = prims::pack2<T>(s[j][2], s[j][3]);
+      *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0, key)) = prims::pack2<T>(dp[j][0], dp[j][1]);
+      *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0 + 8, key)) = prims::pack2<T>(dp[j][2], dp[j][3]);
     }
     prims::fence_proxy_async_smem();
     __syncthreads();  // P and dS of both warpgroups visible to the async proxy (wgmmas, the copy)
-    if constexpr (FLASHKIT_BWD_KS_PAIR_STASYNC == 0) {
-      if (tid == 0) prims::bulk_copy_to_cluster(peer_rds, ds_addr, PTile::kBytes, peer_in_full);
-    }
+    if (tid == 0) prims::bulk_copy_to_cluster(peer_rds, ds_addr, PTile::kBytes, peer_in_full);
 
     // dV (group 0), dQ over both key blocks (group 1), dK (group 2).
     float dq[8][4];
@@ -379,8 +364,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
         prims::wgmma_m64n64k16_ss_tnspb<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
       }
       prims::mbarrier_wait_cluster(in_full, it & 1);  // the partner's dS of step it landed
-      // (st.async: the partner's writes, acquired by the wait, handed to the async proxy)
-      if constexpr (FLASHKIT_BWD_KS_PAIR_STASYNC != 0) prims::fence_proxy_async_smem();
       prims::wgmma_fence();                            // (the accumulator chain resumes after a wait)
 #pragma unroll
       for (int ks = 0; ks < Tr::kNSteps; ++ks) {
