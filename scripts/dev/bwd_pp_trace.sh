@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device run: the ping-pong backward's step timeline (FLASHKIT_BWD_PP_TRACE=1 build of the bf16
 # D 64 / 128 instantiations; scripts/dev/bwd_pp_trace.py), fast mode at S 4k / 16k, causal and
-# not, plus D 128 deterministic at 4k; then the build is put back. ~3 minutes.
+# not, plus D 128 deterministic at 4k (SHAPES overrides); then the build is put back. ~3 minutes.
 #   run(carry=[".carry/cur"], command="bash .carry/cur/scripts/dev/bwd_pp_trace.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,12 +14,15 @@ for f in $INSTS; do cp "$TREE/src/kernels/bwd_sm90/inst/$f.cu" "$O/$f.orig"; don
 for f in $INSTS; do with_defines "$O/$f.orig" "FLASHKIT_BWD_PP_TRACE 1" > "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done
 step install 400 "${INSTALL[@]}"
 cd /tmp
-for shape in "128 4096 0" "128 16384 0" "128 4096 1" "128 16384 1" "64 4096 0" "64 16384 0" "64 16384 1" "128 4096 0 1"; do
-  n=$(echo $shape | tr ' ' _)
+# SHAPES: "D S causal [deterministic]" entries; each run is summarized on its own (a deterministic
+# run prints the same shape key as the fast one).
+SHAPES=${SHAPES:-"128:4096:0 128:16384:0 128:4096:1 128:16384:1 64:4096:0 64:16384:0 64:16384:1 128:4096:0:1"}
+for sh in $SHAPES; do
+  shape=$(echo $sh | tr ':' ' ') n=$(echo $sh | tr ':' _)
   step "run_$n" 120 python3 "$TREE/scripts/dev/bwd_pp_trace.py" run $shape
   cat "$O/run_$n.log" >> "$O/trace.log"
+  { echo "== run $shape"; python3 "$TREE/scripts/dev/bwd_pp_trace.py" summarize "$O/run_$n.log" 2>&1; } >> "$O/trace_summary.txt"
 done
-python3 "$TREE/scripts/dev/bwd_pp_trace.py" summarize "$O/trace.log" > "$O/trace_summary.txt" 2>&1
 cat "$O/trace_summary.txt" >> "$O/summary.txt"
 for f in $INSTS; do cp "$O/$f.orig" "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done
 tar -czf "${OUT:-/tmp}/pptrace.tgz" -C "$(dirname "$O")" "$(basename "$O")"
