@@ -133,8 +133,8 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         const int ks_blocks = (p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN;
         pk.dq_rotate = p.deterministic && !ks_no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 &&
                        2 * ks_blocks <= dev.num_sms;
-        // Fast mode on pairs of CTAs that exchange dS (kernel_ks_pair.cuh; not deterministic;
-        // varlen by the longest sequences) where it measured faster than the key-split kernel (H100, 2026-11-27,
+        // Fast mode on pairs of CTAs that exchange dS (kernel_ks_pair.cuh; not varlen, not
+        // deterministic) where it measured faster than the key-split kernel (H100, 2026-11-27,
         // FA3 sweep D 256, docs/kernels/bwd.md): S_k >= 4096, or >= 1024 without a mask
         // (+2..7%); shorter, it lost 2..5% (its union walks and cluster launch). The switch
         // FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never.
@@ -142,7 +142,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
         const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
-        if (ks_pair && !dq_reds && !p.deterministic) {
+        if (ks_pair && !dq_reds && !p.deterministic && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
           if (make_dq_map(q) && make_qdo_maps(q)) {
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;

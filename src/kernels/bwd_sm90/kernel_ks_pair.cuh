@@ -1,6 +1,6 @@
 // Hopper (sm_90a) dense attention backward at D = 256, fast mode, on pairs of key-split CTAs
 // (a cluster of two; docs/kernels/bwd.md, "Plan: a 2-CTA cluster on the key-split kernel").
-// The launcher picks it for long sequences (src/launch/bwd_sm90_launch.cuh; FLASHKIT_BWD_KS_PAIR).
+// Experimental (FLASHKIT_BWD_KS_PAIR=1 selects it; the launcher keeps kernel_ks.cuh otherwise).
 //
 // CTA r of a pair owns key block 2c + r as in kernel_ks.cuh (S, dP, P, dS, dV and dK for its
 // 64 keys; warpgroup w: keys [32w, 32w + 32) of S/dP, columns [128w, 128w + 128) of dV/dK). What
@@ -26,8 +26,7 @@
 // The pair walks the union of its two key blocks' row blocks (causal, windows); a row block a
 // key block cannot see gives it P = dS = 0 by the mask. With an odd number of key blocks the
 // last pair's second CTA has no keys: it walks, sends zeros and adds its half of dQ's columns,
-// and writes no dK / dV; in a varlen batch the same holds per sequence. Not for deterministic
-// calls (the launcher).
+// and writes no dK / dV. Not for varlen or deterministic calls (the launcher).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -180,33 +179,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
                                               p.k_row_stride, par.keys_here, tid);
 
   // Q, lse, delta of walk step `it` into Q stage `stage` (warpgroup 0: thread 0 the TMA, its 128
-  // threads lse / delta raw, fixed up where read); this warpgroup's half of dO of step `it` (its
-  // thread 0 the TMA). Rows past a dense tensor's end come zero-filled from the maps; a varlen
-  // row block that runs past its sequence would bring the next sequence's rows along (an Inf or
-  // NaN there makes 0 * x NaN), so there the warpgroup copies its part zero-filled (as
-  // kernel_ks.cuh does), one 64-column atom block at a time.
-  using BlockTile = tiles::Swizzle128Tile<T, kBlockM, 64>;
-  const int q_row_base = cta.varlen ? cta.q_start : 0, tma_batch = cta.varlen ? 0 : cta.batch;
+  // threads lse / delta raw, fixed up where read); dO half `half` of step `it` (its warpgroup's
+  // thread 0). Rows past the sequence come zero-filled from the maps (no varlen here).
   auto load_q = [&](int it, int stage) {
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(p, it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
-    const bool tail = cta.varlen && rows < kBlockM;
-    if (tail) {  // (each thread's arrival below covers these copies)
-      const T* q_src = static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
-                       head * p.q_head_stride + int64_t(m0) * p.q_row_stride;
-#pragma unroll
-      for (int a = 0; a < kD / 64; ++a) {
-        tiles::load_tile_async<BlockTile, 2 * kBlockM>(sQ + stage * kQElems + a * BlockTile::kElems, q_src + a * 64,
-                                                       p.q_row_stride, rows, tid);
-      }
-    }
-    prims::mbarrier_arrive_expect_tx_if(tid == 0, q_full(stage), tail ? 0 : QTile::kBytes);
+    prims::mbarrier_arrive_expect_tx_if(tid == 0, q_full(stage), QTile::kBytes);
     const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems);
 #pragma unroll
     for (int a = 0; a < kD / 64; ++a) {
-      prims::tma_load_4d_nohint_if(tid == 0 && !tail, q_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64,
-                                   q_row_base + m0, head, tma_batch, q_full(stage));
+      prims::tma_load_4d_nohint_if(tid == 0, q_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, m0, head, cta.batch,
+                                   q_full(stage));
     }
     const bool is_lse = tid < kBlockM;
     const int r = tid % kBlockM;
@@ -214,38 +198,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
                       (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r, r < rows);
     prims::cp_async_mbarrier_arrive(q_full(stage));
   };
-  auto load_do_half = [&](int it) {  // the whole warpgroup (its thread 0 alone without a varlen tail)
+  auto load_do_half = [&](int it) {  // this warpgroup's thread 0
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(p, it) * kBlockM;
-    const int rows = min(kBlockM, cta.seqlen_q - m0);
-    if (cta.varlen && rows < kBlockM) {
-      // The tail: copied and waited for here (do_full counts one arrival per warpgroup, so these
-      // copies cannot arrive on it one by one); the readers fence to the async proxy after their wait.
-      const T* do_src = static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
-                        head * p.do_head_stride + int64_t(m0) * p.do_row_stride;
-#pragma unroll
-      for (int a = 2 * wg; a < 2 * wg + 2; ++a) {
-        tiles::load_tile_async<BlockTile, 128>(sdO + a * BlockTile::kElems, do_src + a * 64, p.do_row_stride, rows,
-                                               wtid);
-      }
-      prims::cp_async_commit();
-      prims::cp_async_wait<0>();
-      prims::bar_sync(1 + wg, 128);  // every thread's copies landed before thread 0's arrival
-      if (wtid == 0) prims::mbarrier_arrive_expect_tx(do_full, 0);
-      return;
-    }
-    if (wtid != 0) return;
     prims::mbarrier_arrive_expect_tx(do_full, 2 * QTile::kBlockBytes);
     const uint32_t do_dst = prims::smem_addr(sdO);
 #pragma unroll
     for (int a = 2 * wg; a < 2 * wg + 2; ++a) {
-      prims::tma_load_4d_nohint_if(true, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, q_row_base + m0, head,
-                                   tma_batch, do_full);
+      prims::tma_load_4d_nohint_if(true, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, m0, head, cta.batch,
+                                   do_full);
     }
   };
   if (cta.iters > 0) {
     if (wg == 0) load_q(0, 0);
-    load_do_half(0);
+    if (wtid == 0) load_do_half(0);
   }
   prims::cp_async_commit();
   prims::cp_async_wait<0>();  // K, V, K_partner (this thread's copies; the lse/delta ones arrive on q_full)
@@ -286,7 +252,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     const int m0 = m_block * kBlockM;
     prims::mbarrier_wait(q_full(stage), (it >> 1) & 1);
     prims::mbarrier_wait(do_full, it & 1);
-    if (cta.varlen) prims::fence_proxy_async_smem();  // (a varlen tail's zero-filled copies, for the wgmmas)
     __syncthreads();  // both warpgroups past step it - 1: the other Q stage, sP free
     if (wg == 0 && it + 1 < cta.iters) load_q(it + 1, stage ^ 1);
     if (tid == 0) prims::mbarrier_arrive_expect_tx(in_full, PTile::kBytes);  // the partner's dS of step it
@@ -420,7 +385,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     // mid-step barrier): load its half of the next row block's dO.
     prims::wgmma_wait<2>();
     prims::fence_operands(dv);
-    if (it + 1 < cta.iters) load_do_half(it + 1);
+    if (wtid == 0 && it + 1 < cta.iters) load_do_half(it + 1);
 
     // dQ done: the partner's dS is read; stage and add our columns.
     prims::wgmma_wait<1>();
@@ -429,7 +394,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     {
       unsigned char* box_ptr = smem + Tr::kSmemDqStage + warp_all * Tr::kDqBoxBytes;
       const uint32_t box = prims::smem_addr(box_ptr);
-      const int row_g = q_row_base + m0 + warp * 16;  // (a varlen tail's rows add +0 to the next sequence's)
+      const int row_g = m0 + warp * 16;
       // (the conflict-free order of kernel_ks.cuh: the lanes of odd g take column group jj ^ 2)
       const bool odd = (g & 1) != 0;
       const int gx = odd ? g ^ 4 : g;
@@ -449,7 +414,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
         prims::fence_proxy_async_smem();
         __syncwarp();
         if (lane == 0) {
-          prims::tma_reduce_add_4d(&p.dq_tmap, box, dq_chunk * 64 + 32 * h, head, row_g, tma_batch);
+          prims::tma_reduce_add_4d(&p.dq_tmap, box, dq_chunk * 64 + 32 * h, head, row_g, cta.batch);
           prims::bulk_commit_group();
         }
       }
