@@ -2,7 +2,7 @@
 // blockIdx.x = c * cluster_x .. c * cluster_x + cluster_x - 1 form one cluster, co-scheduled
 // on one GPC, whose shared memories are addressable from each other (prims/cluster.cuh).
 // grid.x must be a multiple of cluster_x (the launch fails otherwise). Optionally with
-// programmatic dependent launch, as launch_pdl.
+// programmatic dependent launch (launch_pdl, pdl_launch.cuh, is this with a cluster of one).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,14 +18,21 @@ cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster_x;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 2 : 1;
+  unsigned n = 0;
+  if (cluster_x > 1) {  // (a cluster of one is a plain launch: no attribute)
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = n > 0 ? attr : nullptr;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
 }
 

@@ -669,6 +669,42 @@ def test_cuda_graph_forward_and_backward():
         previous = static[1].clone()
 
 
+@pytest.mark.parametrize("S,causal", [(1024, False), (4096, True)], ids=["s1k", "s4k_causal"])
+def test_cuda_graph_backward_long_d256(S, causal):
+    """D 256 at the lengths where the Hopper launcher picks the pair kernel (clusters of two CTAs,
+    kernel_ks_pair.cuh; elsewhere whatever family runs D 256): captured in a CUDA graph and replayed
+    on new inputs, it matches an eager call (dk, dv bitwise; dq up to its fp32 atomics' order) and
+    the float64 reference."""
+    require_variant(torch.bfloat16, 256)
+    dt, D, B, H = torch.bfloat16, 256, 1, 2
+    q, k, v, dout = (t.clone() for t in make_inputs(B, S, S, H, H, D, dt, generator("graph256", 0)))
+    out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+
+    def step():
+        return flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal)
+
+    _warm_up(step)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    for seed in (1, 2):
+        fresh = make_inputs(B, S, S, H, H, D, dt, generator("graph256", seed))
+        with torch.no_grad():
+            for dst, src in zip((q, k, v, dout), fresh):
+                dst.copy_(src)
+            o2, l2 = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+            out.copy_(o2)
+            lse.copy_(l2)
+        graph.replay()
+        torch.cuda.synchronize()
+        eager = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal)
+        assert_bitwise_equal(static[1], eager[1], f"replayed dk (inputs {seed})")
+        assert_bitwise_equal(static[2], eager[2], f"replayed dv (inputs {seed})")
+        torch.testing.assert_close(static[0].float(), eager[0].float(), rtol=1e-2, atol=1e-3)
+        check_dense_grads(tuple(t.clone() for t in static), q, k, v, dout, causal, None,
+                          f"graph D256 S{S} inputs {seed}")
+
+
 # ---------------------------------------------------------------------------------------
 # Sliding window and softcap
 # ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@
 #include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
+#include "kernels/bwd_sm90/ks_traits.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cluster.cuh"
 #include "prims/cp_async.cuh"
@@ -57,25 +58,19 @@
 
 namespace flashkit::bwd_sm90 {
 
+// The key-split kernel's tile shapes (ks_traits.cuh), with its own shared-memory plan: one dO
+// stage, the partner's dS and the partner's K column half.
 template <typename T_, int kHeadDim_>
-struct BwdKsPairTraits {
-  using T = T_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static_assert(kHeadDim_ == 256, "the pair kernel is a D = 256 kernel");
-  static constexpr int kBlockM = 64;
-  static constexpr int kBlockN = 64;
-  static constexpr int kWgKeys = kBlockN / 2;   // S/dP keys per warpgroup
-  static constexpr int kWgCols = kHeadDim / 2;  // dK/dV columns per warpgroup
-  static constexpr int kThreads = 256;
-  static constexpr int kMinBlocks = 1;
-  static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of S, dP
-  static constexpr int kMSteps = kBlockM / 16;   // k16 steps of dV, dK
-  static constexpr int kNSteps = kBlockN / 16;   // k16 steps of dQ per key block
-
-  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;       // also dO
-  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;       // also V
-  using KHalfTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim / 2>;  // the partner's K, our columns
-  using PTile = tiles::Swizzle128Tile<T, kBlockM, kBlockN>;        // P, dS, the partner's dS
+struct BwdKsPairTraits : BwdKsTraits<T_, kHeadDim_> {
+  using Base = BwdKsTraits<T_, kHeadDim_>;
+  using typename Base::KTile;
+  using typename Base::PTile;
+  using typename Base::QTile;
+  using Base::kBlockM;
+  using Base::kDqBoxBytes;  // a warp's 16 rows x 32 fp32 columns of dQ staging
+  using Base::kHeadDim;
+  using Base::kThreads;
+  using KHalfTile = tiles::Swizzle128Tile<T_, Base::kBlockN, kHeadDim_ / 2>;  // the partner's K, our columns
 
   static constexpr int kSmemK = 0;
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
@@ -87,7 +82,6 @@ struct BwdKsPairTraits {
   static constexpr int kSmemKp = kSmemRds + PTile::kBytes;
   static constexpr int kSmemLse = kSmemKp + KHalfTile::kBytes;  // fp32 [2][kBlockM]
   static constexpr int kSmemDelta = kSmemLse + 2 * kBlockM * 4;
-  static constexpr int kDqBoxBytes = 16 * 128;                 // a warp's 16 rows x 32 fp32 columns
   static constexpr int kSmemDqStage = kSmemDelta + 2 * kBlockM * 4;
   // mbarriers: q_full[2], do_full, in_full, out_free
   static constexpr int kSmemBar = kSmemDqStage + (kThreads / 32) * kDqBoxBytes;
