@@ -39,6 +39,7 @@
 #include "kernels/attention_common/bwd_cta.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
+#include "kernels/bwd_sm90/ks_fragments.cuh"
 #include "kernels/bwd_sm90/ks_traits.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cluster.cuh"
@@ -294,40 +295,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) ||
                         cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[4][2];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if constexpr (kSoftcap) {
-        float th[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
-          s[j][e] = p.softcap * th[e];
-        }
-        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
-        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float v = prims::exp2_approx(s[j][e] * scale_log2 - (e / 2 ? lse1 : lse0));
-        if (masked && !cta.mask.visible(m0 + row0 + (e / 2) * 8, cta.n0 + key0 + j * 8 + 2 * t + (e % 2))) v = 0.f;
-        s[j][e] = v;
-      }
-    }
+    ks_probs<kSoftcap>(s, tanh_h, p, scale_log2, lse0, lse1, masked, cta.mask, m0 + row0, cta.n0 + key0 + 2 * t);
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e / 2 ? dl1 : dl0));
-      if constexpr (kSoftcap) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
-          dp[j][2 * h] *= 1.f - th.x * th.x;
-          dp[j][2 * h + 1] *= 1.f - th.y * th.y;
-        }
-      }
-    }
+    ks_dscores<kSoftcap>(dp, s, tanh_h, dl0, dl1);
     // Our dS of step it - 1 may still be read by the partner (its dQ) and by our bulk copy:
     // wait for the partner's two warpgroups to have finished their dQ of it - 1.
     if (it > 0) prims::mbarrier_wait_cluster(out_free, (it - 1) & 1);
