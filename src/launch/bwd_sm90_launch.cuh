@@ -140,18 +140,28 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         // FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never.
         static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
         static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
+        // Deterministic calls on the pairs (experimental, FLASHKIT_BWD_KS_PAIR_DET=1, read once;
+        // not measured yet: one turn per pair, no rotated walk).
+        static const bool ks_pair_det = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR_DET");
         const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
-        if (ks_pair && !dq_reds && !p.deterministic && p.cu_seqlens_q == nullptr) {
+        if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
           if (make_dq_map(q) && make_qdo_maps(q)) {
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
             const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
             const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
-            auto* kernel = p.softcap > 0.f ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true> : &bwd_sm90::bwd_ks_pair_kernel<Kp>;
-            cudaError_t err = p.softcap > 0.f
-                                  ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true>>(dev.device, Kp::kSmemBytes)
-                                  : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes);
+            const bool capped = p.softcap > 0.f;
+            auto* kernel = p.deterministic ? (capped ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true, true>
+                                                     : &bwd_sm90::bwd_ks_pair_kernel<Kp, false, true>)
+                                           : (capped ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true>
+                                                     : &bwd_sm90::bwd_ks_pair_kernel<Kp>);
+            cudaError_t err =
+                p.deterministic
+                    ? (capped ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true, true>>(dev.device, Kp::kSmemBytes)
+                              : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, false, true>>(dev.device, Kp::kSmemBytes))
+                    : (capped ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true>>(dev.device, Kp::kSmemBytes)
+                              : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes));
             if (err != cudaSuccess) return int(err);
             err = launch_util::launch_cluster(kernel, pgrid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
             // A device that cannot place a cluster of two (an SM-limited context) falls back to

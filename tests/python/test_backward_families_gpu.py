@@ -270,3 +270,48 @@ def test_d256_pair_kernel_dk_dv_match_single_cta_bitwise(flashkit_ext, run_probe
         assert runs[0][i:i + 2] == runs[1][i:i + 2], i  # dk, dv
         a, b = float(runs[0][i + 2]), float(runs[1][i + 2])
         assert abs(a - b) <= 1e-3 * abs(b), (i, a, b)  # |dq| summed: the same up to fp32 order
+
+
+_PAIR_DET_PROBE = r"""
+import hashlib, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(17)
+out = []
+for causal, window, S in ((False, None, 300), (True, None, 333), (True, (100, -1), 460), (False, None, 640)):
+    B, H, Hk, D = 2, 4, 2, 256
+    q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    kw = {} if window is None else {"window": window}
+    o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, **kw)
+    runs = [flashkit.attention_backward(dout, q, k, v, o, lse, causal=causal, deterministic=True, **kw)
+            for _ in range(3)]
+    assert all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r)), "not reproducible"
+    for x in runs[0]:
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest())
+    out.append("%.6e" % runs[0][0].float().abs().sum().item())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
+    """The pair kernel's deterministic mode (FLASHKIT_BWD_KS_PAIR_DET=1 with FLASHKIT_BWD_KS_PAIR=1;
+    one dq turn per pair, BwdCta::dq_turn_pair): bitwise reproducible over 3 calls; dk and dv bitwise
+    equal to the key-split kernel's deterministic mode (the same products in the same order); dq
+    equal to it up to the order of fp32 sums. Correctness against float64: sanitize_bwd.py below."""
+    _needs_hopper_d256(flashkit_ext)
+    drop = ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"]
+    pair = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop,
+                     timeout=300).split()
+    single = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "0"}, drop, timeout=300).split()
+    assert len(pair) == 16 and len(single) == 16
+    for i in range(0, 16, 4):
+        assert pair[i + 1:i + 3] == single[i + 1:i + 3], i  # dk, dv
+        a, b = float(pair[i + 3]), float(single[i + 3])
+        assert abs(a - b) <= 1e-3 * abs(b), (i, a, b)
+    env = dict(os.environ, FLASHKIT_BWD_KS_PAIR="1", FLASHKIT_BWD_KS_PAIR_DET="1")
+    for k in drop:
+        env.pop(k, None)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "256"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert "cases passed" in r.stdout, r.stdout[-2000:]

@@ -67,6 +67,22 @@ struct BwdCta {
     }
     return n_block - mask.first_key_tile(m0, kBlockN);
   }
+  // Deterministic mode on key-block pairs (kernel_ks_pair.cuh): both CTAs of pair n_block / 2
+  // add their column halves after every CTA of the pairs before it in the dq order that walk
+  // this row block (two per pair: a pair walks the union of its blocks' row blocks, so every
+  // pair between the first and the last visible key block's pair takes part).
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int dq_turn_pair(int m0) const {
+    const int pair = n_block >> 1;
+    int before;
+    if (descending) {
+      const int n_last = max(0, min((seqlen_k - 1) / kBlockN, mask.right_of(min(m0 + kBlockM, seqlen_q) - 1) / kBlockN));
+      before = (n_last >> 1) - pair;
+    } else {
+      before = pair - (mask.first_key_tile(m0, kBlockN) >> 1);
+    }
+    return 2 * max(0, before);
+  }
   // Deterministic mode without a mask, rotated (p.dq_rotate; docs/kernels/bwd.md, "Deterministic
   // mode: the plan"; scripts/dev/models/bwd_det_rotation_model.py): with M = per_head row blocks
   // and N key blocks, CTA n walks row blocks shift = floor(n M / N), shift + 1, ... (mod M), and

@@ -26,7 +26,7 @@
 // The pair walks the union of its two key blocks' row blocks (causal, windows); a row block a
 // key block cannot see gives it P = dS = 0 by the mask. With an odd number of key blocks the
 // last pair's second CTA has no keys: it walks, sends zeros and adds its half of dQ's columns,
-// and writes no dK / dV. Not for varlen or deterministic calls (the launcher).
+// and writes no dK / dV. Not for varlen calls (the launcher).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,6 +41,7 @@
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/ks_fragments.cuh"
 #include "kernels/bwd_sm90/ks_traits.cuh"
+#include "prims/atomic.cuh"
 #include "prims/cluster.cuh"
 #include "prims/cp_async.cuh"
 #include "prims/mbarrier.cuh"
@@ -90,7 +91,11 @@ struct BwdKsPairTraits : BwdKsTraits<T_, kHeadDim_> {
   static_assert(kSmemDqStage % 1024 == 0 && kSmemKp % 1024 == 0 && kSmemRds % 1024 == 0, "swizzle atoms");
 };
 
-template <class Tr, bool kSoftcap = false>
+// kDet: deterministic mode (FLASHKIT_BWD_KS_PAIR_DET=1, the launcher): both CTAs of a pair take
+// one turn per row block (BwdCta::dq_turn_pair; the key blocks descend under a right bound, as in
+// the other kernels, so a pair only waits for pairs launched before it), waited for by thread 0
+// before the dQ adds and released at the next step's mid-step barrier once the adds performed.
+template <class Tr, bool kSoftcap = false, bool kDet = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KS_PAIR_BODY
   using T = typename Tr::T;
@@ -127,7 +132,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
 
   // This CTA's key block and its partner's; the pair walks the union of their row blocks.
   attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
-  const attn::BwdCta par = attn::make_bwd_cta_at<kBlockM, kBlockN>(p, int(blockIdx.x ^ 1u));
+  // (kDet with a right bound: make_bwd_cta numbers the key blocks from the grid's end; the grid
+  // has an even size, so the pairs stay {2c, 2c + 1})
+  const attn::BwdCta par = attn::make_bwd_cta_at<kBlockM, kBlockN>(p, kDet ? cta.n_block ^ 1 : int(blockIdx.x ^ 1u));
   const bool own_keys = cta.n0 < cta.seqlen_k, par_keys = par.n0 < par.seqlen_k;
   if (!own_keys && !par_keys) return;  // (both CTAs of the pair: no cluster operation yet)
   {
@@ -240,6 +247,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
   const int row0 = warp * 16 + g;
   const int warp_all = tid / 32;
 
+  int32_t* pend_sem = nullptr;  // kDet: the turn taken last step, released at this step's mid-step barrier
   for (int it = 0; it < cta.iters; ++it) {
     const int stage = it & 1;
     const int head = cta.head_of(p, it);
@@ -302,9 +310,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
       *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0, key)) = prims::pack2<T>(dp[j][0], dp[j][1]);
       *reinterpret_cast<uint32_t*>(sdS + PTile::offset(row0 + 8, key)) = prims::pack2<T>(dp[j][2], dp[j][3]);
     }
+    const bool releases = kDet && pend_sem != nullptr;
+    if (releases && lane == 0) {
+      prims::bulk_wait_group<0>();        // this warp's adds of the last row block performed
+      prims::fence_proxy_async_global();  // and ordered before its generic accesses
+    }
     prims::fence_proxy_async_smem();
     __syncthreads();  // P and dS of both warpgroups visible to the async proxy (wgmmas, the copy)
     if (tid == 0) prims::bulk_copy_to_cluster(peer_rds, ds_addr, PTile::kBytes, peer_in_full);
+    if (releases) {
+      if (tid == 0) {
+        __threadfence();
+        prims::red_add_release_gpu(pend_sem, 1);
+      }
+      pend_sem = nullptr;
+    }
 
     // dV (group 0), dQ over both key blocks (group 1), dK (group 2).
     float dq[8][4];
@@ -356,6 +376,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     prims::wgmma_wait<1>();
     prims::fence_operands(dq);
     if (wtid == 0) prims::mbarrier_arrive_cluster(peer_out_free);
+    int32_t* sem = nullptr;
+    if constexpr (kDet) {  // this pair's turn for the row block's dq: `turn` releases done
+      const int turn = cta.dq_turn_pair<kBlockM, kBlockN>(m0);
+      sem = cta.dq_counter(p, head, m_block);
+      if (tid == 0) {
+        while (prims::ld_acquire_gpu(sem) < turn) {
+        }
+      }
+      __syncthreads();
+    }
     {
       unsigned char* box_ptr = smem + Tr::kSmemDqStage + warp_all * Tr::kDqBoxBytes;
       const uint32_t box = prims::smem_addr(box_ptr);
@@ -386,6 +416,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     }
     prims::wgmma_wait<0>();  // dK done: this stage's Q, sP and sdS are free (sdS also needs out_free)
     prims::fence_operands(dk);
+    if constexpr (kDet) pend_sem = sem;
+  }
+  if (kDet && pend_sem != nullptr) {  // the last row block's turn
+    if (lane == 0) {
+      prims::bulk_wait_group<0>();
+      prims::fence_proxy_async_global();
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) prims::red_add_release_gpu(pend_sem, 1);
   }
   if (lane == 0) prims::bulk_wait_group<0>();  // the reduce-adds done before exit
 
