@@ -80,7 +80,11 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           // kernels (overlapped collectives) or under an SM limit.
           static const bool no_rotate = dispatch::env_off("FLASHKIT_BWD_DET_ROTATE");
           const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
-          q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= dev.num_sms;
+          // Measured (H100, 2026-11-27, env A/B against the ascending order, docs/kernels/bwd.md):
+          // D 128 +3..15% up to 8k and level at 16k (128 key blocks); D 64 +6..11% up to 4k but
+          // -1.5% at 8k and -3.6% at 16k (64 / 128 blocks), so D 64 rotates only up to SMs / 4.
+          const int rotate_max = kD == 64 ? dev.num_sms / 4 : dev.num_sms;
+          q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= rotate_max;
           const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
               q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
@@ -140,9 +144,15 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         // FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never.
         static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
         static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
-        // Deterministic calls on the pairs (experimental, FLASHKIT_BWD_KS_PAIR_DET=1, read once;
-        // not measured yet: one turn per pair, no rotated walk).
-        static const bool ks_pair_det = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR_DET");
+        // Deterministic calls on the pairs (one dq turn per pair, BwdCta::dq_turn_pair; ascending
+        // without a mask, descending under a right bound; no rotated walk) at S_k >= 4096: measured
+        // (H100, 2026-11-27, docs/kernels/bwd.md) +2..9% over the key-split kernel's deterministic
+        // mode there (16k without a mask: -0.9%), level at 1k / 2k. FLASHKIT_BWD_KS_PAIR_DET (read
+        // once): 1 = wherever the pairs run, 0 = never. dk / dv are bitwise the key-split kernel's
+        // ascending / descending walk's; dq differs from it in the order of its fp32 sums.
+        static const bool ks_pair_det_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR_DET");
+        static const bool ks_pair_det_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR_DET");
+        const bool ks_pair_det = !ks_pair_det_off && (ks_pair_det_on || p.seqlen_k >= 4096);
         const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
         if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {

@@ -297,12 +297,17 @@ def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
     """The pair kernel's deterministic mode (FLASHKIT_BWD_KS_PAIR_DET=1 with FLASHKIT_BWD_KS_PAIR=1;
     one dq turn per pair, BwdCta::dq_turn_pair): bitwise reproducible over 3 calls; dk and dv bitwise
     equal to the key-split kernel's deterministic mode (the same products in the same order); dq
-    equal to it up to the order of fp32 sums. Correctness against float64: sanitize_bwd.py below."""
+    equal to it up to the order of fp32 sums. Correctness against float64: sanitize_bwd.py below.
+    (The first GPU run, 2026-11-27, compared against the rotated walk and failed on dk: a test
+    error, the rotation changes the order of dk's sums.)"""
     _needs_hopper_d256(flashkit_ext)
     drop = ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"]
     pair = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop,
                      timeout=300).split()
-    single = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "0"}, drop, timeout=300).split()
+    # The key-split kernel's deterministic mode in its ascending order (without a mask it would
+    # rotate its walk at these lengths, and dk / dv would differ in the order of their sums).
+    single = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "0", "FLASHKIT_BWD_DET_ROTATE": "0"}, drop,
+                       timeout=300).split()
     assert len(pair) == 16 and len(single) == 16
     for i in range(0, 16, 4):
         assert pair[i + 1:i + 3] == single[i + 1:i + 3], i  # dk, dv

@@ -70,8 +70,11 @@ print(json.dumps({
 """
 
 
-# (head dim, sequence length): 128 and 64 key blocks, more than the 48 SMs left free.
+# (head dim, sequence length): 128 and 64 key blocks, more than the 48 SMs left free. D 256 at 4k
+# is the key-split kernel's (FLASHKIT_BWD_KS_PAIR_DET=0: by default deterministic calls from 4k on
+# run on the pair kernel, which never rotates; it has its own ascending-order case below).
 _CASES = [(128, 16384), (256, 4096)]
+_NO_PAIR = {"FLASHKIT_BWD_KS_PAIR_DET": "0"}
 
 
 def _needs_hopper_det(flashkit_ext, D):
@@ -92,7 +95,7 @@ def _needs_hopper_det(flashkit_ext, D):
 def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe, D, S):
     _needs_hopper_det(flashkit_ext, D)
     probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
-    r = json.loads(run_probe(probe, {}, env_drop=("FLASHKIT_BWD_DET_ROTATE",), timeout=300).strip().splitlines()[-1])
+    r = json.loads(run_probe(probe, _NO_PAIR, env_drop=("FLASHKIT_BWD_DET_ROTATE",), timeout=300).strip().splitlines()[-1])
     assert r["bits_idle"] == 0, r
     # Finished while the spinners still held their SMs (it would otherwise have waited for them).
     assert not r["blocker_done_first"] and r["elapsed"] < r["hold_s"] - 2, r
@@ -102,11 +105,12 @@ def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe, D, S
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("D,S", _CASES)
-def test_ascending_order_needs_no_residency(flashkit_ext, run_probe, D, S):
+@pytest.mark.parametrize("D,S,env", [(d, s, dict(_NO_PAIR, FLASHKIT_BWD_DET_ROTATE="0")) for d, s in _CASES]
+                         + [(256, 4096, {"FLASHKIT_BWD_KS_PAIR_DET": "1"})], ids=["128-16384", "256-4096", "256-4096-pair"])
+def test_ascending_order_needs_no_residency(flashkit_ext, run_probe, D, S, env):
     _needs_hopper_det(flashkit_ext, D)
     probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
-    r = json.loads(run_probe(probe, {"FLASHKIT_BWD_DET_ROTATE": "0"}, timeout=300).strip().splitlines()[-1])
+    r = json.loads(run_probe(probe, env, env_drop=("FLASHKIT_BWD_KS_PAIR",), timeout=300).strip().splitlines()[-1])
     assert r["bits_idle"] == 0 and r["bits"] == 0, r
     assert not r["blocker_done_first"] and r["elapsed"] < r["hold_s"] - 2, r
     assert r["dq_equal"] and r["dk_equal"] and r["dv_equal"], r
