@@ -145,15 +145,18 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
         static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
         // Deterministic calls on the pairs (one dq turn per pair, BwdCta::dq_turn_pair; ascending
-        // without a mask, descending under a right bound; no rotated walk) at S_k >= 4096: measured
-        // (H100, 2026-11-27, docs/kernels/bwd.md) +2..9% over the key-split kernel's deterministic
-        // mode there (16k without a mask: -0.9%), level at 1k / 2k. FLASHKIT_BWD_KS_PAIR_DET (read
-        // once): 1 = wherever the pairs run, 0 = never. dk / dv are bitwise the key-split kernel's
-        // ascending / descending walk's; dq differs from it in the order of its fp32 sums.
+        // without a mask, descending under a right bound; no rotated walk). Measured against the
+        // key-split kernel's deterministic mode (2026-11-27, docs/kernels/bwd.md), H100 / H200:
+        // causal 4k..16k +2..7% / +1..2%; without a mask 4k +9 / +7%, 8k +2 / 0%, 16k -1 / -4%;
+        // level at 1k / 2k. So: S_k >= 4096, and without a mask only up to 8192.
+        // FLASHKIT_BWD_KS_PAIR_DET (read once): 1 = wherever the pairs run, 0 = never. dk / dv are
+        // bitwise the key-split kernel's ascending / descending walk's; dq differs from it in the
+        // order of its fp32 sums.
         static const bool ks_pair_det_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR_DET");
         static const bool ks_pair_det_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR_DET");
-        const bool ks_pair_det = !ks_pair_det_off && (ks_pair_det_on || p.seqlen_k >= 4096);
         const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
+        const bool ks_pair_det =
+            !ks_pair_det_off && (ks_pair_det_on || (p.seqlen_k >= 4096 && (!unmasked || p.seqlen_k <= 8192)));
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
         if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
