@@ -70,6 +70,10 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
       // FLASHKIT_BWD_NO_TMA=1 (read once): the cp.async copies (fast mode), v1 (deterministic).
       static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+      // D 64 with 128-row blocks (pp_traits.cuh, kRowSplit: the TMA reduce-add kernels, fast and
+      // deterministic; FLASHKIT_BWD_D64_M128=1, read once; experimental, not measured yet).
+      static const bool d64_m128 = dispatch::env_flag("FLASHKIT_BWD_D64_M128");
+      using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;
         if (make_qdo_maps(q) && make_dq_map(q)) {
@@ -86,6 +90,12 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           const int rotate_max = kD == 64 ? dev.num_sms / 4 : dev.num_sms;
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= rotate_max;
           const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+          if constexpr (kD == 64) {
+            if (d64_m128) {
+              return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, true>>(
+                  q, grid, Pp128::kThreads, Pp128::kSmemBytes, stream, dev.device);
+            }
+          }
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
               q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
         }
@@ -105,6 +115,12 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (make_qdo_maps(q)) {
             // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0: the per-thread reds).
             if (!p.deterministic && !dq_reds && make_dq_map(q)) {
+              if constexpr (kD == 64) {
+                if (d64_m128) {
+                  return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true>>(
+                      q, grid, Pp128::kThreads, Pp128::kSmemBytes, stream, dev.device);
+                }
+              }
               return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
                   q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
             }

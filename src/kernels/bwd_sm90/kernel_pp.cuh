@@ -132,8 +132,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // kDqOne (D 64): the column split's schedule with one writer: warpgroup 1's dQ covers all 64
   // columns (N = 64 is one swizzle atom; a 32-column half of K could not be a 128-byte-swizzled
   // MN-major operand), so warpgroup 0 has no dQ product and no staging at all.
-  constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0;
-  constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne);
+  // kRowSplit (Tr::kBlockM = 128, D 64; pp_traits.cuh): both warpgroups write dQ, each its own
+  // 64 rows over all 128 keys (kDqSplit's schedule, the split by rows instead of by columns).
+  constexpr bool kRowSplit = Tr::kRowSplit;
+  constexpr int kRowTiles = Tr::kRowTiles;  // n8 tiles of S^T / dP^T: 8 at 64 rows, 16 at 128
+  constexpr int kRowSteps = kBlockM / 16;   // k16 steps over the rows (A fragments of P^T / dS^T)
+  static_assert(!kRowSplit || (kTma && kDqTma && !kSoftcap), "128-row blocks: the TMA reduce-add kernels only");
+  constexpr bool kDqOne = kDqTma && kChunks == 1 && FLASHKIT_BWD_D64_DQ_ONE != 0 && !kRowSplit;
+  constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne || kRowSplit);
   constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send one row block's dQ (kDqSplit)
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
@@ -196,8 +202,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
-      // kTma: 2 * kBlockM lse/delta arrivals + thread 0's expect_tx arrival for Q and dO
-      prims::mbarrier_init(full(s), kTma ? 2 * kBlockM + 1 : kThreads);
+      // kTma: the loading warpgroup's 128 arrivals (each after its lse / delta copies) + its
+      // thread 0's expect_tx arrival for Q and dO
+      prims::mbarrier_init(full(s), kTma ? 128 + 1 : kThreads);
       prims::mbarrier_init(empty(s), kThreads);
     }
     prims::mbarrier_init(x_full, 128);
@@ -238,12 +245,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if constexpr (kTma) {
       const bool tail = cta.varlen && rows < kBlockM;
       if (tail) {
-        tiles::load_tile_async<QTile, 2 * kBlockM>(
+        tiles::load_tile_async<QTile, 128>(
             sQ + stage * kQElems,
             static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
                 head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
             p.q_row_stride, rows, wtid);
-        tiles::load_tile_async<QTile, 2 * kBlockM>(
+        tiles::load_tile_async<QTile, 128>(
             sdO + stage * kQElems,
             static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
                 head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
@@ -255,16 +262,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
 #pragma unroll
       for (int a = 0; a < kD / 64; ++a) {
-        prims::tma_load_4d_nohint_if(issuer, q_dst + a * QTile::kBlockBytes, &p.q_tmap, a * 64, row, head, batch,
-                                     full(stage));
-        prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, row, head, batch,
-                                     full(stage));
+#pragma unroll
+        for (int h = 0; h < kBlockM / 64; ++h) {  // the maps' boxes are 64 rows (kRowSplit: two per block)
+          prims::tma_load_4d_nohint_if(issuer, q_dst + a * QTile::kBlockBytes + h * 64 * 128, &p.q_tmap, a * 64,
+                                       row + 64 * h, head, batch, full(stage));
+          prims::tma_load_4d_nohint_if(issuer, do_dst + a * QTile::kBlockBytes + h * 64 * 128, &p.do_tmap, a * 64,
+                                       row + 64 * h, head, batch, full(stage));
+        }
       }
-      const int r = wtid % kBlockM;
-      const bool is_lse = wtid < kBlockM;
-      const float* src = r < rows ? (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r
-                                  : &kStatFill[is_lse ? 0 : 1];
-      prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, src, true);
+      if constexpr (kRowSplit) {  // 128 rows: each thread its row's lse and delta
+        const int r = wtid;
+        const int64_t stat = cta.stat_offset(p, head, m0) + r;
+        prims::cp_async_4(sLse + stage * kBlockM + r, r < rows ? p.lse + stat : &kStatFill[0], true);
+        prims::cp_async_4(sDelta + stage * kBlockM + r, r < rows ? p.delta + stat : &kStatFill[1], true);
+      } else {
+        const int r = wtid % kBlockM;
+        const bool is_lse = wtid < kBlockM;
+        const float* src = r < rows ? (is_lse ? p.lse : p.delta) + cta.stat_offset(p, head, m0) + r
+                                    : &kStatFill[is_lse ? 0 : 1];
+        prims::cp_async_4((is_lse ? sLse : sDelta) + stage * kBlockM + r, src, true);
+      }
       prims::cp_async_mbarrier_arrive(full(stage));  // (also covers the tail copies above)
       return;
     }
@@ -291,7 +308,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     prims::cp_async_mbarrier_arrive(full(stage));
   };
-  static_assert(2 * kBlockM == 128, "kTma: the loading warpgroup's 128 threads load lse and delta");
+  static_assert(kRowSplit || 2 * kBlockM == 128, "kTma: the loading warpgroup's 128 threads load lse and delta");
   const bool loader = !kTma || wg == Tr::kLoaderWg;  // kTma: one warpgroup loads the row blocks (pp_traits.cuh)
   if (cta.iters > 0 && loader) load_rows(0, 0);  // (without TMA its arrival covers K and V too)
   if (cta.iters > 1 && loader) load_rows(1, 1);
@@ -322,7 +339,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const float scale_log2 = p.softmax_scale_log2;
   const int key_row = warp * 16 + g;  // this thread's first key within the warpgroup's 64
   constexpr bool capped = kSoftcap;
-  float s[8][4], dp[8][4], dq[8][4];
+  float s[kRowTiles][4], dp[kRowTiles][4], dq[8][4];
 
   // Gates: the warpgroups alternate at named barriers 1 (warpgroup 0's turn) and 2.
   const int turn = 1 + wg, other_turn = 2 - wg;
@@ -432,7 +449,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int head_i = head_at(i), m0_i = m_block_at(i) * kBlockM;
       // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
       if constexpr (kDet) det_turn(i, true);
-      send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne ? 0 : wg * 64, head_i, m0_i);
+      send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne || kRowSplit ? 0 : wg * 64, head_i,
+                m0_i + (kRowSplit ? 64 * wg : 0));
     }
   };
 
@@ -447,11 +465,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
 #pragma unroll
     for (int kw = 0; kw < 2; ++kw) {  // keys of warpgroup kw: its dS^T tile, K rows 64 kw ..
-      const uint64_t desc_a = prims::smem_desc_sw128(prims::smem_addr(ds_tile(b, kw)), DsTile::kBlockBytes, 1024);
+      // kRowSplit: this warpgroup's rows are the tile's atom column wg (rows 64 wg .. 64 wg + 63)
+      const uint32_t a_base = prims::smem_addr(ds_tile(b, kw)) + (kRowSplit ? wg * DsTile::kBlockBytes : 0);
+      const uint64_t desc_a = prims::smem_desc_sw128(a_base, DsTile::kBlockBytes, 1024);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const uint64_t a_off = (ks * 16 * 128) >> 4;
-        const uint64_t b_off = ((kDqOne ? 0 : wg) * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
+        const uint64_t b_off = ((kDqOne || kRowSplit ? 0 : wg) * KTile::kBlockBytes + (kw * 64 + ks * 16) * 128) >> 4;
         if (kw == 0 && ks == 0) {
           prims::wgmma_m64n64k16_ss_first<T, true, true>(dq, desc_a, desc_k_mn + b_off);
         } else {
@@ -482,22 +502,33 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // Gate A: S^T and dP^T (64 keys x 64 rows; the first k-steps overwrite).
     gate_open();
     tr(it, 2);
-    prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
+    if constexpr (kRowSplit) {  // m64n128: the 128 rows are the B operand's N (K-major, 16 8-row groups)
 #pragma unroll
-    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, 1);
-    }
-    prims::wgmma_commit();
-    prims::wgmma_m64n64k16_ss_first<T, false, false>(dp, desc_vw, desc_do);
+      for (int ks = 0; ks < Tr::kKSteps; ++ks)
+        prims::wgmma_m64n128k16_ss<T>(s, desc_kw + ((ks * 32) >> 4), desc_q + ((ks * 32) >> 4), ks > 0);
+      prims::wgmma_commit();
 #pragma unroll
-    for (int ks = 1; ks < Tr::kKSteps; ++ks) {
-      const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-      prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, 1);
+      for (int ks = 0; ks < Tr::kKSteps; ++ks)
+        prims::wgmma_m64n128k16_ss<T>(dp, desc_vw + ((ks * 32) >> 4), desc_do + ((ks * 32) >> 4), ks > 0);
+      prims::wgmma_commit();
+    } else {
+      prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
+#pragma unroll
+      for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(s, desc_kw + a_off, desc_q + b_off, 1);
+      }
+      prims::wgmma_commit();
+      prims::wgmma_m64n64k16_ss_first<T, false, false>(dp, desc_vw, desc_do);
+#pragma unroll
+      for (int ks = 1; ks < Tr::kKSteps; ++ks) {
+        const uint64_t a_off = ((ks / 4) * KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        const uint64_t b_off = ((ks / 4) * QTile::kBlockBytes + (ks % 4) * 32) >> 4;
+        prims::wgmma_m64n64k16_ss<T>(dp, desc_vw + a_off, desc_do + b_off, 1);
+      }
+      prims::wgmma_commit();
     }
-    prims::wgmma_commit();
     prims::bar_arrive(other_turn, 2 * 128);
 
     // This thread's lse values (columns j * 8 + 2t, +1) read while S^T is computed: read
@@ -505,16 +536,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // (ncu, D128: ~19% of the warp samples stalled on them).
     const float* lse_s = sLse + stage * kBlockM;
     const float* delta_s = sDelta + stage * kBlockM;
-    float2 lse_v[8];
+    // (kRowSplit: 32 more registers than the 64-row kernel's 16 would spill; read at their use)
+    constexpr int kLseRegs = kRowSplit ? 1 : kRowTiles;
+    float2 lse_v[kLseRegs];
+    if constexpr (!kRowSplit) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+      for (int j = 0; j < kRowTiles; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+    }
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
     tr(it, 3);
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
-    uint32_t tanh_h[8][2];
+    uint32_t tanh_h[kRowTiles][2];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kRowTiles; ++j) {
       if constexpr (capped) {
         float th[4];
 #pragma unroll
@@ -528,28 +563,49 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * t + (e % 2);
-        const float lse_raw = e % 2 ? lse_v[j].y : lse_v[j].x;  // -inf: a row with no visible key (P = 0)
+        const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
+        const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
         const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
         float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
         if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
         s[j][e] = v;
       }
     }
-    uint32_t pa[4][4];
-    pack_a4<T>(pa, s);
+    // P^T as the A fragments of dV (kRowSplit: packed after dS, so that P's 64 fp32 registers
+    // are not live beside their 32 packed ones while dP^T lands)
+    uint32_t pa[kRowSteps][4];
+    auto pack_p = [&] {
+      if constexpr (kRowSplit) {  // (pack_a4 for each 64-row half)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          pack_a4<T>(*reinterpret_cast<uint32_t(*)[4][4]>(&pa[4 * h][0]), *reinterpret_cast<const float(*)[8][4]>(&s[8 * h][0]));
+      } else {
+        pack_a4<T>(pa, s);
+      }
+    };
+    if constexpr (!kRowSplit) pack_p();
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
     tr(it, 4);
-    float2 delta_v[8];
+    if constexpr (kRowSplit) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
+      for (int j = 0; j < kRowTiles; ++j) {
+        const float2 dl = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+        for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? dl.y : dl.x));
+      }
+    } else {
+      float2 delta_v[kRowTiles];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? delta_v[j].y : delta_v[j].x));
+      for (int j = 0; j < kRowTiles; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? delta_v[j].y : delta_v[j].x));
+    }
     if constexpr (capped) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < kRowTiles; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float2 th = __half22float2(*reinterpret_cast<const __half2*>(&tanh_h[j][h]));
@@ -558,8 +614,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
       }
     }
-    uint32_t dsa[4][4];
-    pack_a4<T>(dsa, dp);
+    uint32_t dsa[kRowSteps][4];
+    if constexpr (kRowSplit) {
+      pack_p();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        pack_a4<T>(*reinterpret_cast<uint32_t(*)[4][4]>(&dsa[4 * h][0]), *reinterpret_cast<const float(*)[8][4]>(&dp[8 * h][0]));
+    } else {
+      pack_a4<T>(dsa, dp);
+    }
     if constexpr (kDqTma && !kDqSplit) {  // the previous row block's reduce-adds have read the buffer: release it
       if (wg == 1 && it > 0 && lane == 0) {
         if constexpr (kDet) det_release();  // row block it - 1 (its adds performed: the turn passes on)
@@ -579,7 +642,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       if (it >= 2) prims::mbarrier_wait(ds_empty(it & 1), ((it - 2) / 2) & 1);
     }
 #pragma unroll
-    for (int st = 0; st < 4; ++st) {
+    for (int st = 0; st < kRowSteps; ++st) {
       const int c = st * 16 + 2 * t;
       *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c)) = dsa[st][0];
       *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c)) = dsa[st][1];
@@ -647,7 +710,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::mbarrier_arrive(empty(stage));
     // Row block it + 2 into stage (it + 2) % 3, last read by row block it - 1: both
     // warpgroups arrived on its empty barrier before gate B of `it` could open. (Before the
-    // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.)
+    // dQ adds, so a deterministic-mode wait for the turn does not delay the copy.) kRowSplit's
+    // two stages: into this row block's stage, once the other warpgroup is done with it too
+    // (its loader, warpgroup 1, passes gate B after warpgroup 0, so it rarely waits).
     if (it + 2 < cta.iters && loader) {
       const int jn = it + 2, sn = jn % QS;
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);

@@ -37,27 +37,37 @@
 
 namespace flashkit::bwd_sm90 {
 
-template <typename T_, int kHeadDim_>
+// kBlockM_ = 128 (D 64 only; the fast and deterministic TMA kernels, kernel_pp.cuh's kRowSplit):
+// 128 query rows a step, so the fixed part of a step (gates, waits, loads, sends; ~57% of a
+// 64-row D 64 step, bwd-redesign.md) is spread over twice the FLOPs. S^T / dP^T are m64n128
+// (64 keys x 128 rows per warpgroup), dV / dK take 8 k-steps, and dQ is split by rows (warpgroup
+// w: rows 64w .. 64w + 63 over all 128 keys, from both warpgroups' dS^T tiles). Two stages of
+// Q / dO (three do not fit), loaded by warpgroup 1, whose dV / dK of a row block finish last.
+template <typename T_, int kHeadDim_, int kBlockM_ = 64>
 struct BwdPpTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 64;
+  static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = 128;
   static constexpr int kThreads = 256;
   static constexpr int kMinBlocks = 1;
-  static constexpr int kStages = 3;               // Q/dO/lse/delta ring (load of j + 2 at gate B of j)
+  static constexpr bool kRowSplit = kBlockM == 128;  // dQ split by rows between the warpgroups
+  static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim == 64), "128-row blocks: D 64 only");
+  static constexpr int kStages = kRowSplit ? 2 : 3;  // Q/dO/lse/delta ring (load of j + 2 at gate B of j)
   static constexpr int kDChunks = kHeadDim / 64;  // n64 column chunks of dK, dV, dQ
   static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of S^T, dP^T
   static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV, dK (query rows)
   static constexpr int kDqKSteps = 64 / 16;       // k16 steps of dQ (this warpgroup's keys)
+  static constexpr int kRowTiles = kBlockM / 8;   // n8 column tiles of S^T / dP^T (query rows)
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the ping-pong variant is for D 64 and 128");
-  static constexpr int kLoaderWg = kHeadDim == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
+  static constexpr int kLoaderWg =
+      kRowSplit ? 1 : kHeadDim == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
   static_assert(kLoaderWg == 0 || kLoaderWg == 1, "a warpgroup of the two");
 
   using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
   using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
   using DsTile = tiles::Swizzle128Tile<T, 64, kBlockM>;       // one warpgroup's dS^T [key][row]
-  static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 64 x 64 dQ chunk
+  static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 dQ chunk (kRowSplit: both warpgroups' 64 rows)
   // dS^T tiles per warpgroup: two (row blocks j and j - 1) for the TMA kernel's dQ after the
   // next row block's gate B (kernel_pp.cuh: kDqSplit at D 128, kDqOne at D 64), which reads
   // both warpgroups' tiles of j - 1.
