@@ -70,9 +70,11 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       static const bool det_v1 = dispatch::env_flag("FLASHKIT_BWD_DET_V1");
       // FLASHKIT_BWD_NO_TMA=1 (read once): the cp.async copies (fast mode), v1 (deterministic).
       static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
-      // D 64 with 128-row blocks (pp_traits.cuh, kRowSplit: the TMA reduce-add kernels, fast and
-      // deterministic; FLASHKIT_BWD_D64_M128=1, read once; experimental, not measured yet).
-      static const bool d64_m128 = dispatch::env_flag("FLASHKIT_BWD_D64_M128");
+      // D 64 with 128-row blocks (pp_traits.cuh, kRowSplit) for the TMA reduce-add kernels, fast
+      // and deterministic. Measured against the 64-row kernel (H100, 2026-11-27, env A/B, two
+      // rounds, FA3 sweep D 64; docs/kernels/bwd.md): fast +5.8% (+1.7..8.2%, every row up),
+      // deterministic +14.3% (+6.8..18.5%). FLASHKIT_BWD_D64_M128=0 (read once) keeps 64 rows.
+      static const bool d64_m128 = !dispatch::env_off("FLASHKIT_BWD_D64_M128");
       using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;

@@ -331,13 +331,15 @@ def _needs_hopper_d64(flashkit_ext):
 
 
 @pytest.mark.gpu
-def test_d64_m128_kernel_matches_reference(flashkit_ext):
-    """D 64 with 128-row blocks (FLASHKIT_BWD_D64_M128=1; pp_traits.cuh, kernel_pp.cuh's kRowSplit:
-    m64n128 S^T / dP^T, dQ split by rows, two stages): every sanitize_bwd.py case at D 64 against the
-    float64 reference, fast and deterministic (varlen tails and empty sequences, causal, windows, GQA,
-    strided; softcapped calls keep the 64-row kernel)."""
+@pytest.mark.parametrize("m128", ["1", "0"])
+def test_d64_m128_kernel_matches_reference(flashkit_ext, m128):
+    """D 64 with 128-row blocks (the default since 2026-11-27; pp_traits.cuh, kernel_pp.cuh's
+    kRowSplit: m64n128 S^T / dP^T, dQ split by rows, two stages) and, with FLASHKIT_BWD_D64_M128=0,
+    the 64-row kernel it replaced: every sanitize_bwd.py case at D 64 against the float64 reference,
+    fast and deterministic (varlen tails and empty sequences, causal, windows, GQA, strided;
+    softcapped calls run the 64-row kernel either way)."""
     _needs_hopper_d64(flashkit_ext)
-    env = dict(os.environ, FLASHKIT_BWD_D64_M128="1")
+    env = dict(os.environ, FLASHKIT_BWD_D64_M128=m128)
     for k in ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1", "FLASHKIT_BWD_NO_TMA", "FLASHKIT_BWD_DQ_TMA"):
         env.pop(k, None)
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "64"], env=env,
