@@ -49,6 +49,6 @@ if has bwd; then
     --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O/bench" --tag $BT --no-plot
 fi
 if has suite; then
-  step suite 500 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ."
+  step suite 530 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ."
 fi
 tar -czf "${OUT:-/tmp}/res9.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -53,6 +53,18 @@ inline bool env_off(const char* name) {
   const char* e = std::getenv(name);
   return e != nullptr && e[0] == '0';
 }
+// Its value as a non-negative integer, or `fallback` when unset or not a plain decimal number
+// (tuning overrides for A/B runs; read once, as env_flag).
+inline int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  long v = 0;
+  for (const char* c = e; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9' || v > 1000000) return fallback;
+    v = v * 10 + (*c - '0');
+  }
+  return int(v);
+}
 
 // The Hopper entry when there is one and the device runs sm_90a code, unless forced off.
 // `force_portable` is called only here, after the device checks (it reads its environment

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The device calls prepared on 2026-11-27 (thirteenth session), on main:
+#   A (~5 min)  install; backward results v11 (D 64 / 128 / 256, bwd and fwd_bwd, fast and
+#               deterministic, cuDNN and FA2 in the same run: D 64's 128-row blocks, D 256's
+#               deterministic pairs and rule); the window rows; then the deterministic D 64 walk's
+#               rotation limit with 128-row blocks (FLASHKIT_BWD_DET_ROTATE_MAX = 0 / default 33 /
+#               132, non-causal, two rounds): the 8k row (64 key blocks, not rotated by default)
+#               gained only +6.8% and ran slower than 4k.
+#   B (~9 min)  the whole GPU suite (owed: D 64's 128-row kernel is the default since b218dff).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh A")   outputs res9.tgz, rot.tgz
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh B")   output res9.tgz
+set -u -o pipefail
+D=$(cd "$(dirname "$0")" && pwd)
+case "${1:-A}" in
+  A)
+    STEPS="install bwd window" BWD_TAG=bwd-v11 FWD_TAG=v11 bash "$D/results_v9.sh"
+    O=${OUT:-/tmp}/rot
+    . "$D/device_steps.sh"
+    cd /tmp
+    for r in 1 2; do
+      for m in 0 33 132; do
+        step "rot$m-$r" 100 env FLASHKIT_BWD_DET_ROTATE_MAX=$m python3 -m flashkit.bench --sweep fa3 --heads-dims 64 \
+          --mode bwd --causal no --impls flashkit_deterministic --out-dir "$O/bench" --tag "rot$m-$r" --no-plot
+      done
+    done
+    tar -czf "${OUT:-/tmp}/rot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  B) STEPS="install suite" bash "$D/results_v9.sh" ;;
+esac
