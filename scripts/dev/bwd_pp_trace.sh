@@ -14,14 +14,16 @@ for f in $INSTS; do cp "$TREE/src/kernels/bwd_sm90/inst/$f.cu" "$O/$f.orig"; don
 for f in $INSTS; do with_defines "$O/$f.orig" "FLASHKIT_BWD_PP_TRACE 1" > "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done
 step install 400 "${INSTALL[@]}"
 cd /tmp
-# SHAPES: "D S causal [deterministic]" entries; each run is summarized on its own (a deterministic
-# run prints the same shape key as the fast one).
+# SHAPES: "D S causal [deterministic [VAR=VALUE]]" entries; each run is summarized on its own (a
+# deterministic run prints the same shape key as the fast one). The fifth field, if any, is an
+# environment assignment for that run (e.g. FLASHKIT_BWD_D64_M128=0: D 64's 64-row kernel).
 SHAPES=${SHAPES:-"128:4096:0 128:16384:0 128:4096:1 128:16384:1 64:4096:0 64:16384:0 64:16384:1 128:4096:0:1"}
 for sh in $SHAPES; do
-  shape=$(echo $sh | tr ':' ' ') n=$(echo $sh | tr ':' _)
-  step "run_$n" 120 python3 "$TREE/scripts/dev/bwd_pp_trace.py" run $shape
+  IFS=: read -r d s c det ev <<< "$sh"
+  shape="$d $s $c ${det:-}" n=$(echo $sh | tr ':=' __)
+  step "run_$n" 120 env ${ev:-FLASHKIT_TRACE_UNUSED=1} python3 "$TREE/scripts/dev/bwd_pp_trace.py" run $shape
   cat "$O/run_$n.log" >> "$O/trace.log"
-  { echo "== run $shape"; python3 "$TREE/scripts/dev/bwd_pp_trace.py" summarize "$O/run_$n.log" 2>&1; } >> "$O/trace_summary.txt"
+  { echo "== run $shape ${ev:-}"; python3 "$TREE/scripts/dev/bwd_pp_trace.py" summarize "$O/run_$n.log" 2>&1; } >> "$O/trace_summary.txt"
 done
 cat "$O/trace_summary.txt" >> "$O/summary.txt"
 for f in $INSTS; do cp "$O/$f.orig" "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done

@@ -7,8 +7,11 @@
 #               132, non-causal, two rounds): the 8k row (64 key blocks, not rotated by default)
 #               gained only +6.8% and ran slower than 4k.
 #   B (~9 min)  the whole GPU suite (owed: D 64's 128-row kernel is the default since b218dff).
+#   C (~4 min)  step timelines of D 64's 128-row kernel against the 64-row one (bwd_pp_trace.sh,
+#               S 4k / 16k non-causal, 16k causal): is the fixed part of a step now below half?
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh A")   outputs res9.tgz, rot.tgz
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh B")   output res9.tgz
+#   run(command="bash scripts/dev/next_session4.sh C")                         output pptrace.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 case "${1:-A}" in
@@ -26,4 +29,9 @@ case "${1:-A}" in
     tar -czf "${OUT:-/tmp}/rot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   B) STEPS="install suite" bash "$D/results_v9.sh" ;;
+  C)
+    M64=FLASHKIT_BWD_D64_M128=0
+    SHAPES="64:4096:0 64:16384:0 64:16384:1 64:4096:0:0:$M64 64:16384:0:0:$M64 64:16384:1:0:$M64" \
+      bash "$D/bwd_pp_trace.sh"
+    ;;
 esac
