@@ -33,8 +33,8 @@ set_variant() {  # the instantiation files with NAME's defines
 for ((r = 1; r <= ROUNDS; r++)); do
   for n in "${NAMES[@]}"; do
     set_variant "$n" "$r"
-    impls="flashkit"
-    [ "$r" = 1 ] && [ "$n" = "${NAMES[0]}" ] && [ -n "${PEERS-sdpa_cudnn}" ] && impls="flashkit ${PEERS-sdpa_cudnn}"
+    impls="${IMPLS:-flashkit}"
+    [ "$r" = 1 ] && [ "$n" = "${NAMES[0]}" ] && [ -n "${PEERS-sdpa_cudnn}" ] && impls="$impls ${PEERS-sdpa_cudnn}"
     (cd /tmp && step "bench_$n$r" 200 python3 -m flashkit.bench --sweep fa3 --heads-dims $DIMS --mode $MODE \
       ${BENCH_ARGS:-} --impls $impls --out-dir "$O/bench" --tag "$n$r" --no-plot)
   done

@@ -9,9 +9,13 @@
 #   B (~9 min)  the whole GPU suite (owed: D 64's 128-row kernel is the default since b218dff).
 #   C (~4 min)  step timelines of D 64's 128-row kernel against the 64-row one (bwd_pp_trace.sh,
 #               S 4k / 16k non-causal, 16k causal): is the fixed part of a step now below half?
+#   D (~4 min)  define A/B of FLASHKIT_BWD_DET_POLL_GATE_B_M128 (the 128-row D 64 deterministic
+#               kernel reads its turn after the gate B issue instead of at the send; prediction
+#               -1..+3%: +3.4% on the 64-row kernel, -1% at D 128), deterministic FA3 sweep D 64.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh A")   outputs res9.tgz, rot.tgz
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh B")   output res9.tgz
 #   run(command="bash scripts/dev/next_session4.sh C")                         output pptrace.tgz
+#   run(command="bash scripts/dev/next_session4.sh D")                         output bwddef.tgz (under bwddef/)
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 case "${1:-A}" in
@@ -29,6 +33,10 @@ case "${1:-A}" in
     tar -czf "${OUT:-/tmp}/rot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   B) STEPS="install suite" bash "$D/results_v9.sh" ;;
+  D)
+    INSTS="bwd_sm90_bf16_hd64" DIMS=64 IMPLS=flashkit_deterministic ROUNDS=2 \
+      bash "$D/bwd_define_ab.sh" p0= p1='FLASHKIT_BWD_DET_POLL_GATE_B_M128 1'
+    ;;
   C)
     M64=FLASHKIT_BWD_D64_M128=0
     SHAPES="64:4096:0 64:16384:0 64:16384:1 64:4096:0:0:$M64 64:16384:0:0:$M64 64:16384:1:0:$M64" \
