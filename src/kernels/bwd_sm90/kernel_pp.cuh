@@ -20,6 +20,9 @@
 //
 // While one warpgroup runs its softmax and reds, the other's wgmmas keep the tensor pipe
 // busy. No CTA-wide barrier inside the loop.
+//
+// D 64 runs 128-row blocks (Tr::kRowSplit, pp_traits.cuh): the same schedule with S^T / dP^T
+// as m64n128, two Q / dO stages, and dQ split by rows (warpgroup w sends rows 64w ..).
 #pragma once
 
 #include <cuda_bf16.h>
