@@ -77,6 +77,13 @@
 #ifndef FLASHKIT_BWD_DET_POLL_GATE_B_M128
 #define FLASHKIT_BWD_DET_POLL_GATE_B_M128 0
 #endif
+// A/B switch (prepared 2026-11-27, not measured): 1 = the 128-row D 64 kernels run their warpgroups
+// in lockstep, as FlashAttention-3's backward does (no alternating gates; one 256-thread barrier a
+// step, after both warpgroups' dS^T stores, which the deferred dQ products need), instead of
+// ping-pong. At D 128 (64-row blocks, an older kernel) the two measured level (bwd.md).
+#ifndef FLASHKIT_BWD_PP_LOCKSTEP_M128
+#define FLASHKIT_BWD_PP_LOCKSTEP_M128 0
+#endif
 
 namespace flashkit::bwd_sm90 {
 
@@ -352,13 +359,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   float s[kRowTiles][4], dp[kRowTiles][4], dq[8][4];
 
   // Gates: the warpgroups alternate at named barriers 1 (warpgroup 0's turn) and 2.
+  // kLockstep (FLASHKIT_BWD_PP_LOCKSTEP_M128): no gates; barrier 1 (256 threads) after the dS^T
+  // stores of each step instead of the warpgroup's own barrier 3 + wg.
+  constexpr bool kLockstep = kRowSplit && FLASHKIT_BWD_PP_LOCKSTEP_M128 != 0;
   const int turn = 1 + wg, other_turn = 2 - wg;
   auto gate_open = [&] {
     prims::fence_proxy_async_smem();
-    prims::bar_sync(turn, 2 * 128);
+    if constexpr (!kLockstep) prims::bar_sync(turn, 2 * 128);
     prims::wgmma_fence();
   };
-  if (wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+  auto gate_pass = [&](bool give) {  // let the other warpgroup's next gate open
+    if constexpr (!kLockstep) {
+      if (give) prims::bar_arrive(other_turn, 2 * 128);
+    }
+  };
+  if (!kLockstep && wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
 
   // kDqSplit: this warpgroup's 64 dQ columns of row block i (in dq) to its staging buffer (two
   // boxes of 64 rows x 32 fp32 columns, 128-byte swizzle: the 16-byte unit u of row r at
@@ -540,7 +555,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     }
-    prims::bar_arrive(other_turn, 2 * 128);
+    gate_pass(true);
 
     // This thread's lse values (columns j * 8 + 2t, +1) read while S^T is computed: read
     // after the wait (as before), their shared-memory latency sat in front of every exp2
@@ -661,7 +676,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c + 8)) = dsa[st][3];
     }
     prims::fence_proxy_async_smem();
-    prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
+    if constexpr (kLockstep) {
+      prims::bar_sync(1, 2 * 128);  // both warpgroups' dS^T visible (this step's wgmmas and the next dQ)
+    } else {
+      prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
+    }
     tr(it, 5);
 
     // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
@@ -706,7 +725,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       issue_dq(0);
     }
     // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.
-    if (wg == 0 || it + 1 < cta.iters) prims::bar_arrive(other_turn, 2 * 128);
+    gate_pass(wg == 0 || it + 1 < cta.iters);
     if constexpr (kDet && !kDqSplit) {  // the turn of the row block this step sends (the previous one's released)
       if (lane == 0 && wg == 1) det_poll(it);
     }
