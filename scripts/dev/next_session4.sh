@@ -12,10 +12,12 @@
 #   D (~4 min)  define A/B of FLASHKIT_BWD_DET_POLL_GATE_B_M128 (the 128-row D 64 deterministic
 #               kernel reads its turn after the gate B issue instead of at the send; prediction
 #               -1..+3%: +3.4% on the 64-row kernel, -1% at D 128), deterministic FA3 sweep D 64.
-#   E (~5 min)  define A/B of FLASHKIT_BWD_PP_LOCKSTEP_M128 (the 128-row D 64 kernels without the
-#               ping-pong gates: FlashAttention-3's lockstep, one 256-thread barrier a step), fast
-#               and deterministic FA3 sweep D 64, then sanitize_bwd.py --dims 64 on that build.
-#               Prediction: unknown sign (D 128 measured level long ago); read it with C's trace.
+#   E (~6 min)  define A/B, fast and deterministic FA3 sweep D 64, of FLASHKIT_BWD_PP_LOCKSTEP_M128
+#               (the 128-row kernels without the ping-pong gates: FlashAttention-3's lockstep, one
+#               256-thread barrier a step; prediction: unknown sign, D 128 measured level long ago)
+#               and FLASHKIT_BWD_PP_DQ_FIRST_M128 (fast kernel: the deferred dQ issued before dV / dK,
+#               its staging and send overlapping them; prediction +2..5%), then sanitize_bwd.py
+#               --dims 64 on the last build (DQ_FIRST). Read both with C's trace.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh A")   outputs res9.tgz, rot.tgz
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh B")   output res9.tgz
 #   run(command="bash scripts/dev/next_session4.sh C")                         output pptrace.tgz
@@ -46,8 +48,9 @@ case "${1:-A}" in
     O=${OUT:-/tmp}/lockstep
     . "$D/device_steps.sh"
     OUT=$O INSTS="bwd_sm90_bf16_hd64" DIMS=64 IMPLS="flashkit flashkit_deterministic" ROUNDS=2 \
-      bash "$D/bwd_define_ab.sh" l0= l1='FLASHKIT_BWD_PP_LOCKSTEP_M128 1' > "$O/ab.log" 2>&1
-    cd /tmp  # the A/B left l1 (lockstep) installed (bf16 D 64): check it against float64
+      bash "$D/bwd_define_ab.sh" base= lock='FLASHKIT_BWD_PP_LOCKSTEP_M128 1' dqf='FLASHKIT_BWD_PP_DQ_FIRST_M128 1' \
+      > "$O/ab.log" 2>&1
+    cd /tmp  # the A/B left dqf installed (bf16 D 64): check it against float64
     step sanitize 300 python3 "$(cd "$D/../.." && pwd)/scripts/sanitize_bwd.py" --dims 64 --dtypes bfloat16
     tar -czf "${OUT:-/tmp}/lockstep.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;

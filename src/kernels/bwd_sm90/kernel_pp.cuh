@@ -84,6 +84,12 @@
 #ifndef FLASHKIT_BWD_PP_LOCKSTEP_M128
 #define FLASHKIT_BWD_PP_LOCKSTEP_M128 0
 #endif
+// A/B switch (prepared 2026-11-27, not measured): 1 = the 128-row D 64 fast kernel issues the
+// previous row block's dQ before dV / dK at gate B, so its staging and send run while dV / dK are
+// still on the tensor pipe (the stage is released after them, later than now).
+#ifndef FLASHKIT_BWD_PP_DQ_FIRST_M128
+#define FLASHKIT_BWD_PP_DQ_FIRST_M128 0
+#endif
 
 namespace flashkit::bwd_sm90 {
 
@@ -684,8 +690,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     tr(it, 5);
 
     // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
+    // kDqFirst (FLASHKIT_BWD_PP_DQ_FIRST_M128): the deferred dQ first, then dV / dK.
+    constexpr bool kDqFirst = kRowSplit && !kDet && FLASHKIT_BWD_PP_DQ_FIRST_M128 != 0;
     gate_open();
     tr(it, 6);
+    if constexpr (kDqFirst) issue_dq_split((it + 1) & 1, dq_writer);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -719,7 +728,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     };
-    if constexpr (kDqSplit) {
+    if constexpr (kDqFirst) {
+    } else if constexpr (kDqSplit) {
       issue_dq_split((it + 1) & 1, dq_writer);
     } else {
       issue_dq(0);
@@ -733,7 +743,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       if (lane == 0 && it > 0) det_poll(it - 1);
     }
 
-    prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
+    if constexpr (kDqFirst) {  // dQ done (dV / dK may run on): stage and send it now, then wait for them
+      prims::wgmma_wait<1>();
+      prims::fence_operands(dq);
+      if (it > 0) {
+        prims::mbarrier_arrive(ds_empty((it - 1) & 1));
+        send_dq_split(it - 1, false);
+      }
+      prims::wgmma_wait<0>();
+    } else {
+      prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
+    }
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -753,7 +773,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     tr(it, 8);
 
-    if constexpr (kDqSplit) {
+    if constexpr (kDqFirst) {  // (sent above)
+    } else if constexpr (kDqSplit) {
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       if (it > 0) {
