@@ -18,11 +18,14 @@
 #               and FLASHKIT_BWD_PP_DQ_FIRST_M128 (fast kernel: the deferred dQ issued before dV / dK,
 #               its staging and send overlapping them; prediction +2..5%), then sanitize_bwd.py
 #               --dims 64 on the last build (DQ_FIRST). Read both with C's trace.
+#   F (~4 min)  define A/B of FLASHKIT_BWD_PP_DQ_FIRST_D128 (D 128's fast kernel, the same reorder;
+#               0 spills; prediction +1..4%), then sanitize_bwd.py --dims 128 on that build.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh A")   outputs res9.tgz, rot.tgz
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session4.sh B")   output res9.tgz
 #   run(command="bash scripts/dev/next_session4.sh C")                         output pptrace.tgz
 #   run(command="bash scripts/dev/next_session4.sh D")                         output bwddef.tgz (under bwddef/)
 #   run(command="bash scripts/dev/next_session4.sh E")                         output lockstep.tgz
+#   run(command="bash scripts/dev/next_session4.sh F")                         output dqfirst128.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 case "${1:-A}" in
@@ -53,6 +56,15 @@ case "${1:-A}" in
     cd /tmp  # the A/B left dqf installed (bf16 D 64): check it against float64
     step sanitize 300 python3 "$(cd "$D/../.." && pwd)/scripts/sanitize_bwd.py" --dims 64 --dtypes bfloat16
     tar -czf "${OUT:-/tmp}/lockstep.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  F)
+    O=${OUT:-/tmp}/dqfirst128
+    . "$D/device_steps.sh"
+    OUT=$O INSTS="bwd_sm90_bf16_hd128" DIMS=128 ROUNDS=2 \
+      bash "$D/bwd_define_ab.sh" base= dqf='FLASHKIT_BWD_PP_DQ_FIRST_D128 1' > "$O/ab.log" 2>&1
+    cd /tmp
+    step sanitize 300 python3 "$(cd "$D/../.." && pwd)/scripts/sanitize_bwd.py" --dims 128 --dtypes bfloat16
+    tar -czf "${OUT:-/tmp}/dqfirst128.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   C)
     M64=FLASHKIT_BWD_D64_M128=0

@@ -90,6 +90,10 @@
 #ifndef FLASHKIT_BWD_PP_DQ_FIRST_M128
 #define FLASHKIT_BWD_PP_DQ_FIRST_M128 0
 #endif
+// The same for D 128's fast kernel (dQ split by columns).
+#ifndef FLASHKIT_BWD_PP_DQ_FIRST_D128
+#define FLASHKIT_BWD_PP_DQ_FIRST_D128 0
+#endif
 
 namespace flashkit::bwd_sm90 {
 
@@ -691,7 +695,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 
     // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
     // kDqFirst (FLASHKIT_BWD_PP_DQ_FIRST_M128): the deferred dQ first, then dV / dK.
-    constexpr bool kDqFirst = kRowSplit && !kDet && FLASHKIT_BWD_PP_DQ_FIRST_M128 != 0;
+    constexpr bool kDqFirst = kDqSplit && !kDqOne && !kDet &&
+                              (kRowSplit ? FLASHKIT_BWD_PP_DQ_FIRST_M128 != 0 : FLASHKIT_BWD_PP_DQ_FIRST_D128 != 0);
     gate_open();
     tr(it, 6);
     if constexpr (kDqFirst) issue_dq_split((it + 1) & 1, dq_writer);
