@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The device calls prepared on 2026-11-27 (thirteenth session), on main:
+# The device calls prepared on 2026-11-27 (thirteenth session), on main. They add up to more than
+# one session's 30 device minutes: B first (owed), then E and F (the candidates to merge), then A
+# (results with whatever merged), C and D as time allows.
 #   A (~5 min)  install; backward results v11 (D 64 / 128 / 256, bwd and fwd_bwd, fast and
 #               deterministic, cuDNN and FA2 in the same run: D 64's 128-row blocks, D 256's
 #               deterministic pairs and rule); the window rows; then the deterministic D 64 walk's
