@@ -22,6 +22,15 @@
 
 namespace flashkit {
 
+// One instantiation of the D 256 pair kernel (kernel_ks_pair.cuh): its shared-memory limit raised,
+// then launched in clusters of two.
+template <auto Kernel, class Kp>
+cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t stream, int device) {
+  const cudaError_t err = launch_util::raise_smem_limit<Kernel>(device, Kp::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  return launch_util::launch_cluster(Kernel, grid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
+}
+
 template <typename Tag, int kD>
 int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
@@ -186,19 +195,14 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
             const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
             const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
-            const bool capped = p.softcap > 0.f;
-            auto* kernel = p.deterministic ? (capped ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true, true>
-                                                     : &bwd_sm90::bwd_ks_pair_kernel<Kp, false, true>)
-                                           : (capped ? &bwd_sm90::bwd_ks_pair_kernel<Kp, true>
-                                                     : &bwd_sm90::bwd_ks_pair_kernel<Kp>);
-            cudaError_t err =
+            using bwd_sm90::bwd_ks_pair_kernel;
+            const bool capped = p.softcap > 0.f;  // (softcap, deterministic) pick the instantiation
+            const cudaError_t err =
                 p.deterministic
-                    ? (capped ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true, true>>(dev.device, Kp::kSmemBytes)
-                              : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, false, true>>(dev.device, Kp::kSmemBytes))
-                    : (capped ? launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp, true>>(dev.device, Kp::kSmemBytes)
-                              : launch_util::raise_smem_limit<&bwd_sm90::bwd_ks_pair_kernel<Kp>>(dev.device, Kp::kSmemBytes));
-            if (err != cudaSuccess) return int(err);
-            err = launch_util::launch_cluster(kernel, pgrid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
+                    ? (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, true>, Kp>(q, pgrid, stream, dev.device)
+                              : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, true>, Kp>(q, pgrid, stream, dev.device))
+                    : (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true>, Kp>(q, pgrid, stream, dev.device)
+                              : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp>, Kp>(q, pgrid, stream, dev.device));
             // A device that cannot place a cluster of two (an SM-limited context) falls back to
             // the one-CTA kernel below; the error is not sticky, so it is cleared.
             if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
