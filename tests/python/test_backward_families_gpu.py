@@ -212,12 +212,12 @@ def test_pp_tma_loads_match_cp_async(flashkit_ext, tmp_path, run_probe):
             assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key
 
 
-def _needs_hopper_d256(flashkit_ext):
+def _needs_hopper(flashkit_ext, D):
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
-    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
-        pytest.skip("no Hopper D 256 backward on this GPU / build")
+    if torch.cuda.get_device_capability() != (9, 0) or f"sm90/bfloat16/{D}" not in kernels:
+        pytest.skip(f"no Hopper D {D} backward on this GPU / build")
 
 
 @pytest.mark.gpu
@@ -226,7 +226,7 @@ def test_d256_pair_kernel_matches_reference(flashkit_ext):
     key blocks exchange dS and each adds half of dQ's columns): every sanitize_bwd.py case at D 256
     against the float64 reference (its fast non-varlen ones run the pair kernel: causal, windows,
     softcaps, odd key-block counts, strided; the others fall back to the key-split kernel)."""
-    _needs_hopper_d256(flashkit_ext)
+    _needs_hopper(flashkit_ext, 256)
     env = dict(os.environ, FLASHKIT_BWD_KS_PAIR="1")
     env.pop("FLASHKIT_BWD_PORTABLE", None)
     env.pop("FLASHKIT_BWD_D256_V1", None)
@@ -261,7 +261,7 @@ def test_d256_pair_kernel_dk_dv_match_single_cta_bitwise(flashkit_ext, run_probe
     """The pair kernel computes S, dP, P, dS, dV and dK of its key block exactly as the key-split
     kernel (same products in the same order), so dk and dv agree bitwise; dq only up to the order
     of its fp32 sums (each CTA sums over two key blocks before its adds)."""
-    _needs_hopper_d256(flashkit_ext)
+    _needs_hopper(flashkit_ext, 256)
     runs = [run_probe(_PAIR_PROBE, {"FLASHKIT_BWD_KS_PAIR": pair}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"],
                       timeout=300).split()
             for pair in ("1", "0")]
@@ -300,7 +300,7 @@ def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
     equal to it up to the order of fp32 sums. Correctness against float64: sanitize_bwd.py below.
     (The first GPU run, 2026-11-27, compared against the rotated walk and failed on dk: a test
     error, the rotation changes the order of dk's sums.)"""
-    _needs_hopper_d256(flashkit_ext)
+    _needs_hopper(flashkit_ext, 256)
     drop = ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"]
     pair = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop,
                      timeout=300).split()
@@ -322,14 +322,6 @@ def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
     assert "cases passed" in r.stdout, r.stdout[-2000:]
 
 
-def _needs_hopper_d64(flashkit_ext):
-    import torch
-
-    kernels = set(flashkit_ext.compiled_fwd_kernels())
-    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/64" not in kernels:
-        pytest.skip("no Hopper D 64 backward on this GPU / build")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("m128", ["1", "0"])
 def test_d64_m128_kernel_matches_reference(flashkit_ext, m128):
@@ -338,7 +330,7 @@ def test_d64_m128_kernel_matches_reference(flashkit_ext, m128):
     the 64-row kernel it replaced: every sanitize_bwd.py case at D 64 against the float64 reference,
     fast and deterministic (varlen tails and empty sequences, causal, windows, GQA, strided;
     softcapped calls run the 64-row kernel either way)."""
-    _needs_hopper_d64(flashkit_ext)
+    _needs_hopper(flashkit_ext, 64)
     env = dict(os.environ, FLASHKIT_BWD_D64_M128=m128)
     for k in ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1", "FLASHKIT_BWD_NO_TMA", "FLASHKIT_BWD_DQ_TMA"):
         env.pop(k, None)
@@ -380,7 +372,7 @@ def test_d64_m128_kernel_matches_64_row_kernel(flashkit_ext, run_probe, tmp_path
     are the same; only the order of dq's fp32 sums and the key blocks' walks differ)."""
     import torch
 
-    _needs_hopper_d64(flashkit_ext)
+    _needs_hopper(flashkit_ext, 64)
     drop = ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1", "FLASHKIT_BWD_NO_TMA", "FLASHKIT_BWD_DQ_TMA")
     dirs = {}
     for m128 in ("1", "0"):
