@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Status 2026-11-27 (fourteenth session): B, E, F and A's results ran (bwd.md, "Lockstep and dQ
+# first"; E / F's switches are removed, so E and F no longer build anything new); C, D and A's
+# rotation part are still owed; the suite runs as two calls now (next_session5.sh S1 / S2).
 # The device calls prepared on 2026-11-27 (thirteenth session), on main. They add up to more than
 # one session's 30 device minutes: B first (owed), then E and F (the candidates to merge), then A
 # (results with whatever merged), C and D as time allows.

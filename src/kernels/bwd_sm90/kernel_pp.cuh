@@ -77,24 +77,6 @@
 #ifndef FLASHKIT_BWD_DET_POLL_GATE_B_M128
 #define FLASHKIT_BWD_DET_POLL_GATE_B_M128 0
 #endif
-// A/B switch (prepared 2026-11-27, not measured): 1 = the 128-row D 64 kernels run their warpgroups
-// in lockstep, as FlashAttention-3's backward does (no alternating gates; one 256-thread barrier a
-// step, after both warpgroups' dS^T stores, which the deferred dQ products need), instead of
-// ping-pong. At D 128 (64-row blocks, an older kernel) the two measured level (bwd.md).
-#ifndef FLASHKIT_BWD_PP_LOCKSTEP_M128
-#define FLASHKIT_BWD_PP_LOCKSTEP_M128 0
-#endif
-// A/B switch (prepared 2026-11-27, not measured): 1 = the 128-row D 64 fast kernel issues the
-// previous row block's dQ before dV / dK at gate B, so its staging and send run while dV / dK are
-// still on the tensor pipe (the stage is released after them, later than now).
-#ifndef FLASHKIT_BWD_PP_DQ_FIRST_M128
-#define FLASHKIT_BWD_PP_DQ_FIRST_M128 0
-#endif
-// The same for D 128's fast kernel (dQ split by columns).
-#ifndef FLASHKIT_BWD_PP_DQ_FIRST_D128
-#define FLASHKIT_BWD_PP_DQ_FIRST_D128 0
-#endif
-
 namespace flashkit::bwd_sm90 {
 
 #if FLASHKIT_BWD_PP_TRACE
@@ -369,21 +351,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   float s[kRowTiles][4], dp[kRowTiles][4], dq[8][4];
 
   // Gates: the warpgroups alternate at named barriers 1 (warpgroup 0's turn) and 2.
-  // kLockstep (FLASHKIT_BWD_PP_LOCKSTEP_M128): no gates; barrier 1 (256 threads) after the dS^T
-  // stores of each step instead of the warpgroup's own barrier 3 + wg.
-  constexpr bool kLockstep = kRowSplit && FLASHKIT_BWD_PP_LOCKSTEP_M128 != 0;
   const int turn = 1 + wg, other_turn = 2 - wg;
   auto gate_open = [&] {
     prims::fence_proxy_async_smem();
-    if constexpr (!kLockstep) prims::bar_sync(turn, 2 * 128);
+    prims::bar_sync(turn, 2 * 128);
     prims::wgmma_fence();
   };
   auto gate_pass = [&](bool give) {  // let the other warpgroup's next gate open
-    if constexpr (!kLockstep) {
-      if (give) prims::bar_arrive(other_turn, 2 * 128);
-    }
+    if (give) prims::bar_arrive(other_turn, 2 * 128);
   };
-  if (!kLockstep && wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
+  if (wg == 1 && cta.iters > 0) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 goes first
 
   // kDqSplit: this warpgroup's 64 dQ columns of row block i (in dq) to its staging buffer (two
   // boxes of 64 rows x 32 fp32 columns, 128-byte swizzle: the 16-byte unit u of row r at
@@ -686,20 +663,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c + 8)) = dsa[st][3];
     }
     prims::fence_proxy_async_smem();
-    if constexpr (kLockstep) {
-      prims::bar_sync(1, 2 * 128);  // both warpgroups' dS^T visible (this step's wgmmas and the next dQ)
-    } else {
-      prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
-    }
+    prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
     tr(it, 5);
 
     // Gate B: dV += P^T dO, dK += dS^T Q (RS), then dQ chunk 0 = dS K (SS).
-    // kDqFirst (FLASHKIT_BWD_PP_DQ_FIRST_M128): the deferred dQ first, then dV / dK.
-    constexpr bool kDqFirst = kDqSplit && !kDqOne && !kDet &&
-                              (kRowSplit ? FLASHKIT_BWD_PP_DQ_FIRST_M128 != 0 : FLASHKIT_BWD_PP_DQ_FIRST_D128 != 0);
     gate_open();
     tr(it, 6);
-    if constexpr (kDqFirst) issue_dq_split((it + 1) & 1, dq_writer);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -733,8 +702,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       }
       prims::wgmma_commit();
     };
-    if constexpr (kDqFirst) {
-    } else if constexpr (kDqSplit) {
+    if constexpr (kDqSplit) {
       issue_dq_split((it + 1) & 1, dq_writer);
     } else {
       issue_dq(0);
@@ -748,17 +716,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       if (lane == 0 && it > 0) det_poll(it - 1);
     }
 
-    if constexpr (kDqFirst) {  // dQ done (dV / dK may run on): stage and send it now, then wait for them
-      prims::wgmma_wait<1>();
-      prims::fence_operands(dq);
-      if (it > 0) {
-        prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        send_dq_split(it - 1, false);
-      }
-      prims::wgmma_wait<0>();
-    } else {
-      prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
-    }
+    prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       prims::fence_operands(dv[c]);
@@ -778,8 +736,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     tr(it, 8);
 
-    if constexpr (kDqFirst) {  // (sent above)
-    } else if constexpr (kDqSplit) {
+    if constexpr (kDqSplit) {
       prims::wgmma_wait<0>();
       prims::fence_operands(dq);
       if (it > 0) {
