@@ -30,6 +30,7 @@
 
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/bwd_cta.cuh"
+#include "kernels/attention_common/bwd_kv_tiles.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/ks_fragments.cuh"
@@ -144,14 +145,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     __syncthreads();
   }
 
-  const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
-  const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
-  tiles::load_tile_async<KTile, kThreads>(
-      sK, static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride + int64_t(cta.n0) * p.k_row_stride,
-      p.k_row_stride, cta.keys_here, tid);
-  tiles::load_tile_async<KTile, kThreads>(
-      sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
-      p.v_row_stride, cta.keys_here, tid);
+  attn::load_kv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
 
   // Q, dO, lse (prescaled by log2 e; +inf for rows past the sequence or with no visible
   // key, so their P is 0) and delta of walk step `it` into `stage`. Rows past the sequence
@@ -507,14 +501,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
   }
   __syncthreads();
-  const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
-  const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
-  tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
-      p.dk_row_stride, sK, cta.keys_here, tid);
-  tiles::store_tile<KTile, kThreads>(
-      static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
-      p.dv_row_stride, sV, cta.keys_here, tid);
+  attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
 #endif  // FLASHKIT_BWD_SM90_KS_KERNEL_BODY
 }
 

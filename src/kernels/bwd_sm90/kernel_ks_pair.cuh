@@ -37,6 +37,7 @@
 
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/bwd_cta.cuh"
+#include "kernels/attention_common/bwd_kv_tiles.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm90/ks_fragments.cuh"
@@ -444,14 +445,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
       *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
     }
     __syncthreads();
-    const int64_t dk_off = cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride);
-    const int64_t dv_off = cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride);
-    tiles::store_tile<KTile, kThreads>(
-        static_cast<T*>(p.dk) + dk_off + cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
-        p.dk_row_stride, sK, cta.keys_here, tid);
-    tiles::store_tile<KTile, kThreads>(
-        static_cast<T*>(p.dv) + dv_off + cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
-        p.dv_row_stride, sV, cta.keys_here, tid);
+    attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
   }
   // The partner's last remote arrival on our out_free and its last copy into our rdS (waited for)
   // land before either CTA leaves.
