@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -303,6 +304,26 @@ TensorRef to_ref(nb::handle obj, const char* name, bool writable, Holder& holder
   throw nb::python_error();
 }
 
+// Runs `call` (a library call returning a Status) with the GIL released, so other Python
+// threads run meanwhile, and raises a failure as raise_status maps it.
+template <class Call>
+void call_released(Call&& call) {
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = call();
+  }
+  if (!status.ok()) raise_status(status);
+}
+
+// The arrays an op cannot do without: None is a TypeError naming the argument (the optional
+// ones become absent TensorRefs, and the C++ validation names what is missing).
+void require_arrays(std::initializer_list<std::pair<const char*, nb::handle>> arrays) {
+  for (const auto& [name, obj] : arrays) {
+    if (obj.is_none()) throw nb::type_error((std::string(name) + ": expected an array, got None").c_str());
+  }
+}
+
 // A softcap as the float32 the kernels use: a positive value that rounds to 0 (or
 // overflows) would silently turn the cap off (or into inf), so it is refused here.
 float to_softcap(double softcap) {
@@ -322,10 +343,7 @@ flashkit::AttentionFwdArgs make_args(Holder& h, nb::handle q, nb::handle k, nb::
                                      int64_t max_seqlen_k, double softmax_scale, bool causal,
                                      int64_t window_left, int64_t window_right,
                                      double softcap) {
-  if (q.is_none()) throw nb::type_error("q: expected an array, got None");
-  if (k.is_none()) throw nb::type_error("k: expected an array, got None");
-  if (v.is_none()) throw nb::type_error("v: expected an array, got None");
-  if (out.is_none()) throw nb::type_error("out: expected an array, got None");
+  require_arrays({{"q", q}, {"k", k}, {"v", v}, {"out", out}});
   flashkit::AttentionFwdArgs args;
   args.q = to_ref(q, "q", false, h);
   args.k = to_ref(k, "k", false, h);
@@ -354,12 +372,7 @@ void attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
       make_args(h, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, window_left, window_right, softcap);
   args.check_inputs = check_inputs;
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::attention_fwd(args, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::attention_fwd(args, reinterpret_cast<cudaStream_t>(stream)); });
 }
 
 void validate_attention_fwd(nb::handle q, nb::handle k, nb::handle v, nb::handle out,
@@ -386,14 +399,8 @@ flashkit::AttentionBwdArgs make_bwd_args(Holder& h, nb::handle dout, nb::handle 
                                          double softmax_scale, bool causal, bool deterministic,
                                          nb::handle workspace, int64_t window_left,
                                          int64_t window_right, double softcap) {
-  const std::pair<const char*, nb::handle> required[] = {
-      {"dout", dout}, {"q", q}, {"k", k}, {"v", v}, {"out", out},
-      {"dq", dq},     {"dk", dk}, {"dv", dv}};
-  for (const auto& [name, obj] : required) {
-    if (obj.is_none()) {
-      throw nb::type_error((std::string(name) + ": expected an array, got None").c_str());
-    }
-  }
+  require_arrays(
+      {{"dout", dout}, {"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dq", dq}, {"dk", dk}, {"dv", dv}});
   flashkit::AttentionBwdArgs args;
   args.dout = to_ref(dout, "dout", false, h);
   args.q = to_ref(q, "q", false, h);
@@ -430,12 +437,7 @@ void attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb
                     max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, workspace,
                     window_left, window_right, softcap);
   args.check_inputs = check_inputs;
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::attention_bwd(args, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::attention_bwd(args, reinterpret_cast<cudaStream_t>(stream)); });
 }
 
 void validate_attention_bwd(nb::handle dout, nb::handle q, nb::handle k, nb::handle v,
@@ -481,14 +483,9 @@ int64_t decode_workspace_size(int64_t batch, int64_t s_q, int64_t h_q, int64_t h
                               int64_t head_dim, int64_t head_dim_v, int64_t split_size,
                               int64_t max_seqlen_k, int device, const std::string& kv_dtype) {
   int64_t bytes = 0;
-  Status status;
   const flashkit::DecodePlanArgs a =
       plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k, kv_dtype);
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::decode_workspace_size(a, device, &bytes);
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::decode_workspace_size(a, device, &bytes); });
   return bytes;
 }
 
@@ -501,12 +498,7 @@ void decode_plan(nb::handle seqlens_k, nb::handle workspace, int64_t batch, int6
       plan_args(batch, s_q, h_q, h_kv, head_dim, head_dim_v, split_size, max_seqlen_k, kv_dtype);
   a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
   a.workspace = to_ref(workspace, "workspace", true, h);
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::decode_plan(a, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::decode_plan(a, reinterpret_cast<cudaStream_t>(stream)); });
 }
 
 void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle block_table,
@@ -531,14 +523,11 @@ void decode_run(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle
   a.split_size = split_size;
   a.max_seqlen_k = max_seqlen_k;
   a.check_inputs = check_inputs;
-  Status status;
-  {
-    nb::gil_scoped_release release;
+  call_released([&] {
     const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-    status = validate_only ? flashkit::validate_decode(a)
-                           : (plan_first ? flashkit::decode(a, s) : flashkit::decode_run(a, s));
-  }
-  if (!status.ok()) raise_status(status);
+    return validate_only ? flashkit::validate_decode(a)
+                         : (plan_first ? flashkit::decode(a, s) : flashkit::decode_run(a, s));
+  });
 }
 
 void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handle v_cache,
@@ -554,12 +543,7 @@ void append_kv(nb::handle k_new, nb::handle v_new, nb::handle k_cache, nb::handl
   a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
   a.k_scale = to_ref(k_scale, "k_scale", true, h);
   a.v_scale = to_ref(v_scale, "v_scale", true, h);
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::append_kv(a, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::append_kv(a, reinterpret_cast<cudaStream_t>(stream)); });
 }
 
 // --- MLA decode ---------------------------------------------------------------------------
@@ -570,12 +554,7 @@ void mla_metadata(nb::handle seqlens_k, nb::handle tile_scheduler_metadata, nb::
   a.seqlens_k = to_ref(seqlens_k, "seqlens_k", false, h);
   a.tile_scheduler_metadata = to_ref(tile_scheduler_metadata, "tile_scheduler_metadata", true, h);
   a.num_splits = to_ref(num_splits, "num_splits", true, h);
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = flashkit::mla_metadata(a, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] { return flashkit::mla_metadata(a, reinterpret_cast<cudaStream_t>(stream)); });
 }
 
 void mla_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle seqlens_k,
@@ -597,13 +576,10 @@ void mla_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::h
   a.softmax_scale = static_cast<float>(softmax_scale);
   a.causal = causal;
   a.check_inputs = check_inputs;
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = validate_only ? flashkit::validate_mla_decode(a)
-                           : flashkit::mla_decode(a, reinterpret_cast<cudaStream_t>(stream));
-  }
-  if (!status.ok()) raise_status(status);
+  call_released([&] {
+    return validate_only ? flashkit::validate_mla_decode(a)
+                         : flashkit::mla_decode(a, reinterpret_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace
@@ -723,13 +699,10 @@ NB_MODULE(_C, m) {
         Holder h;
         const TensorRef t = to_ref(block_table, "block_table", false, h);
         const TensorRef l = to_ref(seqlens_k, "seqlens_k", false, h);
-        Status st;
-        {
-          nb::gil_scoped_release release;
-          st = flashkit::checks::check_block_table(t, l, num_pages, page_size,
-                                                   reinterpret_cast<cudaStream_t>(stream));
-        }
-        if (!st.ok()) raise_status(st);
+        call_released([&] {
+          return flashkit::checks::check_block_table(t, l, num_pages, page_size,
+                                                     reinterpret_cast<cudaStream_t>(stream));
+        });
       },
       "block_table"_a, "seqlens_k"_a, "num_pages"_a, "page_size"_a, "stream"_a = 0,
       "Testing hook of the internal block-table check (for the paged-decode ops to come): "
@@ -804,12 +777,7 @@ NB_MODULE(_C, m) {
       "read_device_errors",
       [](int device, bool clear) {
         uint32_t bits = 0;
-        Status st;
-        {
-          nb::gil_scoped_release release;
-          st = flashkit::read_device_errors(device, clear, &bits);
-        }
-        if (!st.ok()) raise_status(st);
+        call_released([&] { return flashkit::read_device_errors(device, clear, &bits); });
         return bits;
       },
       "device"_a = -1, "clear"_a = true,
