@@ -26,5 +26,5 @@ for sh in $SHAPES; do
   { echo "== run $shape ${ev:-}"; python3 "$TREE/scripts/dev/bwd_pp_trace.py" summarize "$O/run_$n.log" 2>&1; } >> "$O/trace_summary.txt"
 done
 cat "$O/trace_summary.txt" >> "$O/summary.txt"
-for f in $INSTS; do cp "$O/$f.orig" "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done
+for f in $INSTS; do restore_inst "$O/$f.orig" "$TREE/src/kernels/bwd_sm90/inst/$f.cu"; done
 tar -czf "${OUT:-/tmp}/pptrace.tgz" -C "$(dirname "$O")" "$(basename "$O")"

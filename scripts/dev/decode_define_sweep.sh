@@ -22,5 +22,5 @@ for v in "$@"; do
   (cd /tmp && step bench_$name 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv $KV --configs $CFGS --csv "$O/bench-$name.csv")
   grep -v "^ *[0-9.]* us\|Warn\|warn" "$O/bench_$name.log" | sed "s/^/$name /" >> "$O/summary.txt"
 done
-cp "$O/inst.orig" "$F"
+restore_inst "$O/inst.orig" "$F"
 tar -czf "${OUT:-/tmp}/defs.tgz" -C "$(dirname "$O")" "$(basename "$O")"

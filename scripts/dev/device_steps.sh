@@ -29,3 +29,12 @@ install_cmd() {
 with_defines() {
   { IFS=';'; for d in $2; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$1"; }
 }
+# restore_inst ORIG FILE: puts an instantiation file (FILE, under <tree>/src/) back from ORIG after
+# a define variant and deletes its objects under <tree>/build: the next device call's copy of the
+# tree brings FILE back with its old modification time, so an incremental build would otherwise
+# keep the variant's object (it did once, 2026-11-27: bwd.md "Lockstep and dQ first").
+restore_inst() {
+  cp "$1" "$2"
+  find "${2%/src/*}/build" -name "$(basename "$2").o" -delete 2>/dev/null
+  return 0
+}

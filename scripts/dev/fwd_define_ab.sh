@@ -47,11 +47,5 @@ if [ "${CHECKS:-1}" = 1 ] && [ $# -ge 1 ]; then
   step "memcheck_$C" 150 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims $DIMS
   step "racecheck_$C" 150 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims $DIMS
 fi
-# Restore the files and drop the variants' objects: the next device call's copy of the tree brings
-# the files back with their old modification time, and an incremental build would otherwise keep
-# the last variant's object (it did once: bwd.md, "Lockstep and dQ first").
-for f in $INSTS; do
-  cp "$O/$f.orig" "$TREE/src/kernels/$FAMILY/inst/$f.cu"
-  find "$TREE/build" -name "$f.cu.o" -delete 2>/dev/null
-done
+for f in $INSTS; do restore_inst "$O/$f.orig" "$TREE/src/kernels/$FAMILY/inst/$f.cu"; done
 tar -czf "${OUT:-/tmp}/${OUT_NAME:-fwddef}.tgz" -C "$(dirname "$O")" "$(basename "$O")"
