@@ -34,43 +34,15 @@
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 case "${1:-A}" in
-  A)
+  A)  # results v11 ran 2026-11-27; the rotation part moved to next_session5.sh R
     STEPS="install bwd window" BWD_TAG=bwd-v11 FWD_TAG=v11 bash "$D/results_v9.sh"
-    O=${OUT:-/tmp}/rot
-    . "$D/device_steps.sh"
-    cd /tmp
-    for r in 1 2; do
-      for m in 0 33 132; do
-        step "rot$m-$r" 100 env FLASHKIT_BWD_DET_ROTATE_MAX=$m python3 -m flashkit.bench --sweep fa3 --heads-dims 64 \
-          --mode bwd --causal no --impls flashkit_deterministic --out-dir "$O/bench" --tag "rot$m-$r" --no-plot
-      done
-    done
-    tar -czf "${OUT:-/tmp}/rot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   B) STEPS="install suite" bash "$D/results_v9.sh" ;;
   D)
     INSTS="bwd_sm90_bf16_hd64" DIMS=64 IMPLS=flashkit_deterministic ROUNDS=2 \
       bash "$D/bwd_define_ab.sh" p0= p1='FLASHKIT_BWD_DET_POLL_GATE_B_M128 1'
     ;;
-  E)
-    O=${OUT:-/tmp}/lockstep
-    . "$D/device_steps.sh"
-    OUT=$O INSTS="bwd_sm90_bf16_hd64" DIMS=64 IMPLS="flashkit flashkit_deterministic" ROUNDS=2 \
-      bash "$D/bwd_define_ab.sh" base= lock='FLASHKIT_BWD_PP_LOCKSTEP_M128 1' dqf='FLASHKIT_BWD_PP_DQ_FIRST_M128 1' \
-      > "$O/ab.log" 2>&1
-    cd /tmp  # the A/B left dqf installed (bf16 D 64): check it against float64
-    step sanitize 300 python3 "$(cd "$D/../.." && pwd)/scripts/sanitize_bwd.py" --dims 64 --dtypes bfloat16
-    tar -czf "${OUT:-/tmp}/lockstep.tgz" -C "$(dirname "$O")" "$(basename "$O")"
-    ;;
-  F)
-    O=${OUT:-/tmp}/dqfirst128
-    . "$D/device_steps.sh"
-    OUT=$O INSTS="bwd_sm90_bf16_hd128" DIMS=128 ROUNDS=2 \
-      bash "$D/bwd_define_ab.sh" base= dqf='FLASHKIT_BWD_PP_DQ_FIRST_D128 1' > "$O/ab.log" 2>&1
-    cd /tmp
-    step sanitize 300 python3 "$(cd "$D/../.." && pwd)/scripts/sanitize_bwd.py" --dims 128 --dtypes bfloat16
-    tar -czf "${OUT:-/tmp}/dqfirst128.tgz" -C "$(dirname "$O")" "$(basename "$O")"
-    ;;
+  E|F) echo "E / F ran 2026-11-27 (negative); their switches are removed (bwd.md, \"Lockstep and dQ first\")" >&2; exit 2 ;;
   C)
     M64=FLASHKIT_BWD_D64_M128=0
     SHAPES="64:4096:0 64:16384:0 64:16384:1 64:4096:0:0:$M64 64:16384:0:0:$M64 64:16384:1:0:$M64" \
