@@ -12,33 +12,16 @@ import os
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH_DIR = REPO / "python" / "flashkit" / "bench"
-SPEC_COLUMNS = ("op,impl,dtype,D,Dv,B,H_q,H_kv,S_q,S_k,causal,mode,page_size,value,unit,"
-                "gpu,date,commit")
+from _bench_loader import REPO, SPEC_COLUMNS, load_bench
 ANCHOR = REPO.parent / "shared" / "anchors" / "h200-sdpa-2026-11-21.csv"
 
 
-def _load_bench():
-    name = "_flashkit_bench_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, BENCH_DIR / "__init__.py", submodule_search_locations=[str(BENCH_DIR)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    for sub in ("sweeps", "timing", "impls", "report", "cli", "runner"):
-        setattr(mod, sub, importlib.import_module(f"{name}.{sub}"))
-    return mod
-
-
-bench = _load_bench()
+bench = load_bench("_flashkit_bench_under_test",
+                   ("sweeps", "timing", "impls", "report", "cli", "runner"))
 sweeps, report, cli, impls, runner = (bench.sweeps, bench.report, bench.cli, bench.impls,
                                       bench.runner)
 

@@ -5,37 +5,18 @@ command line (dry-run, no-GPU exit, --op routing). No GPU, torch or extension ne
 """
 
 import csv
-import importlib
-import importlib.util
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH_DIR = REPO / "python" / "flashkit" / "bench"
-SPEC_COLUMNS = ("op,impl,dtype,D,Dv,B,H_q,H_kv,S_q,S_k,causal,mode,page_size,value,unit,"
-                "gpu,date,commit")
+from _bench_loader import REPO, SPEC_COLUMNS, load_bench
 
 
-def _load_bench():
-    name = "_flashkit_bench_decode_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, BENCH_DIR / "__init__.py", submodule_search_locations=[str(BENCH_DIR)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    for sub in ("sweeps", "timing", "report", "cli", "decode_sweeps", "decode_report",
-                "decode_cli", "decode_impls", "fi_peer"):
-        setattr(mod, sub, importlib.import_module(f"{name}.{sub}"))
-    return mod
-
-
-bench = _load_bench()
+bench = load_bench("_flashkit_bench_decode_under_test",
+                   ("sweeps", "timing", "report", "cli", "decode_sweeps", "decode_report", "decode_cli",
+                    "decode_impls", "fi_peer"))
 ds, dr, dcli, di, report, fi_peer, timing = (bench.decode_sweeps, bench.decode_report,
                                              bench.decode_cli, bench.decode_impls, bench.report,
                                              bench.fi_peer, bench.timing)
