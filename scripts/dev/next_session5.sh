@@ -9,10 +9,15 @@
 #                changed since 85b5a3d, whose whole suite passed on an H200: none had by 2026-11-27;
 #                the bindings' call helper of that day is exercised by S1 too)
 # then, from scripts/dev/next_session4.sh: C (step traces of the 128-row D 64 kernel), D (gate-B
-# poll A/B) and the rotation part of A (bash scripts/dev/next_session5.sh R).
+# poll A/B) and the rotation part of A (bash scripts/dev/next_session5.sh R), and:
+#   T (~3 min)   the deterministic mode's turn-wait trace (FLASHKIT_BWD_DET_TRACE build, prepared
+#                2026-11-26 and never run; it compiles with the 128-row D 64 kernel): how much of
+#                the issuing warps' time goes to getting and releasing turns, which decides
+#                between the waits and the warps' own stalls for the 0.8x deterministic bar.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session5.sh S1")   output suite.tgz
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session5.sh S2")   output suite.tgz
 #   run(command="bash scripts/dev/next_session5.sh R")                          output rot.tgz
+#   run(command="bash scripts/dev/next_session5.sh T")                          output bwdvar.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -49,5 +54,6 @@ case "${1:-S1}" in
     done
     tar -czf "${OUT:-/tmp}/rot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 S1|S2|R" >&2; exit 2 ;;
+  T) ROUNDS=0 RESIDENCY=0 bash "$D/bwd_det_variants.sh" ;;
+  *) echo "usage: $0 S1|S2|R|T" >&2; exit 2 ;;
 esac
