@@ -472,15 +472,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
       }
     }
   }
-  if (kDqTma && pend_sem != nullptr) {  // the last row block's turn
-    if (lane == 0) {
-      prims::bulk_wait_group<0>();
-      prims::fence_proxy_async_global();
-    }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) prims::red_add_release_gpu(pend_sem, 1);
-  }
+  if constexpr (kDqTma) release_last_dq_turn(pend_sem, lane, tid);  // the last row block's turn
 
   if constexpr (kDqTma) {
     if (lane == 0) prims::bulk_wait_group<0>();  // the reduce-adds done before exit

@@ -419,15 +419,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     prims::fence_operands(dk);
     if constexpr (kDet) pend_sem = sem;
   }
-  if (kDet && pend_sem != nullptr) {  // the last row block's turn
-    if (lane == 0) {
-      prims::bulk_wait_group<0>();
-      prims::fence_proxy_async_global();
-    }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) prims::red_add_release_gpu(pend_sem, 1);
-  }
+  if constexpr (kDet) release_last_dq_turn(pend_sem, lane, tid);  // the last row block's turn
   if (lane == 0) prims::bulk_wait_group<0>();  // the reduce-adds done before exit
 
   // Epilogue: dK *= softmax_scale; stage dK, dV through the K and V tiles (the partner never

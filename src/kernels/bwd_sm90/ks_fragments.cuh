@@ -9,7 +9,9 @@
 
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
+#include "prims/atomic.cuh"
 #include "prims/numeric.cuh"
+#include "prims/tma.cuh"
 
 namespace flashkit::bwd_sm90 {
 
@@ -58,6 +60,20 @@ __device__ __forceinline__ void ks_dscores(float (&dp)[4][4], const float (&s)[4
       }
     }
   }
+}
+
+// Deterministic mode, after the walk: the last row block's dq turn (pend_sem; none: nullptr),
+// released once every warp's reduce-adds of it are performed (each issuing lane waits for its bulk
+// group, then the CTA's barrier and a gpu-scope release), as the walk releases the others.
+__device__ __forceinline__ void release_last_dq_turn(int32_t* pend_sem, int lane, int tid) {
+  if (pend_sem == nullptr) return;
+  if (lane == 0) {
+    prims::bulk_wait_group<0>();
+    prims::fence_proxy_async_global();
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) prims::red_add_release_gpu(pend_sem, 1);
 }
 
 }  // namespace flashkit::bwd_sm90
