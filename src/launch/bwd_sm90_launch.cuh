@@ -97,11 +97,13 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
           // Measured (H100, 2026-11-27, env A/B against the ascending order, docs/kernels/bwd.md):
           // D 128 +3..15% up to 8k and level at 16k (128 key blocks); D 64 +6..11% up to 4k but
-          // -1.5% at 8k and -3.6% at 16k (64 / 128 blocks), so D 64 rotates only up to SMs / 4.
+          // -1.5% at 8k and -3.6% at 16k (64 / 128 blocks) with 64-row blocks, so that kernel rotates
+          // only up to SMs / 4. D 64's 128-row kernel (H100, 2026-11-27, limit 33 / 132, two rounds):
+          // 8k rotated +9.4%, 16k rotated -3.0%, so it rotates up to SMs / 2 (64 blocks at 8k).
           // FLASHKIT_BWD_DET_ROTATE_MAX (read once; A/B runs): the largest key-block count rotated.
           static const int rotate_max_env = dispatch::env_int("FLASHKIT_BWD_DET_ROTATE_MAX", -1);
           const int rotate_max = rotate_max_env >= 0 ? (rotate_max_env < dev.num_sms ? rotate_max_env : dev.num_sms)
-                                 : kD == 64           ? dev.num_sms / 4
+                                 : kD == 64           ? (d64_m128 ? dev.num_sms / 2 : dev.num_sms / 4)
                                                       : dev.num_sms;
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= rotate_max;
           const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));

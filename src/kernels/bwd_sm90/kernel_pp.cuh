@@ -71,13 +71,6 @@
 #ifndef FLASHKIT_BWD_DET_FENCE_SC
 #define FLASHKIT_BWD_DET_FENCE_SC 0
 #endif
-// A/B switch (prepared 2026-11-27, not measured): 1 = the 128-row D 64 kernel's deterministic
-// instantiation reads the turn of the row block it sends this step right after its gate B issue
-// (as the 64-row D 64 kernel does, +3.4% there) instead of at the send (D 128's place: the early
-// read lost 1% there).
-#ifndef FLASHKIT_BWD_DET_POLL_GATE_B_M128
-#define FLASHKIT_BWD_DET_POLL_GATE_B_M128 0
-#endif
 namespace flashkit::bwd_sm90 {
 
 #if FLASHKIT_BWD_PP_TRACE
@@ -429,7 +422,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
     tr_release += tr_now() - tr0;
   };
-  constexpr bool kPollAtGateB = kDet && kRowSplit && FLASHKIT_BWD_DET_POLL_GATE_B_M128 != 0;
   auto send_dq_split = [&](int i, bool polled) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
@@ -706,9 +698,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if constexpr (kDet && !kDqSplit) {  // the turn of the row block this step sends (the previous one's released)
       if (lane == 0 && wg == 1) det_poll(it);
     }
-    if constexpr (kPollAtGateB) {  // row block it - 1, sent at the end of this step (it - 2's released above)
-      if (lane == 0 && it > 0) det_poll(it - 1);
-    }
 
     prims::wgmma_wait<1>();  // dV, dK: this warpgroup is done with the stage (dQ chunk 0 may run on)
 #pragma unroll
@@ -735,7 +724,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       prims::fence_operands(dq);
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
-        if (dq_writer) send_dq_split(it - 1, kPollAtGateB);
+        if (dq_writer) send_dq_split(it - 1, false);
       }
     } else {
 #pragma unroll
