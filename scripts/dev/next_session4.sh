@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Status 2026-11-27 (fifteenth session): every call has run; C is kept as the trace recipe.
 # Status 2026-11-27 (fourteenth session): B, E, F and A's results ran (bwd.md, "Lockstep and dQ
 # first"; E / F's switches are removed, so E and F no longer build anything new); C, D and A's
 # rotation part are still owed; the suite runs as two calls now (next_session5.sh S1 / S2).
@@ -38,10 +39,7 @@ case "${1:-A}" in
     STEPS="install bwd window" BWD_TAG=bwd-v11 FWD_TAG=v11 bash "$D/results_v9.sh"
     ;;
   B) STEPS="install suite" bash "$D/results_v9.sh" ;;
-  D)
-    INSTS="bwd_sm90_bf16_hd64" DIMS=64 IMPLS=flashkit_deterministic ROUNDS=2 \
-      bash "$D/bwd_define_ab.sh" p0= p1='FLASHKIT_BWD_DET_POLL_GATE_B_M128 1'
-    ;;
+  D) echo "D ran 2026-11-27 (fifteenth session, -1.8%); its switch is removed (bwd.md, \"Gate-B poll, rotation limit\")" >&2; exit 2 ;;
   E|F) echo "E / F ran 2026-11-27 (negative); their switches are removed (bwd.md, \"Lockstep and dQ first\")" >&2; exit 2 ;;
   C)
     M64=FLASHKIT_BWD_D64_M128=0
