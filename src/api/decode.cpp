@@ -237,7 +237,15 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.softmax_scale_log2 = static_cast<float>(double(scale) * 1.4426950408889634);
   p.causal = a.causal;
   p.split_size = int(m.split_size);
-  p.min_chunk = kMinChunk;
+  // FLASHKIT_DECODE_MIN_CHUNK (read once; A/B runs): the balanced plan's shortest split in
+  // tokens, rounded up to whole 64-token tiles (default kMinChunk). Larger only means fewer
+  // splits, so the workspace bounds of plan_kernel.cuh hold for any value.
+  static const int min_chunk = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK");
+    const long v = e != nullptr ? std::atol(e) : 0;
+    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunk;
+  }();
+  p.min_chunk = min_chunk;
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {
