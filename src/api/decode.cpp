@@ -25,7 +25,11 @@ using namespace vutil;
 
 constexpr int kDecodeHeadDims[] = {64, 128, 256};
 constexpr int64_t kMaxSq = 16;
-constexpr int kMinChunk = 256;  // tokens: shorter splits cost more in combine than they save
+// The balanced plan's shortest split, in tokens. 128 since 2026-11-27 (H100, env A/B of
+// FLASHKIT_DECODE_MIN_CHUNK, graph timing, docs/kernels/decode.md "Shortest split"): against
+// 256, B 1 GQA 32/8 2k -31%, 4k -13%, 1k -8%, B 4 1k -17% (bf16; the 8-bit caches alike or more),
+// long or large-batch calls unchanged (their splits are longer anyway); 64 was mixed.
+constexpr int kMinChunk = 128;
 constexpr int64_t kAlign = 256;
 
 bool decode_head_dim_ok(int64_t d) {
