@@ -72,14 +72,15 @@
 #ifndef FLASHKIT_BWD_DET_FENCE_SC
 #define FLASHKIT_BWD_DET_FENCE_SC 0
 #endif
-// A/B switch (2026-11-27, fifteenth session): 1 = the P = exp2(S - lse) loop unswitched on the
-// tile's `masked` flag (one loop without the per-element mask test, one with it). ncu of the
-// 128-row D 64 kernel: with the test inside, every element ends its basic block at a uniform
-// branch, so the 64 exp2 chains of a thread run one after the other (MUFU latency exposed per
-// element) and the S^T-to-dP^T phase takes ~3000 cycles a step (bwd.md, "Gate-B poll, rotation
-// limit, and two traces"). 0 = the loop with the test inside (SASS as before).
+// The P = exp2(S - lse) loop unswitched on the tile's `masked` flag (one loop without the
+// per-element mask test, one with it). With the test inside, every element ended its basic block
+// at a uniform branch, so a thread's 64 exp2 chains ran one after the other (ncu of the 128-row
+// D 64 kernel; the S^T-to-dP^T phase took ~3000 cycles a step). Measured (H100, 2026-11-27, one
+// round, FA3 sweep bf16; bwd.md "The P loop unswitched"): fast +13.5% (D 64 +9..27%, D 128
+// +3..9%), deterministic +17.4%. 0 = the loop with the test inside (the SASS before, md5, except
+// D 64's 128-row kernels: same instructions, scheduled otherwise). Softcap kernels: always inside.
 #ifndef FLASHKIT_BWD_EXP_UNSWITCH
-#define FLASHKIT_BWD_EXP_UNSWITCH 0
+#define FLASHKIT_BWD_EXP_UNSWITCH 1
 #endif
 namespace flashkit::bwd_sm90 {
 
@@ -557,10 +558,35 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     tr(it, 3);
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[kRowTiles][2];
-#if FLASHKIT_BWD_EXP_UNSWITCH
+    // kUnswitch: the P loop unswitched on `masked` (FLASHKIT_BWD_EXP_UNSWITCH above). The softcap
+    // kernels keep the loop with the test inside: unswitched, D 128's spilled 32 bytes (not timed).
+    constexpr bool kUnswitch = FLASHKIT_BWD_EXP_UNSWITCH != 0 && !capped;
     // P = exp2(S * scale - lse), with (kMasked) or without the per-element mask test
     auto exp_p = [&](auto masked_c) {
       constexpr bool kMasked = decltype(masked_c)::value;
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = j * 8 + 2 * t + (e % 2);
+          const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
+          const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
+          const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
+          float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
+          if constexpr (kMasked) {
+            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+          }
+          s[j][e] = v;
+        }
+      }
+    };
+    if constexpr (kUnswitch) {
+      if (masked) {
+        exp_p(std::true_type{});
+      } else {
+        exp_p(std::false_type{});
+      }
+    } else {
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j) {
         if constexpr (capped) {
@@ -580,43 +606,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
           const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
           const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
           float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-          if constexpr (kMasked) {
-            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
-          }
+          if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
           s[j][e] = v;
         }
       }
-    };
-    if (masked) {
-      exp_p(std::true_type{});
-    } else {
-      exp_p(std::false_type{});
     }
-#else
-#pragma unroll
-    for (int j = 0; j < kRowTiles; ++j) {
-      if constexpr (capped) {
-        float th[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          th[e] = prims::tanh_approx(s[j][e] * p.softcap_scale);
-          s[j][e] = p.softcap * th[e];
-        }
-        tanh_h[j][0] = prims::pack2<__half>(th[0], th[1]);
-        tanh_h[j][1] = prims::pack2<__half>(th[2], th[3]);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = j * 8 + 2 * t + (e % 2);
-        const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
-        const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
-        const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
-        float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-        if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
-        s[j][e] = v;
-      }
-    }
-#endif
     // P^T as the A fragments of dV (kRowSplit: packed after dS, so that P's 64 fp32 registers
     // are not live beside their 32 packed ones while dP^T lands)
     uint32_t pa[kRowSteps][4];
