@@ -12,6 +12,8 @@
 #   P  (~4 min)  define A/B of FLASHKIT_BWD_SM80_EXP_UNSWITCH on the portable backward
 #                (FLASHKIT_BWD_PORTABLE=1, D 64 / 128 fast, one round; prediction +5..15%)
 #   S2 (~4 min)  next_session5.sh S2 (every other GPU test file; decode's shortest split changed)
+#   T  (~3 min)  step timelines after the unswitch (bwd_pp_trace.sh, default shapes: D 128 4k / 16k,
+#                D 64 4k / 16k): which phase sets the step now (D 128 is the row furthest from cuDNN)
 #   DEC (~10 min) the decode sweep with peers, batch 1 / 16 (decode_sweep_run.sh A, carry
 #                .carry/cur and .carry/flashinfer): the 128-token shortest split in a results file
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session6.sh S1")   output suite.tgz
@@ -47,5 +49,6 @@ case "${1:-S1}" in
       INSTS="bwd_sm80_bf16_hd64 bwd_sm80_bf16_hd128" DIMS="64 128" ROUNDS=1 \
       exec bash "$D/fwd_define_ab.sh" s0= s1='FLASHKIT_BWD_SM80_EXP_UNSWITCH 1'
     ;;
-  *) echo "usage: $0 S1|S2|R|K|M|P (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
+  T) exec bash "$D/bwd_pp_trace.sh" ;;
+  *) echo "usage: $0 S1|S2|R|K|M|P|T (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
 esac
