@@ -12,6 +12,10 @@
 #   P  (~4 min)  define A/B of FLASHKIT_BWD_SM80_EXP_UNSWITCH on the portable backward
 #                (FLASHKIT_BWD_PORTABLE=1, D 64 / 128 fast, one round; prediction +5..15%)
 #   S2 (~4 min)  next_session5.sh S2 (every other GPU test file; decode's shortest split changed)
+#   F  (~4 min)  define A/B of FLASHKIT_BWD_PP_FASTDIV (D 64 / 128 ping-pong kernels: the walk's and the
+#                rotated turns' divisions by per_head as multiply-highs; deterministic mode divides also
+#                without GQA; prediction deterministic +1..3%, fast unchanged (MHA takes no division);
+#                more spill bytes in the deterministic kernels: 22 -> 24 LDL in the D 64 128-row loop)
 #   T  (~3 min)  step timelines after the unswitch (bwd_pp_trace.sh, default shapes: D 128 4k / 16k,
 #                D 64 4k / 16k): which phase sets the step now (D 128 is the row furthest from cuDNN)
 #   DEC (~10 min) the decode sweep with peers, batch 1 / 16 (decode_sweep_run.sh A, carry
@@ -50,5 +54,9 @@ case "${1:-S1}" in
       exec bash "$D/fwd_define_ab.sh" s0= s1='FLASHKIT_BWD_SM80_EXP_UNSWITCH 1'
     ;;
   T) exec bash "$D/bwd_pp_trace.sh" ;;
-  *) echo "usage: $0 S1|S2|R|K|M|P|T (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
+  F)
+    INSTS="bwd_sm90_bf16_hd64 bwd_sm90_bf16_hd128" DIMS="64 128" IMPLS="flashkit flashkit_deterministic" ROUNDS=2 \
+      exec bash "$D/bwd_define_ab.sh" f0= f1='FLASHKIT_BWD_PP_FASTDIV 1'
+    ;;
+  *) echo "usage: $0 S1|S2|R|K|M|P|F|T (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
 esac

@@ -38,6 +38,18 @@ struct FastDiv {
     return f;
   }
 
+#ifdef __CUDACC__
+  // The same built in a kernel (one 64-bit division; for divisors known only there, e.g. a
+  // CTA's own count of row blocks).
+  __device__ __forceinline__ static FastDiv make_on_device(int32_t divisor) {
+    FastDiv f;
+    f.d = divisor < 1 ? 1 : divisor;
+    f.shift = f.d <= 1 ? 0u : uint32_t(32 - __clz(f.d - 1));
+    f.mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - uint64_t(f.d))) / uint64_t(f.d) + 1);
+    return f;
+  }
+#endif
+
   // n / d for 0 <= n < 2^31.
   FLASHKIT_FASTDIV_HD int32_t div(int32_t n) const {
     const uint32_t u = uint32_t(n);

@@ -42,6 +42,7 @@
 #include "kernels/bwd_sm90/pp_traits.cuh"
 #include "prims/atomic.cuh"
 #include "prims/cp_async.cuh"
+#include "prims/fastdiv.h"
 #include "prims/globaltimer.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
@@ -79,6 +80,12 @@
 // round, FA3 sweep bf16; bwd.md "The P loop unswitched"): fast +13.5% (D 64 +9..27%, D 128
 // +3..9%), deterministic +17.4%. 0 = the loop with the test inside (the SASS before, md5, except
 // D 64's 128-row kernels: same instructions, scheduled otherwise). Softcap kernels: always inside.
+// A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = the walk's divisions by
+// per_head (head_at / m_block_at) as multiply-highs with a FastDiv made once per CTA (bwd.md, "The
+// P loop unswitched", smaller leads). 0 = the divisions (SASS as before).
+#ifndef FLASHKIT_BWD_PP_FASTDIV
+#define FLASHKIT_BWD_PP_FASTDIV 0
+#endif
 #ifndef FLASHKIT_BWD_EXP_UNSWITCH
 #define FLASHKIT_BWD_EXP_UNSWITCH 1
 #endif
@@ -209,10 +216,32 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #endif
   // kDet with p.dq_rotate: the rotated walk (BwdCta::m_block_rot); otherwise BwdCta::m_block_of.
   const int rot = kDet && p.dq_rotate ? cta.rot_shift<kBlockN>() : 0;
+#if FLASHKIT_BWD_PP_FASTDIV
+  // it / per_head as a multiply-high (the FastDiv made once here): without it every call below
+  // is a ~25-instruction emulated division (several per step; in kDet also without GQA).
+  const prims::FastDiv per_head_div = prims::FastDiv::make_on_device(cta.per_head);
+  auto m_block_at = [&](int it) {
+    const int r = it - per_head_div.div(it) * cta.per_head;
+    if constexpr (kDet) {
+      const int m = r + rot;
+      return cta.m_begin + (m >= cta.per_head ? m - cta.per_head : m);
+    } else {
+      return cta.m_begin + (p.h_ratio == 1 ? it : r);
+    }
+  };
+  auto head_at = [&](int it) {
+    if constexpr (kDet) {
+      return cta.head_kv * p.h_ratio + per_head_div.div(it);
+    } else {
+      return p.h_ratio == 1 ? cta.head_kv : cta.head_kv * p.h_ratio + per_head_div.div(it);
+    }
+  };
+#else
   auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it); };
   // (kDet divides as before: the h_ratio == 1 branch of BwdCta::head_of cost its D 128
   // instantiation 8/12 more bytes of spills)
   auto head_at = [&](int it) { return kDet ? cta.head_kv * p.h_ratio + it / cta.per_head : cta.head_of(p, it); };
+#endif
 
   if (tid == 0) {
     for (int s = 0; s < QS; ++s) {
@@ -379,8 +408,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const uint64_t tr_start = tr_now();
   auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
     det_sent = det_counter(i);
+#if FLASHKIT_BWD_PP_FASTDIV
+    // BwdCta::dq_turn_rot with the 64-bit division by per_head as a multiply-high where the
+    // dividend fits 31 bits (always below ~2^15 row and key blocks; the division otherwise)
+    auto turn_rot = [&](int m_block) {
+      const int n_blocks = (cta.seqlen_k + kBlockN - 1) / kBlockN;
+      const int64_t num = int64_t(m_block - cta.m_begin + 1) * n_blocks + cta.per_head - 1;
+      const int q = num < (int64_t(1) << 31) ? per_head_div.div(int(num)) : int(num / cta.per_head);
+      const int turn = min(n_blocks - 1, q - 1) - cta.n_block;
+      return turn < 0 ? turn + n_blocks : turn;
+    };
+    const int turn_i = p.dq_rotate ? turn_rot(m_block_at(i)) : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
+#else
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
                                    : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
+#endif
     det_need = (kDqSplit ? kDqWriters : 1) * kWarpsPerWg * turn_i;
     det_seen = prims::ld_acquire_gpu(det_sent);
   };
