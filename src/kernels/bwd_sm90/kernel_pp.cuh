@@ -79,7 +79,8 @@
 // D 64 kernel; the S^T-to-dP^T phase took ~3000 cycles a step). Measured (H100, 2026-11-27, one
 // round, FA3 sweep bf16; bwd.md "The P loop unswitched"): fast +13.5% (D 64 +9..27%, D 128
 // +3..9%), deterministic +17.4%. 0 = the loop with the test inside (the SASS before, md5, except
-// D 64's 128-row kernels: same instructions, scheduled otherwise). Softcap kernels: always inside.
+// D 64's 128-row kernels and D 128's softcap kernel: same instructions, scheduled otherwise).
+// Softcap kernels: always inside.
 // A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = the walk's divisions by
 // per_head (head_at / m_block_at) as multiply-highs with a FastDiv made once per CTA (bwd.md, "The
 // P loop unswitched", smaller leads). 0 = the divisions (SASS as before).
@@ -601,34 +602,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) || cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[kRowTiles][2];
     // kUnswitch: the P loop unswitched on `masked` (FLASHKIT_BWD_EXP_UNSWITCH above). The softcap
-    // kernels keep the loop with the test inside: unswitched, D 128's spilled 32 bytes (not timed).
+    // kernels keep the loop with the test inside: unswitched, D 128's spilled 32 bytes (not timed);
+    // through this lambda their SASS has the old instructions (D 128: a few zeroings reordered).
     constexpr bool kUnswitch = FLASHKIT_BWD_EXP_UNSWITCH != 0 && !capped;
-    // P = exp2(S * scale - lse), with (kMasked) or without the per-element mask test
-    auto exp_p = [&](auto masked_c) {
-      constexpr bool kMasked = decltype(masked_c)::value;
-#pragma unroll
-      for (int j = 0; j < kRowTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = j * 8 + 2 * t + (e % 2);
-          const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
-          const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
-          const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
-          float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-          if constexpr (kMasked) {
-            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
-          }
-          s[j][e] = v;
-        }
-      }
-    };
-    if constexpr (kUnswitch) {
-      if (masked) {
-        exp_p(std::true_type{});
-      } else {
-        exp_p(std::false_type{});
-      }
-    } else {
+    // P = exp2(S * scale - lse) (after the softcap), the mask tested per element: kTest 0 never,
+    // 1 always, 2 where the tile is masked (the runtime flag read inside the loop: the old form,
+    // the softcap kernels' and FLASHKIT_BWD_EXP_UNSWITCH=0's).
+    auto exp_p = [&](auto test_c) {
+      constexpr int kTest = decltype(test_c)::value;
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j) {
         if constexpr (capped) {
@@ -648,10 +629,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
           const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
           const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
           float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-          if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+          if constexpr (kTest == 1) {
+            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+          } else if constexpr (kTest == 2) {
+            if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+          }
           s[j][e] = v;
         }
       }
+    };
+    if constexpr (kUnswitch) {
+      if (masked) {
+        exp_p(std::integral_constant<int, 1>{});
+      } else {
+        exp_p(std::integral_constant<int, 0>{});
+      }
+    } else {
+      exp_p(std::integral_constant<int, 2>{});
     }
     // P^T as the A fragments of dV (kRowSplit: packed after dS, so that P's 64 fp32 registers
     // are not live beside their 32 packed ones while dP^T lands)
