@@ -81,14 +81,14 @@
 // +3..9%), deterministic +17.4%. 0 = the loop with the test inside (the SASS before, md5, except
 // D 64's 128-row kernels and D 128's softcap kernel: same instructions, scheduled otherwise).
 // Softcap kernels: always inside.
+#ifndef FLASHKIT_BWD_EXP_UNSWITCH
+#define FLASHKIT_BWD_EXP_UNSWITCH 1
+#endif
 // A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = the walk's divisions by
 // per_head (head_at / m_block_at) as multiply-highs with a FastDiv made once per CTA (bwd.md, "The
 // P loop unswitched", smaller leads). 0 = the divisions (SASS as before).
 #ifndef FLASHKIT_BWD_PP_FASTDIV
 #define FLASHKIT_BWD_PP_FASTDIV 0
-#endif
-#ifndef FLASHKIT_BWD_EXP_UNSWITCH
-#define FLASHKIT_BWD_EXP_UNSWITCH 1
 #endif
 namespace flashkit::bwd_sm90 {
 
@@ -221,6 +221,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // it / per_head as a multiply-high (the FastDiv made once here): without it every call below
   // is a ~25-instruction emulated division (several per step; in kDet also without GQA).
   const prims::FastDiv per_head_div = prims::FastDiv::make_on_device(cta.per_head);
+  // (r is computed before the branch: inside it, D 128's fast kernel spilled 13 bytes, 11 loads in
+  // its loop; here 0)
   auto m_block_at = [&](int it) {
     const int r = it - per_head_div.div(it) * cta.per_head;
     if constexpr (kDet) {
