@@ -3,7 +3,8 @@
 library (cuobjdump -sass), its instruction count, the exp2 instructions (MUFU.EX2) and how many of
 them are not followed by a branch within 6 instructions ("unfragmented": ptxas could interleave
 their chains; the backward's P loop once had none, docs/kernels/bwd.md "The P loop unswitched"),
-integer divisions (MUFU.RCP, the tail of an emulated 32-bit division), and the local-memory
+emulated integer divisions (I2F.U32.RP / I2F.RP, the start of nvcc's division by a register;
+MUFU.RCP alone is also a float reciprocal), and the local-memory
 loads / stores inside the function's longest backward branch (its main loop) and overall.
 
     python3 scripts/dev/sass_report.py FILE [name substring ...]
@@ -12,6 +13,9 @@ import bisect
 import re
 import subprocess
 import sys
+
+
+INT_DIV = re.compile(r"I2F(\.U32)?\.RP")
 
 
 def functions(path):
@@ -51,9 +55,10 @@ def report(arch, name, ins):
                 loop = span
     body = text[loop[0]:loop[1] + 1] if loop else []
     local = lambda xs: (sum("STL" in t for t in xs), sum("LDL" in t for t in xs))  # noqa: E731
+    idiv = sum(bool(INT_DIV.match(t)) for t in text)
     print(f"{arch or '-':7} {name[:110]}")
     print(f"        {len(ins)} instr; MUFU.EX2 {len(mufu)} ({sum(map(free, mufu))} unfragmented); "
-          f"MUFU.RCP {sum('MUFU.RCP' in t for t in text)}; STL/LDL in the main loop {local(body)}, "
+          f"int divisions {idiv}; STL/LDL in the main loop {local(body)}, "
           f"overall {local(text)}")
 
 
