@@ -36,8 +36,9 @@ case "${1:-S1}" in
       sel="."
       for f in $BWD_FILES; do sel="$sel --ignore=$f"; done
     fi
+    # PYTEST_K (optional): a -k expression that narrows the selection
     step "suite_$1" 500 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
-      --durations=25 $sel"
+      --durations=25 $sel ${PYTEST_K:+-k \"$PYTEST_K\"}"
     tar -czf "${OUT:-/tmp}/suite.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   R)
