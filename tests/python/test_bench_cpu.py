@@ -143,6 +143,20 @@ def test_cli_backward_modes_and_deterministic(capsys):
     assert f"fwd_bwd GFLOP {3.5 * f:10.1f}" in line
 
 
+def test_cli_gqa(capsys):
+    sel = _resolve(["--sweep", "fa3", "--heads-dims", "128", "--gqa", "4"])
+    assert sel["configs"] and all(c.H_kv * 4 == c.H_q for c in sel["configs"])
+    assert all(c.H_kv == c.H_q for c in _resolve(["--sweep", "fa3"])["configs"])
+    assert cli.main(["--dry-run", "--sweep", "fa3", "--heads-dims", "128", "--seqlens", "4k",
+                     "--causal", "no", "--gqa", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "H=16/2" in out  # 2048 / 128 = 16 query heads, 2 KV heads
+    for argv in (["--gqa", "0"], ["--sweep", "fa3", "--heads-dims", "256", "--gqa", "3"]):
+        with pytest.raises(SystemExit) as e:
+            _resolve(argv)
+        assert e.value.code == 2
+
+
 # --------------------------------------------------------------------------- CSV
 
 

@@ -7,6 +7,7 @@ Nothing here imports torch or flashkit at module level, so ``--help``, ``--dry-r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlens", nargs="+", action="extend", metavar="S",
                    help="run only these lengths (e.g. 1k 4096 16k)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--gqa", type=int, default=1, metavar="G",
+                   help="grouped-query attention: H_kv = H_q / G on every configuration (the "
+                        "SPEC sweeps are MHA, G = 1; e.g. 4 or 8 as in Llama-style models); "
+                        "SDPA peers get enable_gqa=True")
     p.add_argument("--window", metavar="LEFT",
                    help="also time flashkit with a causal sliding window of LEFT keys before "
                         "the diagonal (causal=True, window=(LEFT, -1); e.g. 4096 or 4k) on the "
@@ -172,6 +177,13 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
                                    causal=causal, quick=args.quick)
     if not configs:
         parser.error("no configuration is left after the filters")
+    if args.gqa < 1:
+        parser.error("--gqa must be >= 1")
+    if args.gqa > 1:
+        bad = sorted({c.H_q for c in configs if c.H_q % args.gqa})
+        if bad:
+            parser.error(f"--gqa {args.gqa}: H_q {', '.join(map(str, bad))} is not a multiple of it")
+        configs = [dataclasses.replace(c, H_kv=c.H_q // args.gqa) for c in configs]
     if args.atol <= 0:
         parser.error("--atol must be positive")
     window = None
