@@ -19,6 +19,9 @@
 #                more spill bytes in the deterministic kernels: 22 -> 24 LDL in the D 64 128-row loop)
 #   T  (~3 min)  step timelines after the unswitch (bwd_pp_trace.sh, default shapes: D 128 4k / 16k,
 #                D 64 4k / 16k): which phase sets the step now (D 128 is the row furthest from cuDNN)
+#   G  (~4 min)  optional: the backward with GQA 8 (bench --gqa 8, D 64 / 128, fast and deterministic,
+#                cuDNN in the same run): the walk divides by per_head there (F's switch) and no results
+#                file has GQA rows yet
 #   DEC (~10 min) the decode sweep with peers, batch 1 / 16 (decode_sweep_run.sh A, carry
 #                .carry/cur and .carry/flashinfer): the 128-token shortest split in a results file
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session6.sh S1")   output suite.tgz
@@ -59,9 +62,19 @@ case "${1:-S1}" in
       exec bash "$D/fwd_define_ab.sh" s0= s1='FLASHKIT_BWD_SM80_EXP_UNSWITCH 1'
     ;;
   T) exec bash "$D/bwd_pp_trace.sh" ;;
+  G)
+    O=${OUT:-/tmp}/gqa
+    . "$D/device_steps.sh"
+    install_cmd "$TREE"
+    step install 400 "${INSTALL[@]}"
+    cd /tmp
+    step gqa8 400 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --gqa 8 \
+      --impls flashkit flashkit_deterministic sdpa_cudnn --out-dir "$O/bench" --tag gqa8 --no-plot
+    tar -czf "${OUT:-/tmp}/gqa.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
   F)
     INSTS="bwd_sm90_bf16_hd64 bwd_sm90_bf16_hd128" DIMS="64 128" IMPLS="flashkit flashkit_deterministic" ROUNDS=2 \
       exec bash "$D/bwd_define_ab.sh" f0= f1='FLASHKIT_BWD_PP_FASTDIV 1'
     ;;
-  *) echo "usage: $0 S1|S2|R|K|M|P|F|T (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
+  *) echo "usage: $0 S1|S1all|S2|R|K|M|P|F|T|G (DEC: scripts/dev/decode_sweep_run.sh A, see its header)" >&2; exit 2 ;;
 esac
