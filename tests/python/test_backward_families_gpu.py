@@ -20,6 +20,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _sanitize_bwd(args, set_env, drop=()):
+    """scripts/sanitize_bwd.py ARGS in a subprocess with SET_ENV set and DROP unset: every case
+    against the float64 reference; asserts it passed."""
+    env = dict(os.environ, **set_env)
+    for k in drop:
+        env.pop(k, None)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), *args], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert "cases passed" in r.stdout, r.stdout[-2000:]
+
+
 @pytest.mark.gpu
 def test_dispatch_picks_the_backward_family(flashkit_ext):
     import torch
@@ -45,9 +57,7 @@ def test_portable_backward_matches_reference():
     r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "['sm80']", r.stdout
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py")], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    _sanitize_bwd([], {"FLASHKIT_BWD_PORTABLE": "1"})
 
 
 @pytest.mark.gpu
@@ -60,13 +70,9 @@ def test_sm90_v1_backward_matches_reference(flashkit_ext):
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
         pytest.skip("no Hopper backward on this GPU / build")
-    env = dict(os.environ, FLASHKIT_BWD_SM90_V1="1", FLASHKIT_BWD_D256_V1="1", FLASHKIT_BWD_D256_DUP="1")
-    env.pop("FLASHKIT_BWD_PORTABLE", None)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--quick",
-                        "--dims", "64", "128", "256"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert "cases passed" in r.stdout, r.stdout[-2000:]
+    _sanitize_bwd(["--quick", "--dims", "64", "128", "256"],
+                  {"FLASHKIT_BWD_SM90_V1": "1", "FLASHKIT_BWD_D256_V1": "1", "FLASHKIT_BWD_D256_DUP": "1"},
+                  drop=("FLASHKIT_BWD_PORTABLE",))
 
 
 _D256_PROBE = r"""
@@ -227,13 +233,8 @@ def test_d256_pair_kernel_matches_reference(flashkit_ext):
     against the float64 reference (its fast non-varlen ones run the pair kernel: causal, windows,
     softcaps, odd key-block counts, strided; the others fall back to the key-split kernel)."""
     _needs_hopper(flashkit_ext, 256)
-    env = dict(os.environ, FLASHKIT_BWD_KS_PAIR="1")
-    env.pop("FLASHKIT_BWD_PORTABLE", None)
-    env.pop("FLASHKIT_BWD_D256_V1", None)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "256"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert "cases passed" in r.stdout, r.stdout[-2000:]
+    _sanitize_bwd(["--dims", "256"], {"FLASHKIT_BWD_KS_PAIR": "1"},
+                  drop=("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"))
 
 
 _PAIR_PROBE = r"""
@@ -313,13 +314,7 @@ def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
         assert pair[i + 1:i + 3] == single[i + 1:i + 3], i  # dk, dv
         a, b = float(pair[i + 3]), float(single[i + 3])
         assert abs(a - b) <= 1e-3 * abs(b), (i, a, b)
-    env = dict(os.environ, FLASHKIT_BWD_KS_PAIR="1", FLASHKIT_BWD_KS_PAIR_DET="1")
-    for k in drop:
-        env.pop(k, None)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "256"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert "cases passed" in r.stdout, r.stdout[-2000:]
+    _sanitize_bwd(["--dims", "256"], {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop)
 
 
 @pytest.mark.gpu
@@ -331,13 +326,8 @@ def test_d64_m128_kernel_matches_reference(flashkit_ext, m128):
     fast and deterministic (varlen tails and empty sequences, causal, windows, GQA, strided;
     softcapped calls run the 64-row kernel either way)."""
     _needs_hopper(flashkit_ext, 64)
-    env = dict(os.environ, FLASHKIT_BWD_D64_M128=m128)
-    for k in ("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1", "FLASHKIT_BWD_NO_TMA", "FLASHKIT_BWD_DQ_TMA"):
-        env.pop(k, None)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sanitize_bwd.py"), "--dims", "64"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert "cases passed" in r.stdout, r.stdout[-2000:]
+    _sanitize_bwd(["--dims", "64"], {"FLASHKIT_BWD_D64_M128": m128},
+                  drop=("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1", "FLASHKIT_BWD_NO_TMA", "FLASHKIT_BWD_DQ_TMA"))
 
 
 _M128_PROBE = r"""

@@ -10,6 +10,7 @@
 #include "kernels/attention_common/block_info.cuh"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
+#include "prims/fastdiv.h"
 
 // How long (ns of %globaltimer) a lane of a rotated deterministic walk (BwdCta::m_block_rot) waits
 // for one turn before it takes its group as not all resident, reports kDeviceErrorDetOrder and
@@ -105,6 +106,17 @@ struct BwdCta {
     const int m = m_block - m_begin;
     const int n_star = min(n_blocks - 1, int((int64_t(m + 1) * n_blocks + per_head - 1) / per_head) - 1);
     const int turn = n_star - n_block;
+    return turn < 0 ? turn + n_blocks : turn;
+  }
+  // The same with the division by per_head as a multiply-high (`div` = per_head's FastDiv) where
+  // the dividend fits 31 bits, the 64-bit division otherwise (kernel_pp.cuh's
+  // FLASHKIT_BWD_PP_FASTDIV).
+  template <int kBlockN>
+  __device__ __forceinline__ int dq_turn_rot(int m_block, const prims::FastDiv& div) const {
+    const int n_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+    const int64_t num = int64_t(m_block - m_begin + 1) * n_blocks + per_head - 1;
+    const int q = num < (int64_t(1) << 31) ? div.div(int(num)) : int(num / per_head);
+    const int turn = min(n_blocks - 1, q - 1) - n_block;
     return turn < 0 ? turn + n_blocks : turn;
   }
   __device__ __forceinline__ int32_t* dq_counter(const BwdParams& p, int head, int m_block) const {

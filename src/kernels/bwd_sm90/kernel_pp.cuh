@@ -412,16 +412,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto det_poll = [&](int i) {  // lane 0: the turn of row block i (sent next)
     det_sent = det_counter(i);
 #if FLASHKIT_BWD_PP_FASTDIV
-    // BwdCta::dq_turn_rot with the 64-bit division by per_head as a multiply-high where the
-    // dividend fits 31 bits (always below ~2^15 row and key blocks; the division otherwise)
-    auto turn_rot = [&](int m_block) {
-      const int n_blocks = (cta.seqlen_k + kBlockN - 1) / kBlockN;
-      const int64_t num = int64_t(m_block - cta.m_begin + 1) * n_blocks + cta.per_head - 1;
-      const int q = num < (int64_t(1) << 31) ? per_head_div.div(int(num)) : int(num / cta.per_head);
-      const int turn = min(n_blocks - 1, q - 1) - cta.n_block;
-      return turn < 0 ? turn + n_blocks : turn;
-    };
-    const int turn_i = p.dq_rotate ? turn_rot(m_block_at(i)) : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
+    const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i), per_head_div)
+                                   : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
 #else
     const int turn_i = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block_at(i))
                                    : cta.dq_turn<kBlockM, kBlockN>(m_block_at(i) * kBlockM);
