@@ -33,26 +33,16 @@ struct BwdCta {
   Mask mask;
   int m_begin;   // first row block that sees these keys
   int per_head;  // row blocks per query head that see them
-  int iters;     // per_head x heads(p): the CTA's walk (head-major)
+  int iters;     // per_head x the GQA group: the CTA's walk (head-major)
 
-  // The query heads the CTA walks: its KV head's GQA group, or with a GQA split
-  // (BwdParams::gqa_split_log2) part `sub` of it. Computed from the grid and the parameters
-  // rather than held, so that ptxas can re-read them instead of keeping registers (held, they
-  // cost D 128's fast kernel 12 bytes of spills).
-  __device__ __forceinline__ int sub(const BwdParams& p) const {
-    return int(blockIdx.x & ((1u << p.gqa_split_log2) - 1u));
-  }
-  __device__ __forceinline__ int heads(const BwdParams& p) const { return p.h_ratio >> p.gqa_split_log2; }
-  __device__ __forceinline__ int head0(const BwdParams& p) const { return head_kv * p.h_ratio + sub(p) * heads(p); }
-
-  // The walk's step `it`: query head and row block. With one head (no GQA, or a split down to
-  // one head a CTA; a uniform branch) the walk is that head's row blocks and needs no division by
-  // per_head (a ~25 instruction sequence, several per row block in the kernels' loops).
+  // The walk's step `it`: query head and row block. Without GQA (h_ratio 1, a uniform
+  // branch) the walk is one head's row blocks and needs no division by per_head (a ~25
+  // instruction sequence, several per row block in the kernels' loops).
   __device__ __forceinline__ int head_of(const BwdParams& p, int it) const {
-    return heads(p) == 1 ? head0(p) : head0(p) + it / per_head;
+    return p.h_ratio == 1 ? head_kv : head_kv * p.h_ratio + it / per_head;
   }
   __device__ __forceinline__ int m_block_of(const BwdParams& p, int it) const {
-    return m_begin + (heads(p) == 1 ? it : it % per_head);
+    return m_begin + (p.h_ratio == 1 ? it : it % per_head);
   }
   // Element offset of this sequence's row 0 in a tensor with these strides.
   __device__ __forceinline__ int64_t q_side_offset(int64_t row_stride, int64_t batch_stride) const {
@@ -138,14 +128,18 @@ struct BwdCta {
 // rows: heaviest first), except in deterministic causal mode, whose dq order is
 // descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever the
 // number of resident CTAs).
-template <int kBlockM, int kBlockN>
+// kSplit (the ping-pong kernel's GQA split instantiations, BwdParams::gqa_split_log2): grid.x
+// holds key block << log2 | sub, and iters counts the CTA's h_ratio >> log2 heads only.
+template <int kBlockM, int kBlockN, bool kSplit = false>
 __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   BwdCta c;
   c.descending = p.causal || p.window_right >= 0;
-  // With a GQA split, grid.x holds key block << log2 | sub (a cluster: one key block's subs).
-  const int lg = p.gqa_split_log2;
-  const int bx = int(blockIdx.x) >> lg;
-  c.n_block = p.deterministic && c.descending ? (int(gridDim.x) >> lg) - 1 - bx : bx;
+  if constexpr (kSplit) {
+    const int bx = int(blockIdx.x) >> p.gqa_split_log2;
+    c.n_block = p.deterministic && c.descending ? (int(gridDim.x) >> p.gqa_split_log2) - 1 - bx : bx;
+  } else {
+    c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  }
   c.head_kv = blockIdx.y;
   c.batch = blockIdx.z;
   c.varlen = p.cu_seqlens_q != nullptr;
@@ -172,7 +166,7 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
     m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
   }
   c.per_head = max(0, m_end - c.m_begin);
-  c.iters = c.per_head * c.heads(p);
+  c.iters = c.per_head * (kSplit ? p.h_ratio >> p.gqa_split_log2 : p.h_ratio);
   return c;
 }
 
@@ -184,7 +178,7 @@ __device__ __forceinline__ BwdCta make_bwd_cta_at(const BwdParams& p, int n_bloc
   BwdCta c;
   c.descending = p.causal || p.window_right >= 0;
   c.n_block = n_block;
-  c.head_kv = blockIdx.y;  // (the pair kernel takes no GQA split: sub() is 0, heads() h_ratio)
+  c.head_kv = blockIdx.y;
   c.batch = blockIdx.z;
   c.varlen = p.cu_seqlens_q != nullptr;
   c.q_start = 0;
@@ -209,7 +203,7 @@ __device__ __forceinline__ BwdCta make_bwd_cta_at(const BwdParams& p, int n_bloc
     m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
   }
   c.per_head = max(0, m_end - c.m_begin);
-  c.iters = c.per_head * c.heads(p);
+  c.iters = c.per_head * p.h_ratio;
   return c;
 }
 

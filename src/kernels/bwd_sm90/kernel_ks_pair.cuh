@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     }
     cta.m_begin = lo;
     cta.per_head = max(0, hi - lo);
-    cta.iters = cta.per_head * cta.heads(p);
+    cta.iters = cta.per_head * p.h_ratio;
   }
 
   const uint32_t bar0 = prims::smem_addr(smem + Tr::kSmemBar);

@@ -140,7 +140,8 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // blocks, 128-key blocks: the rotated walk without a mask, p.dq_rotate; the descending order
 // with one). The first version released at the next send, after a fence.sc: 7-14% slower
 // (bwd.md: the two changes were measured together).
-template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
+template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false,
+          bool kSplit = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -201,7 +202,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const uint32_t x_full = bars + 8 * (2 * QS), x_empty = bars + 8 * (2 * QS + 1);
   auto ds_empty = [&](int b) { return bars + 8 * (2 * QS + 2 + b); };  // kDqSplit: both warpgroups' dQ read buffer b
 
-  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  static_assert(!kSplit || kDqTma, "the GQA split: the TMA reduce-add kernels only");
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN, kSplit>(p);
+  // kSplit: the CTA walks heads h_ratio >> log2 of its group, from head0 (its part `sub`).
+  auto split_sub = [&] { return int(blockIdx.x & ((1u << p.gqa_split_log2) - 1u)); };
+  auto split_heads = [&] { return p.h_ratio >> p.gqa_split_log2; };
+  auto split_head0 = [&] { return cta.head_kv * p.h_ratio + split_sub() * split_heads(); };
   if (cta.n0 >= cta.seqlen_k) return;
 #if FLASHKIT_BWD_PP_TRACE
   // Fields per warpgroup and step: 0 step begin, 1 Q/dO landed, 2 gate A open, 3 S^T ready,
@@ -232,21 +238,34 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int m = r + rot;
       return cta.m_begin + (m >= cta.per_head ? m - cta.per_head : m);
     } else {
-      return cta.m_begin + (cta.heads(p) == 1 ? it : r);
+      return cta.m_begin + ((kSplit ? split_heads() == 1 : p.h_ratio == 1) ? it : r);
     }
   };
   auto head_at = [&](int it) {
     if constexpr (kDet) {
-      return cta.head0(p) + per_head_div.div(it);
+      return (kSplit ? split_head0() : cta.head_kv * p.h_ratio) + per_head_div.div(it);
     } else {
-      return cta.heads(p) == 1 ? cta.head0(p) : cta.head0(p) + per_head_div.div(it);
+      if constexpr (kSplit) {
+        return split_heads() == 1 ? split_head0() : split_head0() + per_head_div.div(it);
+      } else {
+        return p.h_ratio == 1 ? cta.head_kv : cta.head_kv * p.h_ratio + per_head_div.div(it);
+      }
     }
   };
 #else
-  auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it); };
+  auto m_block_at = [&](int it) {
+    if constexpr (kSplit && !kDet) return cta.m_begin + (split_heads() == 1 ? it : it % cta.per_head);
+    return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it);
+  };
   // (kDet divides as before: the h_ratio == 1 branch of BwdCta::head_of cost its D 128
   // instantiation 8/12 more bytes of spills)
-  auto head_at = [&](int it) { return kDet ? cta.head0(p) + it / cta.per_head : cta.head_of(p, it); };
+  auto head_at = [&](int it) {
+    if constexpr (kSplit) {
+      return kDet || split_heads() > 1 ? split_head0() + it / cta.per_head : split_head0();
+    } else {
+      return kDet ? cta.head_kv * p.h_ratio + it / cta.per_head : cta.head_of(p, it);
+    }
+  };
 #endif
 
   if (tid == 0) {
@@ -943,8 +962,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
   const float scale = p.softmax_scale;
-  if constexpr (kDqTma) {
-    if (p.gqa_split_log2 > 0) {
+  if constexpr (kSplit) {
+    {
       // GQA split (BwdParams::gqa_split_log2): the cluster's CTAs hold partial dK / dV of the
       // same keys (each over its share of the query heads). dK, then dV: every CTA stages its fp32
       // partial in its own shared memory (pitch kD + 8 floats: two wavefronts a warp store), a
@@ -957,7 +976,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const uint32_t acc_addr = prims::smem_addr(sAcc);
       const int nsub = 1 << p.gqa_split_log2;
       const int rows = kBlockN >> p.gqa_split_log2;
-      const int row_lo = cta.sub(p) * rows;
+      const int row_lo = split_sub() * rows;
       constexpr int kColChunks = kD / 8;
       auto reduce_store = [&](const float (&a)[kChunks][8][4], float mul, T* gbase, int64_t row_stride) {
 #pragma unroll
