@@ -108,9 +108,23 @@ struct DetTrace {
 static __device__ DetTrace g_det_trace = {0, 0, 0, 0, ~0ull, 0, 0};
 #endif
 
+// A/B switch (prepared 2026-11-27, sixteenth session; not measured): 1 = rows past the sequence
+// get lse = +inf (P = exp2(s - inf) = 0 without a test), so that the P loop's unmasked copy reads
+// lse * log2(e) without the -inf -> +inf select: a row whose forward lse is -inf sees no key, so it
+// never lies in a tile without a mask (where every row sees every key). 3 instructions per lse
+// value, 96 per thread and 128-row step; prediction +1..2% (D 64 more than D 128). 0 = lse = -inf
+// for those rows and the select in both copies.
+#ifndef FLASHKIT_BWD_LSE_FILL_INF
+#define FLASHKIT_BWD_LSE_FILL_INF 0
+#endif
+
 // What the kTma variant copies for the lse / delta of rows past the sequence: lse = -inf
-// (read as "no visible key": P = 0) and delta = 0.
+// (read as "no visible key": P = 0; FLASHKIT_BWD_LSE_FILL_INF: +inf) and delta = 0.
+#if FLASHKIT_BWD_LSE_FILL_INF
+static __device__ const float kStatFill[2] = {INFINITY, 0.f};
+#else
 static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
+#endif
 
 // kDqTma without kDqSplit (D 64 with FLASHKIT_BWD_D64_DQ_ONE=0; the launcher sets p.dq_tmap): warpgroup 0 parks its partial
 // dQ chunk in the accumulator map's box layout (fp32, 32-column boxes, 128-byte swizzle),
@@ -643,7 +657,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
           const int col = j * 8 + 2 * t + (e % 2);
           const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
           const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
+#if FLASHKIT_BWD_LSE_FILL_INF
+          const float lse2 = kTest == 0 ? lse_raw * kLog2e : (lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e);
+#else
           const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
+#endif
           float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
           if constexpr (kTest == 1) {
             if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
