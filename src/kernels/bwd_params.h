@@ -43,6 +43,12 @@ struct BwdParams : FwdParams {
   // Deterministic mode of that kernel without a mask (set by its launcher): each CTA walks its
   // row blocks rotated and the dq turns follow (attn::BwdCta::m_block_rot / dq_turn_rot).
   bool dq_rotate = false;
+  // GQA group split (set by the D 64 / 128 launcher for its TMA reduce-add kernels only): the
+  // 2^gqa_split_log2 CTAs of one cluster share a key block of one KV head, each walking
+  // h_ratio >> gqa_split_log2 of the group's query heads (grid.x = key blocks << log2, cluster
+  // along x), and sum their dK / dV through distributed shared memory in a fixed order before one
+  // store (kernel_pp.cuh; docs/kernels/bwd.md, "GQA: the group split"). 0: one CTA per key block.
+  int gqa_split_log2 = 0;
 };
 
 }  // namespace flashkit

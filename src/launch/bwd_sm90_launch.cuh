@@ -31,6 +31,28 @@ cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t strea
   return launch_util::launch_cluster(Kernel, grid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
 }
 
+// The D 64 / 128 ping-pong kernel over `n_blocks` key blocks: with a GQA split
+// (q.gqa_split_log2 > 0) its split instantiation in clusters of 2^log2 CTAs along x (grid.x =
+// n_blocks << log2), else (or where the device cannot place such a cluster: an SM-limited
+// context) the plain one.
+template <auto Kernel, auto SplitKernel, class Tr>
+int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
+  if (q.gqa_split_log2 > 0) {
+    q.dq_rotate = false;  // (the rotated walk needs a group resident at once; clusters may not be)
+    const dim3 cgrid(unsigned(n_blocks) << q.gqa_split_log2, unsigned(q.h_kv), unsigned(q.batch));
+    cudaError_t err = launch_util::raise_smem_limit<SplitKernel>(device, Tr::kSmemBytes);
+    if (err == cudaSuccess) {
+      err = launch_util::launch_cluster(SplitKernel, cgrid, dim3(Tr::kThreads), Tr::kSmemBytes, stream,
+                                        1u << q.gqa_split_log2, false, q);
+    }
+    if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
+    (void)cudaGetLastError();
+    q.gqa_split_log2 = 0;
+  }
+  const dim3 grid(unsigned(n_blocks), unsigned(q.h_kv), unsigned(q.batch));
+  return launch_util::launch_with_smem<Kernel>(q, grid, Tr::kThreads, Tr::kSmemBytes, stream, device);
+}
+
 template <typename Tag, int kD>
 int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
@@ -85,6 +107,28 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       // deterministic +14.3% (+6.8..18.5%). FLASHKIT_BWD_D64_M128=0 (read once) keeps 64 rows.
       static const bool d64_m128 = !dispatch::env_off("FLASHKIT_BWD_D64_M128");
       using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
+      // GQA: the group's query heads split over a cluster of CTAs per key block
+      // (BwdParams::gqa_split_log2, kernel_pp.cuh's kSplit instantiations: each CTA walks h_ratio /
+      // split heads, dK / dV summed through distributed shared memory in rank order). Measured
+      // (H100, 2026-11-27, GQA 8 split 8, docs/kernels/bwd.md "GQA: the group split"): D 128 under
+      // a causal mask +15..20% fast at S_k 2k..8k (16k level, 512 / 1k -5..22%) and +25..47%
+      // deterministic at 2k..16k; without a mask, at D 64, and at short S it lost. So by default
+      // only that window: D 128, a right bound, h_ratio a multiple of 8, S_k >= 2048 (fast: <= 8192),
+      // split 8. FLASHKIT_BWD_GQA_SPLIT=n (read once): 0 or 1 never; n >= 2 wherever the group
+      // allows, up to n CTAs (the largest power of two <= min(n, 8) dividing h_ratio).
+      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
+      auto split_log2 = [&](bool det) {
+        int cap = split_env;
+        if (cap < 0) {
+          const bool right = p.causal || p.window_right >= 0;
+          cap = kD == 128 && right && p.h_ratio % 8 == 0 && p.seqlen_k >= 2048 && (det || p.seqlen_k <= 8192) ? 8 : 0;
+        }
+        int lg = 0;
+        if (p.h_ratio > 1) {
+          while (lg < 3 && (2 << lg) <= cap && p.h_ratio % (2 << lg) == 0) ++lg;
+        }
+        return lg;
+      };
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;
         if (make_qdo_maps(q) && make_dq_map(q)) {
@@ -105,16 +149,19 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           const int rotate_max = rotate_max_env >= 0 ? (rotate_max_env < dev.num_sms ? rotate_max_env : dev.num_sms)
                                  : kD == 64           ? (d64_m128 ? dev.num_sms / 2 : dev.num_sms / 4)
                                                       : dev.num_sms;
+          // (launch_bwd_pp turns the rotation off when it splits)
+          q.gqa_split_log2 = split_log2(true);
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= rotate_max;
-          const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
           if constexpr (kD == 64) {
             if (d64_m128) {
-              return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, true>>(
-                  q, grid, Pp128::kThreads, Pp128::kSmemBytes, stream, dev.device);
+              return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, true>,
+                                   &bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, true, true>, Pp128>(
+                  q, n_blocks, stream, dev.device);
             }
           }
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>>(
-              q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
+          return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true>,
+                               &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, true, true>, Pp>(q, n_blocks, stream,
+                                                                                                dev.device);
         }
       }
       if (!v1 && (!p.deterministic || pp_det)) {
@@ -132,14 +179,18 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (make_qdo_maps(q)) {
             // Fast mode: dQ by TMA reduce-adds (FLASHKIT_BWD_DQ_TMA=0: the per-thread reds).
             if (!p.deterministic && !dq_reds && make_dq_map(q)) {
+              q.gqa_split_log2 = split_log2(false);
+              const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
               if constexpr (kD == 64) {
                 if (d64_m128) {
-                  return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true>>(
-                      q, grid, Pp128::kThreads, Pp128::kSmemBytes, stream, dev.device);
+                  return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true>,
+                                       &bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, false, true>, Pp128>(
+                      q, n_blocks, stream, dev.device);
                 }
               }
-              return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>>(
-                  q, grid, Pp::kThreads, Pp::kSmemBytes, stream, dev.device);
+              return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>,
+                                   &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true>, Pp>(q, n_blocks, stream,
+                                                                                                     dev.device);
             }
             if (require_tma && !p.deterministic && !dq_reds) return int(cudaErrorNotSupported);
             return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, false, true>>(

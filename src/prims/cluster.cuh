@@ -67,6 +67,15 @@ __device__ __forceinline__ uint32_t ld_shared_cluster_u32(uint32_t caddr) {
   asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(caddr) : "memory");
   return v;
 }
+// Four floats at a 16-byte aligned shared::cluster address.
+__device__ __forceinline__ float4 ld_shared_cluster_f32x4(uint32_t caddr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(caddr)
+               : "memory");
+  return v;
+}
 
 // Arrives on the mbarrier at shared::cluster address `bar_caddr` (another CTA's, or this
 // one's), releasing this thread's earlier writes at cluster scope.

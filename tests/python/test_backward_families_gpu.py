@@ -75,6 +75,21 @@ def test_sm90_v1_backward_matches_reference(flashkit_ext):
                   drop=("FLASHKIT_BWD_PORTABLE",))
 
 
+@pytest.mark.gpu
+def test_gqa_split_backward_matches_reference(flashkit_ext):
+    """FLASHKIT_BWD_GQA_SPLIT=8 splits every GQA call of the D 64 / 128 ping-pong kernels, fast and
+    deterministic, over clusters of up to 8 CTAs per key block (the default splits only D 128
+    causal calls at S_k >= 2048): the sanitize set's GQA cases (h_ratio 2 and 4, causal and not,
+    S_q != S_k, windows, softcaps, varlen, strided and poisoned gradients) against float64."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
+        pytest.skip("no Hopper backward on this GPU / build")
+    _sanitize_bwd(["--quick", "--dims", "64", "128"], {"FLASHKIT_BWD_GQA_SPLIT": "8"},
+                  drop=("FLASHKIT_BWD_PORTABLE",))
+
+
 _D256_PROBE = r"""
 import hashlib, math, torch, flashkit
 C = flashkit._C

@@ -451,6 +451,41 @@ def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     torch.testing.assert_close(fast[0][0].float(), first[0].float(), atol=2e-2, rtol=2e-2)
 
 
+# (B, S_q, S_k, H_q, H_kv): inside the GQA split's default window (D 128, causal, h_ratio a
+# multiple of 8, S_k >= 2048; fast mode up to 8192): clusters of 8 CTAs per key block.
+GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1), (1, 1500, 2100, 16, 2)]
+
+
+@pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=case_id)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_gqa_split_grads(dtype, shape):
+    """The GQA split (dK / dV of a key block summed over a cluster's CTAs through distributed
+    shared memory): gradients against the reference, fast and deterministic; deterministic
+    bitwise equal over two runs, fast dk / dv too (their sum order is fixed)."""
+    dt = DTYPES[dtype]
+    require_variant(dt, 128)
+    B, S_q, S_k, H_q, H_kv = shape
+    q, k, v, dout = make_inputs(B, S_q, S_k, H_q, H_kv, 128, dt, generator("gqa_split", dtype, shape))
+    out, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
+    flashkit.device_errors()  # clear
+    runs = {det: [flashkit.attention_backward(dout, q, k, v, out, lse, causal=True, deterministic=det)
+                  for _ in range(2)] for det in (False, True)}
+    bits = flashkit.device_errors()
+    assert bits == 0, flashkit.describe_device_errors(bits)
+    ref = None
+    for det in (False, True):
+        label = f"{dtype} gqa split {case_id(shape)} deterministic={det}"
+        if ref is None:
+            ref = check_dense_grads(runs[det][0], q, k, v, dout, True, None, label)
+        else:
+            pt = attention_backward_pytorch(q, k, v, dout, causal=True)
+            check_grads(runs[det][0], ref, pt, label)
+        names = ("dq", "dk", "dv") if det else ("dk", "dv")
+        for name in names:
+            i = ("dq", "dk", "dv").index(name)
+            assert_bitwise_equal(runs[det][1][i], runs[det][0][i], f"{label} run 2 {name}")
+
+
 def test_autograd_uses_the_deterministic_flag(monkeypatch):
     """flashkit.attention(..., deterministic=True) reaches the backward op (bitwise equal to
     attention_backward's deterministic result), and so does

@@ -128,11 +128,18 @@ struct BwdCta {
 // rows: heaviest first), except in deterministic causal mode, whose dq order is
 // descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever the
 // number of resident CTAs).
-template <int kBlockM, int kBlockN>
+// kSplit (the ping-pong kernel's GQA split instantiations, BwdParams::gqa_split_log2): grid.x
+// holds key block << log2 | sub, and iters counts the CTA's h_ratio >> log2 heads only.
+template <int kBlockM, int kBlockN, bool kSplit = false>
 __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   BwdCta c;
   c.descending = p.causal || p.window_right >= 0;
-  c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  if constexpr (kSplit) {
+    const int bx = int(blockIdx.x) >> p.gqa_split_log2;
+    c.n_block = p.deterministic && c.descending ? (int(gridDim.x) >> p.gqa_split_log2) - 1 - bx : bx;
+  } else {
+    c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  }
   c.head_kv = blockIdx.y;
   c.batch = blockIdx.z;
   c.varlen = p.cu_seqlens_q != nullptr;
@@ -159,7 +166,7 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
     m_end = last_row < 0 ? 0 : min(m_end, last_row / kBlockM + 1);
   }
   c.per_head = max(0, m_end - c.m_begin);
-  c.iters = c.per_head * p.h_ratio;
+  c.iters = c.per_head * (kSplit ? p.h_ratio >> p.gqa_split_log2 : p.h_ratio);
   return c;
 }
 

@@ -41,6 +41,7 @@
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/pp_traits.cuh"
 #include "prims/atomic.cuh"
+#include "prims/cluster.cuh"
 #include "prims/cp_async.cuh"
 #include "prims/fastdiv.h"
 #include "prims/globaltimer.cuh"
@@ -153,7 +154,8 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // blocks, 128-key blocks: the rotated walk without a mask, p.dq_rotate; the descending order
 // with one). The first version released at the next send, after a fence.sc: 7-14% slower
 // (bwd.md: the two changes were measured together).
-template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false>
+template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false,
+          bool kSplit = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -214,7 +216,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const uint32_t x_full = bars + 8 * (2 * QS), x_empty = bars + 8 * (2 * QS + 1);
   auto ds_empty = [&](int b) { return bars + 8 * (2 * QS + 2 + b); };  // kDqSplit: both warpgroups' dQ read buffer b
 
-  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN>(p);
+  static_assert(!kSplit || kDqTma, "the GQA split: the TMA reduce-add kernels only");
+  const attn::BwdCta cta = attn::make_bwd_cta<kBlockM, kBlockN, kSplit>(p);
+  // kSplit: the CTA walks heads h_ratio >> log2 of its group, from head0 (its part `sub`).
+  auto split_sub = [&] { return int(blockIdx.x & ((1u << p.gqa_split_log2) - 1u)); };
+  auto split_heads = [&] { return p.h_ratio >> p.gqa_split_log2; };
+  auto split_head0 = [&] { return cta.head_kv * p.h_ratio + split_sub() * split_heads(); };
   if (cta.n0 >= cta.seqlen_k) return;
 #if FLASHKIT_BWD_PP_TRACE
   // Fields per warpgroup and step: 0 step begin, 1 Q/dO landed, 2 gate A open, 3 S^T ready,
@@ -245,21 +252,34 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int m = r + rot;
       return cta.m_begin + (m >= cta.per_head ? m - cta.per_head : m);
     } else {
-      return cta.m_begin + (p.h_ratio == 1 ? it : r);
+      return cta.m_begin + ((kSplit ? split_heads() == 1 : p.h_ratio == 1) ? it : r);
     }
   };
   auto head_at = [&](int it) {
     if constexpr (kDet) {
-      return cta.head_kv * p.h_ratio + per_head_div.div(it);
+      return (kSplit ? split_head0() : cta.head_kv * p.h_ratio) + per_head_div.div(it);
     } else {
-      return p.h_ratio == 1 ? cta.head_kv : cta.head_kv * p.h_ratio + per_head_div.div(it);
+      if constexpr (kSplit) {
+        return split_heads() == 1 ? split_head0() : split_head0() + per_head_div.div(it);
+      } else {
+        return p.h_ratio == 1 ? cta.head_kv : cta.head_kv * p.h_ratio + per_head_div.div(it);
+      }
     }
   };
 #else
-  auto m_block_at = [&](int it) { return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it); };
+  auto m_block_at = [&](int it) {
+    if constexpr (kSplit && !kDet) return cta.m_begin + (split_heads() == 1 ? it : it % cta.per_head);
+    return kDet ? cta.m_block_rot(it, rot) : cta.m_block_of(p, it);
+  };
   // (kDet divides as before: the h_ratio == 1 branch of BwdCta::head_of cost its D 128
   // instantiation 8/12 more bytes of spills)
-  auto head_at = [&](int it) { return kDet ? cta.head_kv * p.h_ratio + it / cta.per_head : cta.head_of(p, it); };
+  auto head_at = [&](int it) {
+    if constexpr (kSplit) {
+      return kDet || split_heads() > 1 ? split_head0() + it / cta.per_head : split_head0();
+    } else {
+      return kDet ? cta.head_kv * p.h_ratio + it / cta.per_head : cta.head_of(p, it);
+    }
+  };
 #endif
 
   if (tid == 0) {
@@ -960,6 +980,63 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
   const float scale = p.softmax_scale;
+  if constexpr (kSplit) {
+    {
+      // GQA split (BwdParams::gqa_split_log2): the cluster's CTAs hold partial dK / dV of the
+      // same keys (each over its share of the query heads). dK, then dV: every CTA stages its fp32
+      // partial in its own shared memory (pitch kD + 8 floats: two wavefronts a warp store), a
+      // cluster barrier, then CTA `sub` sums rows [sub * kBlockN / n, ...) over the CTAs in rank
+      // order (the same order on every run: deterministic) and stores them; a second barrier
+      // before the buffer is reused or the CTA exits (the others may still read it).
+      constexpr int kPitch = kD + 8;
+      static_assert(kBlockN * kPitch * 4 <= Tr::kSmemBars, "the fp32 staging fits below the barriers");
+      float* const sAcc = reinterpret_cast<float*>(smem);
+      const uint32_t acc_addr = prims::smem_addr(sAcc);
+      const int nsub = 1 << p.gqa_split_log2;
+      const int rows = kBlockN >> p.gqa_split_log2;
+      const int row_lo = split_sub() * rows;
+      constexpr int kColChunks = kD / 8;
+      auto reduce_store = [&](const float (&a)[kChunks][8][4], float mul, T* gbase, int64_t row_stride) {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = c * 64 + j * 8 + 2 * t;
+            const int kr = key0 + key_row;
+            *reinterpret_cast<float2*>(sAcc + kr * kPitch + col) = make_float2(a[c][j][0] * mul, a[c][j][1] * mul);
+            *reinterpret_cast<float2*>(sAcc + (kr + 8) * kPitch + col) =
+                make_float2(a[c][j][2] * mul, a[c][j][3] * mul);
+          }
+        }
+        prims::cluster_sync();
+        for (int i = tid; i < rows * kColChunks; i += kThreads) {
+          const int r = row_lo + i / kColChunks, col = (i % kColChunks) * 8;
+          float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          for (int src = 0; src < nsub; ++src) {
+            const uint32_t ca = prims::mapa_shared(acc_addr + uint32_t(r * kPitch + col) * 4u, uint32_t(src));
+            const float4 lo = prims::ld_shared_cluster_f32x4(ca), hi = prims::ld_shared_cluster_f32x4(ca + 16u);
+            v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+            v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+          }
+          if (r < cta.keys_here) {
+            const uint4 o = make_uint4(prims::pack2<T>(v[0], v[1]), prims::pack2<T>(v[2], v[3]),
+                                       prims::pack2<T>(v[4], v[5]), prims::pack2<T>(v[6], v[7]));
+            *reinterpret_cast<uint4*>(gbase + int64_t(r) * row_stride + col) = o;
+          }
+        }
+        prims::cluster_sync();
+      };
+      reduce_store(dk, scale,
+                   static_cast<T*>(p.dk) + cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride) +
+                       cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
+                   p.dk_row_stride);
+      reduce_store(dv, 1.f,
+                   static_cast<T*>(p.dv) + cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride) +
+                       cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
+                   p.dv_row_stride);
+      return;
+    }
+  }
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
