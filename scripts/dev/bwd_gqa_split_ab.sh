@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device run of the backward's GQA group split (kernel_pp.cuh's kSplit instantiations,
 # BwdParams::gqa_split_log2; docs/kernels/bwd.md "GQA: the group split"), one build:
-#   tests   test_backward_gpu.py -k gqa_split (the default window: D 128 causal, S_k >= 2048) and
-#           test_backward_families_gpu.py -k gqa_split (FLASHKIT_BWD_GQA_SPLIT=8 on the sanitize set)
+#   tests   test_backward_gpu.py and test_backward_families_gpu.py -k gqa_split (the latter: the
+#           sanitize set with FLASHKIT_BWD_GQA_SPLIT=8, and test_gqa_split_grads with =w)
 #   memcheck / racecheck of sanitize_bwd.py --quick --dims 64 128 with FLASHKIT_BWD_GQA_SPLIT=8
 #   bench   FA3 sweep D 64 / 128 bwd with --gqa 8, fast and deterministic, env arms in ROUNDS
 #           (default 2) interleaved rounds: s0 (FLASHKIT_BWD_GQA_SPLIT=0: never), dw (the default
@@ -32,7 +32,7 @@ I=(--impls flashkit flashkit_deterministic)
 for ((r = 1; r <= ROUNDS; r++)); do
   peers=(); [ "$r" = 1 ] && peers=(sdpa_cudnn)
   step "s0_$r" 200 env FLASHKIT_BWD_GQA_SPLIT=0 "${B[@]}" "${I[@]}" "${peers[@]}" --tag "s0$r"
-  step "dw_$r" 200 "${B[@]}" "${I[@]}" --tag "dw$r"
+  step "dw_$r" 200 env FLASHKIT_BWD_GQA_SPLIT=w "${B[@]}" "${I[@]}" --tag "dw$r"
   step "s2_$r" 200 env FLASHKIT_BWD_GQA_SPLIT=2 "${B[@]}" "${I[@]}" --tag "s2$r"
   step "s4_$r" 200 env FLASHKIT_BWD_GQA_SPLIT=4 "${B[@]}" "${I[@]}" --tag "s4$r"
 done

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The device calls owed after 2026-11-27 (sixteenth session), in this order:
-#   GS (~7 min)  the narrowed GQA split, on branch wip/bwd-gqa-split (check it out first:
-#                `git checkout wip/bwd-gqa-split`; the device copies the working tree):
-#                run(command="bash scripts/dev/bwd_gqa_split_ab.sh") there: its new GPU tests,
-#                memcheck / racecheck with the split forced, and the GQA 8 sweep with the arms never /
-#                default window / clusters of 2 / 4 (docs/kernels/bwd.md "GQA: the group split").
-#                Merge if the window's rows gain as predicted and the rest are level.
+#   GS (~7 min)  the GQA split (off by default; docs/kernels/bwd.md "GQA: the group split"):
+#                run(command="bash scripts/dev/bwd_gqa_split_ab.sh"): its GPU tests, memcheck /
+#                racecheck with the split forced, and the GQA 8 sweep with the arms never (default) /
+#                the measured window (=w) / clusters of 2 / 4. Turn the window (or better) on by
+#                default if its rows gain as predicted and the rest are level.
 #   L  (~5 min)  on main: define A/B of FLASHKIT_BWD_LSE_FILL_INF (D 64 / 128 ping-pong kernels, fast and
 #                deterministic, two rounds; prediction +1..2%), then the variant's correctness
 #                (test_backward_gpu.py -k "D64 or D128" and sanitize_bwd.py --quick --dims 64 128)
@@ -39,6 +38,6 @@ case "${1:-L}" in
     done
     tar -czf "${OUT:-/tmp}/lsefill.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 L (GS: scripts/dev/bwd_gqa_split_ab.sh on branch wip/bwd-gqa-split; DEC: see the header)" >&2
+  *) echo "usage: $0 L (GS: scripts/dev/bwd_gqa_split_ab.sh; DEC: see the header)" >&2
      exit 2 ;;
 esac

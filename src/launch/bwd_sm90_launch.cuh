@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_ks.cuh"
@@ -109,17 +111,22 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
       // GQA: the group's query heads split over a cluster of CTAs per key block
       // (BwdParams::gqa_split_log2, kernel_pp.cuh's kSplit instantiations: each CTA walks h_ratio /
-      // split heads, dK / dV summed through distributed shared memory in rank order). Measured
-      // (H100, 2026-11-27, GQA 8 split 8, docs/kernels/bwd.md "GQA: the group split"): D 128 under
-      // a causal mask +15..20% fast at S_k 2k..8k (16k level, 512 / 1k -5..22%) and +25..47%
-      // deterministic at 2k..16k; without a mask, at D 64, and at short S it lost. So by default
-      // only that window: D 128, a right bound, h_ratio a multiple of 8, S_k >= 2048 (fast: <= 8192),
-      // split 8. FLASHKIT_BWD_GQA_SPLIT=n (read once): 0 or 1 never; n >= 2 wherever the group
-      // allows, up to n CTAs (the largest power of two <= min(n, 8) dividing h_ratio).
-      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
+      // split heads, dK / dV summed through distributed shared memory in rank order). Measured in
+      // its first form (H100, 2026-11-27, GQA 8 split 8, docs/kernels/bwd.md "GQA: the group
+      // split"): D 128 under a causal mask +15..20% fast at S_k 2k..8k (16k level, 512 / 1k
+      // -5..22%) and +25..47% deterministic at 2k..16k; without a mask, at D 64, and at short S it
+      // lost. Off by default until its present form is measured. FLASHKIT_BWD_GQA_SPLIT (read once):
+      // unset, 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs (the largest power of
+      // two <= min(n, 8) dividing h_ratio); "w" only in that window (D 128, a right bound, h_ratio a
+      // multiple of 8, S_k >= 2048, fast mode up to 8192; clusters of 8).
+      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
+      static const bool split_window = [] {
+        const char* e = std::getenv("FLASHKIT_BWD_GQA_SPLIT");
+        return e != nullptr && e[0] == 'w';
+      }();
       auto split_log2 = [&](bool det) {
         int cap = split_env;
-        if (cap < 0) {
+        if (split_window) {
           const bool right = p.causal || p.window_right >= 0;
           cap = kD == 128 && right && p.h_ratio % 8 == 0 && p.seqlen_k >= 2048 && (det || p.seqlen_k <= 8192) ? 8 : 0;
         }

@@ -451,17 +451,19 @@ def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     torch.testing.assert_close(fast[0][0].float(), first[0].float(), atol=2e-2, rtol=2e-2)
 
 
-# (B, S_q, S_k, H_q, H_kv): inside the GQA split's default window (D 128, causal, h_ratio a
-# multiple of 8, S_k >= 2048; fast mode up to 8192): clusters of 8 CTAs per key block.
+# (B, S_q, S_k, H_q, H_kv): inside the GQA split's window (D 128, causal, h_ratio a multiple of 8,
+# S_k >= 2048; fast mode up to 8192). The split is off by default: test_backward_families_gpu.py
+# runs this test again in a process with FLASHKIT_BWD_GQA_SPLIT=w (clusters of 8 CTAs per key block).
 GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1), (1, 1500, 2100, 16, 2)]
 
 
 @pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=case_id)
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_gqa_split_grads(dtype, shape):
-    """The GQA split (dK / dV of a key block summed over a cluster's CTAs through distributed
-    shared memory): gradients against the reference, fast and deterministic; deterministic
-    bitwise equal over two runs, fast dk / dv too (their sum order is fixed)."""
+    """Long GQA 8 / 16 causal calls at D 128 (with FLASHKIT_BWD_GQA_SPLIT=w: the GQA split, dK / dV
+    of a key block summed over a cluster's CTAs through distributed shared memory): gradients
+    against the reference, fast and deterministic; deterministic bitwise equal over two runs,
+    fast dk / dv too (their sum order is fixed)."""
     dt = DTYPES[dtype]
     require_variant(dt, 128)
     B, S_q, S_k, H_q, H_kv = shape
