@@ -43,6 +43,19 @@ struct BwdParams : FwdParams {
   // Deterministic mode of that kernel without a mask (set by its launcher): each CTA walks its
   // row blocks rotated and the dq turns follow (attn::BwdCta::m_block_rot / dq_turn_rot).
   bool dq_rotate = false;
+  // Key blocks launched key-major (set by the launchers of the kernels that take it; never the
+  // D 256 pair kernel, whose clusters pair adjacent blockIdx.x): the grid stays (key blocks,
+  // h_kv, batch), but a CTA's linear launch index is read as key block first, so every (batch,
+  // KV head) group's heaviest key block under a causal mask starts before any group's second
+  // (attn::make_bwd_cta; docs/kernels/bwd.md, "Key-major launch order").
+  bool key_major = false;
 };
+
+// A/B switch: 0 compiles the key-major launch out (the launchers never set key_major, the kernels
+// read the grid as (key blocks, h_kv, batch) only). Defined here so that an instantiation file's
+// launcher and kernels agree.
+#ifndef FLASHKIT_BWD_KEY_MAJOR_REMAP
+#define FLASHKIT_BWD_KEY_MAJOR_REMAP 1
+#endif
 
 }  // namespace flashkit

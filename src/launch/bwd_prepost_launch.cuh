@@ -10,8 +10,31 @@
 
 #include "kernels/bwd_params.h"
 #include "kernels/bwd_sm80/prepost.cuh"
+#include "launch/family_dispatch.h"
 
 namespace flashkit::launch_util {
+
+// Whether the main kernel's key blocks launch key-major (BwdParams::key_major, attn::make_bwd_cta):
+// under a right bound (causal, or a right window) the first key blocks of every (batch, KV head)
+// group carry the most rows, and with the grid's own order (key blocks fastest) a heavy block
+// of a later group starts after the light blocks of the earlier ones, leaving a tail. GQA makes
+// it worse: a CTA walks every query head of its group. A list-scheduling model on 132 SMs
+// (docs/kernels/bwd.md, "Key-major launch order") puts the grid order's efficiency at 0.61..0.69
+// for D 128 GQA 8 causal at S 512..8k and key-major at 0.97..1.0; MHA 0.93..0.95 -> 0.99.
+// FLASHKIT_BWD_KEY_MAJOR=0 (read once) keeps the grid order in fast mode;
+// FLASHKIT_BWD_DET_KEY_MAJOR (read once, default 0) takes it in deterministic mode.
+inline bool bwd_key_major(const BwdParams& p) {
+  static const bool fast = !dispatch::env_off("FLASHKIT_BWD_KEY_MAJOR");
+  static const bool det = dispatch::env_flag("FLASHKIT_BWD_DET_KEY_MAJOR");
+  return FLASHKIT_BWD_KEY_MAJOR_REMAP && (p.causal || p.window_right >= 0) && (p.deterministic ? det : fast);
+}
+
+// The main kernel's grid: (key blocks, h_kv, batch), or with p.key_major (h_kv, batch, key blocks),
+// so that launch order (x fastest) runs over the groups of a key block before the next block.
+inline dim3 bwd_grid(const BwdParams& p, int n_blocks) {
+  return p.key_major ? dim3(unsigned(p.h_kv), unsigned(p.batch), unsigned(n_blocks))
+                     : dim3(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+}
 
 // `main_launch()` launches the main kernel (called only when there are keys) and returns a
 // cudaError_t as int; a non-zero result is returned before the post kernel is launched.

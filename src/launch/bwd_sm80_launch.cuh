@@ -32,12 +32,14 @@ template <typename T> struct Config<T, 256> { using Tr = BwdTraits<T, 256, 32, 3
 }  // namespace bwd_sm80
 
 template <typename Tag, int kD>
-int launch_bwd_sm80(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+int launch_bwd_sm80(const BwdParams& params, const DeviceInfo& dev, cudaStream_t stream) {
+  BwdParams p = params;
+  p.key_major = launch_util::bwd_key_major(params);
   using T = typename ElementOf<Tag>::type;
   using Tr = typename bwd_sm80::Config<T, kD>::Tr;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
   return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
-    const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+    const dim3 grid = launch_util::bwd_grid(p, (p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN);
     return launch_util::launch_with_smem<&bwd_sm80::bwd_kernel<Tr>>(p, grid, Tr::kThreads, Tr::kSmemBytes, stream,
                                                                      dev.device);
   });

@@ -32,7 +32,10 @@ cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t strea
 }
 
 template <typename Tag, int kD>
-int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+int launch_bwd_sm90(const BwdParams& params, const DeviceInfo& dev, cudaStream_t stream) {
+  // Every kernel below takes the key-major order but the D 256 pair kernel (cleared there).
+  BwdParams p = params;
+  p.key_major = launch_util::bwd_key_major(params);
   using T = typename ElementOf<Tag>::type;
   using Tr = bwd_sm90::BwdTraits<T, kD>;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
@@ -106,7 +109,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                  : kD == 64           ? (d64_m128 ? dev.num_sms / 2 : dev.num_sms / 4)
                                                       : dev.num_sms;
           q.dq_rotate = !no_rotate && !p.causal && p.window_left < 0 && p.window_right < 0 && n_blocks <= rotate_max;
-          const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+          const dim3 grid = launch_util::bwd_grid(q, n_blocks);
           if constexpr (kD == 64) {
             if (d64_m128) {
               return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, true>>(
@@ -118,7 +121,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         }
       }
       if (!v1 && (!p.deterministic || pp_det)) {
-        const dim3 grid(unsigned((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+        const dim3 grid = launch_util::bwd_grid(p, (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN);
         if (p.softcap > 0.f) {
           return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, true>>(p, grid, Pp::kThreads,
                                                                                    Pp::kSmemBytes, stream, dev.device);
@@ -151,7 +154,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
                                                                            stream, dev.device);
       }
     }
-    const dim3 grid(unsigned((p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+    const dim3 grid = launch_util::bwd_grid(p, (p.seqlen_k + Tr::kBlockN - 1) / Tr::kBlockN);
     if constexpr (kD == 256) {
       // D 256: the key-split kernel (kernel_ks.cuh), softcapped and deterministic calls
       // included, unless FLASHKIT_BWD_D256_V1=1 (read once) asks for the role-split kernel
@@ -193,6 +196,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
         if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
+          q.key_major = false;  // a cluster pairs blockIdx.x 2k and 2k + 1: the grid's order
           if (make_dq_map(q) && make_qdo_maps(q)) {
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
             const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;

@@ -127,7 +127,10 @@ struct BwdCta {
 // Key blocks in launch order: ascending (with a causal mask the first ones see the most
 // rows: heaviest first), except in deterministic causal mode, whose dq order is
 // descending: a CTA only ever waits for CTAs launched before it (no deadlock whatever the
-// number of resident CTAs).
+// number of resident CTAs). With p.key_major the order runs over key blocks first and
+// (batch, KV head) groups second, so under a causal mask the heaviest blocks of all groups
+// start first (descending in deterministic mode: a CTA still waits only for CTAs of later
+// key blocks of its group, all launched before it).
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   BwdCta c;
@@ -135,6 +138,13 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   c.head_kv = blockIdx.y;
   c.batch = blockIdx.z;
+  // Key-major launches (p.key_major) come with the grid (h_kv, batch, key blocks): launch order
+  // runs over the (batch, KV head) groups of key block 0 first (launch_util::bwd_grid).
+  if (FLASHKIT_BWD_KEY_MAJOR_REMAP && p.key_major) {
+    c.n_block = p.deterministic && c.descending ? int(gridDim.z) - 1 - int(blockIdx.z) : int(blockIdx.z);
+    c.head_kv = blockIdx.x;
+    c.batch = blockIdx.y;
+  }
   c.varlen = p.cu_seqlens_q != nullptr;
   c.q_start = 0;
   c.k_start = 0;

@@ -33,12 +33,12 @@
 #include "prims/opaque.cuh"
 #include "tiles/tile_copy.cuh"
 
-// A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = tiles without a mask or
-// softcap compute P in a loop without the per-element tests (the Hopper ping-pong kernel's
-// FLASHKIT_BWD_EXP_UNSWITCH: +13.5% fast, +17.4% deterministic at D 64 / 128 on an H100).
-// 0 = the loop with the tests inside.
+// 1 = tiles without a mask or softcap compute P in a loop without the per-element tests (the
+// Hopper ping-pong kernel's FLASHKIT_BWD_EXP_UNSWITCH). Measured (H100, 2026-11-27, define A/B,
+// FLASHKIT_BWD_PORTABLE=1, one round, FA3 sweep bf16 fast; bwd.md "The P loop unswitched"):
+// D 64 +4..16% (geomean +12.5%), D 128 level (+0..1%). 0 = the loop with the tests inside.
 #ifndef FLASHKIT_BWD_SM80_EXP_UNSWITCH
-#define FLASHKIT_BWD_SM80_EXP_UNSWITCH 0
+#define FLASHKIT_BWD_SM80_EXP_UNSWITCH 1
 #endif
 
 namespace flashkit::bwd_sm80 {

@@ -84,11 +84,13 @@
 #ifndef FLASHKIT_BWD_EXP_UNSWITCH
 #define FLASHKIT_BWD_EXP_UNSWITCH 1
 #endif
-// A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = the walk's divisions by
-// per_head (head_at / m_block_at) as multiply-highs with a FastDiv made once per CTA (bwd.md, "The
-// P loop unswitched", smaller leads). 0 = the divisions (SASS as before).
+// 1 = the walk's divisions by per_head (head_at / m_block_at, the rotated turns) as multiply-highs
+// with a FastDiv made once per CTA (bwd.md, "The P loop unswitched", smaller leads). Measured
+// (H100, 2026-11-27, define A/B, two rounds, FA3 sweep bf16 D 64 / 128): deterministic +1.0%
+// (D 128 +0.2..2.7%, every row up; D 64 -2.6..+3.0%), fast -0.5% (-2.8..+2.5%: MHA's fast walk
+// takes no division; noise). 0 = the divisions.
 #ifndef FLASHKIT_BWD_PP_FASTDIV
-#define FLASHKIT_BWD_PP_FASTDIV 0
+#define FLASHKIT_BWD_PP_FASTDIV 1
 #endif
 namespace flashkit::bwd_sm90 {
 

@@ -13,11 +13,12 @@
 #include "prims/numeric.cuh"
 #include "prims/tma.cuh"
 
-// A/B switch (prepared 2026-11-27, fifteenth session; not measured): 1 = tiles without a mask take
-// a loop without the per-element test (kernel_pp.cuh's FLASHKIT_BWD_EXP_UNSWITCH, +13.5% fast and
-// +17.4% deterministic at D 64 / 128), softcap calls excepted. 0 = the loop with the test inside.
+// 1 = tiles without a mask take a loop without the per-element test (kernel_pp.cuh's
+// FLASHKIT_BWD_EXP_UNSWITCH), softcap calls excepted. Measured (H100, 2026-11-27, define A/B, two
+// rounds, FA3 sweep bf16 D 256): fast +3.0% (+0..5.3%), deterministic +2.1% (-1.1..+3.4%); the
+// prediction was +3..8%. 0 = the loop with the test inside.
 #ifndef FLASHKIT_BWD_KS_EXP_UNSWITCH
-#define FLASHKIT_BWD_KS_EXP_UNSWITCH 0
+#define FLASHKIT_BWD_KS_EXP_UNSWITCH 1
 #endif
 
 namespace flashkit::bwd_sm90 {
