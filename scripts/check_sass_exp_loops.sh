@@ -5,7 +5,9 @@
 # must be "unfragmented", i.e. not followed by a branch within 6 instructions. With the per-element
 # mask test inside the loop, ptxas ended a basic block after every element (no MUFU.EX2 of those
 # kernels was unfragmented) and the backward ran 13-17% slower (docs/kernels/bwd.md, "The P loop
-# unswitched"). Exit 1, with the kernels and counts, if a kernel falls short.
+# unswitched"). The D 256 key-split and pair kernels (FLASHKIT_BWD_KS_EXP_UNSWITCH): at least 8 of
+# the 16 of their unmasked copy (their old loop had none). Exit 1, with the kernels and counts, if a
+# kernel falls short.
 #   bash scripts/check_sass_exp_loops.sh path/to/libflashkit.so   (the CTest sass_exp_loops)
 # CUOBJDUMP names the tool (default: cuobjdump on the PATH).
 set -u -o pipefail
@@ -13,15 +15,19 @@ f=${1:?usage: check_sass_exp_loops.sh LIB_OR_CUBIN}
 sass=$("${CUOBJDUMP:-cuobjdump}" -sass "$f") || { echo "cuobjdump failed on $f" >&2; exit 2; }
 out=$(printf '%s\n' "$sass" | awk '
   function finish(   i, next_bra, free, total, need, m) {
-    if (fn == "" || fn !~ /bwd_pp_kernel/ || (arch != "" && arch != "sm_90a")) return
-    if (fn !~ /BwdPpTraits/ || fn ~ /EEELb1E/) return            # softcap kernels keep the old loop
+    if (fn == "" || (arch != "" && arch != "sm_90a")) return
+    if (fn ~ /bwd_pp_kernel/ && fn ~ /BwdPpTraits/) {
+      m = fn; sub(/.*BwdPpTraitsI[^L]*Li[0-9]+ELi/, "", m); sub(/E.*/, "", m)   # the row block M
+      need = int(3 * (m / 2) / 4)
+    } else if (fn ~ /bwd_ks(_pair)?_kernel/ && fn ~ /BwdKs(Pair)?Traits/) {
+      need = 8   # D 256: 16 exp2 a thread and tile; ptxas keeps 10-13 of the unmasked copy unfragmented
+    } else return
+    if (fn ~ /EEELb1E/) return                                      # softcap kernels keep the old loop
     next_bra = 1e9; free = 0; total = 0
     for (i = n; i >= 1; i--) {
       if (kind[i] == "B") next_bra = i
       else if (kind[i] == "M") { total++; if (next_bra - i > 6) free++ }
     }
-    m = fn; sub(/.*BwdPpTraitsI[^L]*Li[0-9]+ELi/, "", m); sub(/E.*/, "", m)   # the row block M
-    need = int(3 * (m / 2) / 4)
     checked++
     if (free < need) printf "%s %s: %d of %d MUFU.EX2 unfragmented, need %d\n", arch, fn, free, total, need
   }
@@ -42,7 +48,7 @@ if [ "${checked:-0}" = 0 ]; then
     echo "no sm_90a code in $f: nothing to check"
     exit 0
   fi
-  echo "no bwd_pp_kernel without softcap found in the sm_90a code of $f (nothing checked)"
+  echo "no backward ping-pong / key-split kernel without softcap found in the sm_90a code of $f (nothing checked)"
   exit 1
 fi
 echo "backward exp2 loops unfragmented in $checked kernels of $f"
