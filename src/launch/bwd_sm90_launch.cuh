@@ -9,7 +9,6 @@
 
 #include <cstdlib>
 
-
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_ks.cuh"
 #include "kernels/bwd_sm90/kernel_ks_pair.cuh"
@@ -119,13 +118,11 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       // unset, 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs (the largest power of
       // two <= min(n, 8) dividing h_ratio); "w" only in that window (D 128, a right bound, h_ratio a
       // multiple of 8, S_k >= 2048, fast mode up to 8192; clusters of 8).
-      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
-      static const bool split_window = [] {
-        const char* e = std::getenv("FLASHKIT_BWD_GQA_SPLIT");
-        return e != nullptr && e[0] == 'w';
-      }();
+      static const char* const split_env = std::getenv("FLASHKIT_BWD_GQA_SPLIT");
+      static const bool split_window = split_env != nullptr && split_env[0] == 'w';
+      static const int split_cap = split_window ? 0 : dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
       auto split_log2 = [&](bool det) {
-        int cap = split_env;
+        int cap = split_cap;
         if (split_window) {
           const bool right = p.causal || p.window_right >= 0;
           cap = kD == 128 && right && p.h_ratio % 8 == 0 && p.seqlen_k >= 2048 && (det || p.seqlen_k <= 8192) ? 8 : 0;

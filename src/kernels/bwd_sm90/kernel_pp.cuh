@@ -980,76 +980,70 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
   const float scale = p.softmax_scale;
+  // The epilogue's walk over this thread's dK / dV fragments: f(c, j, key row, column) for the
+  // elements [c][j][0..1] at that key row and [c][j][2..3] eight rows below, columns col, col + 1.
+  auto for_each_kv_frag = [&](auto&& f) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f(c, j, key0 + key_row, c * 64 + j * 8 + 2 * t);
+    }
+  };
   if constexpr (kSplit) {
-    {
-      // GQA split (BwdParams::gqa_split_log2): the cluster's CTAs hold partial dK / dV of the
-      // same keys (each over its share of the query heads). dK, then dV: every CTA stages its fp32
-      // partial in its own shared memory (pitch kD + 8 floats: two wavefronts a warp store), a
-      // cluster barrier, then CTA `sub` sums rows [sub * kBlockN / n, ...) over the CTAs in rank
-      // order (the same order on every run: deterministic) and stores them; a second barrier
-      // before the buffer is reused or the CTA exits (the others may still read it).
-      constexpr int kPitch = kD + 8;
-      static_assert(kBlockN * kPitch * 4 <= Tr::kSmemBars, "the fp32 staging fits below the barriers");
-      float* const sAcc = reinterpret_cast<float*>(smem);
-      const uint32_t acc_addr = prims::smem_addr(sAcc);
-      const int nsub = 1 << p.gqa_split_log2;
-      const int rows = kBlockN >> p.gqa_split_log2;
-      const int row_lo = split_sub() * rows;
-      constexpr int kColChunks = kD / 8;
-      auto reduce_store = [&](const float (&a)[kChunks][8][4], float mul, T* gbase, int64_t row_stride) {
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int col = c * 64 + j * 8 + 2 * t;
-            const int kr = key0 + key_row;
-            *reinterpret_cast<float2*>(sAcc + kr * kPitch + col) = make_float2(a[c][j][0] * mul, a[c][j][1] * mul);
-            *reinterpret_cast<float2*>(sAcc + (kr + 8) * kPitch + col) =
-                make_float2(a[c][j][2] * mul, a[c][j][3] * mul);
-          }
+    // GQA split (BwdParams::gqa_split_log2): the cluster's CTAs hold partial dK / dV of the
+    // same keys (each over its share of the query heads). dK, then dV: every CTA stages its fp32
+    // partial in its own shared memory (pitch kD + 8 floats: two wavefronts a warp store), a
+    // cluster barrier, then CTA `sub` sums rows [sub * kBlockN / n, ...) over the CTAs in rank
+    // order (the same order on every run: deterministic) and stores them; a second barrier
+    // before the buffer is reused or the CTA exits (the others may still read it).
+    constexpr int kPitch = kD + 8;
+    static_assert(kBlockN * kPitch * 4 <= Tr::kSmemBars, "the fp32 staging fits below the barriers");
+    float* const sAcc = reinterpret_cast<float*>(smem);
+    const uint32_t acc_addr = prims::smem_addr(sAcc);
+    const int nsub = 1 << p.gqa_split_log2;
+    const int rows = kBlockN >> p.gqa_split_log2;
+    const int row_lo = split_sub() * rows;
+    constexpr int kColChunks = kD / 8;
+    auto reduce_store = [&](const float (&a)[kChunks][8][4], float mul, T* gbase, int64_t row_stride) {
+      for_each_kv_frag([&](int c, int j, int kr, int col) {
+        *reinterpret_cast<float2*>(sAcc + kr * kPitch + col) = make_float2(a[c][j][0] * mul, a[c][j][1] * mul);
+        *reinterpret_cast<float2*>(sAcc + (kr + 8) * kPitch + col) = make_float2(a[c][j][2] * mul, a[c][j][3] * mul);
+      });
+      prims::cluster_sync();
+      for (int i = tid; i < rows * kColChunks; i += kThreads) {
+        const int r = row_lo + i / kColChunks, col = (i % kColChunks) * 8;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int src = 0; src < nsub; ++src) {
+          const uint32_t ca = prims::mapa_shared(acc_addr + uint32_t(r * kPitch + col) * 4u, uint32_t(src));
+          const float4 lo = prims::ld_shared_cluster_f32x4(ca), hi = prims::ld_shared_cluster_f32x4(ca + 16u);
+          v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+          v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
         }
-        prims::cluster_sync();
-        for (int i = tid; i < rows * kColChunks; i += kThreads) {
-          const int r = row_lo + i / kColChunks, col = (i % kColChunks) * 8;
-          float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-          for (int src = 0; src < nsub; ++src) {
-            const uint32_t ca = prims::mapa_shared(acc_addr + uint32_t(r * kPitch + col) * 4u, uint32_t(src));
-            const float4 lo = prims::ld_shared_cluster_f32x4(ca), hi = prims::ld_shared_cluster_f32x4(ca + 16u);
-            v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
-            v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-          }
-          if (r < cta.keys_here) {
-            const uint4 o = make_uint4(prims::pack2<T>(v[0], v[1]), prims::pack2<T>(v[2], v[3]),
-                                       prims::pack2<T>(v[4], v[5]), prims::pack2<T>(v[6], v[7]));
-            *reinterpret_cast<uint4*>(gbase + int64_t(r) * row_stride + col) = o;
-          }
+        if (r < cta.keys_here) {
+          const uint4 o = make_uint4(prims::pack2<T>(v[0], v[1]), prims::pack2<T>(v[2], v[3]),
+                                     prims::pack2<T>(v[4], v[5]), prims::pack2<T>(v[6], v[7]));
+          *reinterpret_cast<uint4*>(gbase + int64_t(r) * row_stride + col) = o;
         }
-        prims::cluster_sync();
-      };
-      reduce_store(dk, scale,
-                   static_cast<T*>(p.dk) + cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride) +
-                       cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
-                   p.dk_row_stride);
-      reduce_store(dv, 1.f,
-                   static_cast<T*>(p.dv) + cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride) +
-                       cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
-                   p.dv_row_stride);
-      return;
-    }
+      }
+      prims::cluster_sync();
+    };
+    reduce_store(dk, scale,
+                 static_cast<T*>(p.dk) + cta.k_side_offset(p.dk_row_stride, p.dk_batch_stride) +
+                     cta.head_kv * p.dk_head_stride + int64_t(cta.n0) * p.dk_row_stride,
+                 p.dk_row_stride);
+    reduce_store(dv, 1.f,
+                 static_cast<T*>(p.dv) + cta.k_side_offset(p.dv_row_stride, p.dv_batch_stride) +
+                     cta.head_kv * p.dv_head_stride + int64_t(cta.n0) * p.dv_row_stride,
+                 p.dv_row_stride);
+    return;
   }
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = c * 64 + j * 8 + 2 * t;
-      const int kr = key0 + key_row;
-      *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr, col)) = prims::pack2<T>(dk[c][j][0] * scale, dk[c][j][1] * scale);
-      *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr + 8, col)) =
-          prims::pack2<T>(dk[c][j][2] * scale, dk[c][j][3] * scale);
-      *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr, col)) = prims::pack2<T>(dv[c][j][0], dv[c][j][1]);
-      *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
-    }
-  }
+  for_each_kv_frag([&](int c, int j, int kr, int col) {
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr, col)) = prims::pack2<T>(dk[c][j][0] * scale, dk[c][j][1] * scale);
+    *reinterpret_cast<uint32_t*>(sK + KTile::offset(kr + 8, col)) =
+        prims::pack2<T>(dk[c][j][2] * scale, dk[c][j][3] * scale);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr, col)) = prims::pack2<T>(dv[c][j][0], dv[c][j][1]);
+    *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
+  });
   __syncthreads();
   attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
 #if FLASHKIT_BWD_PP_TRACE
