@@ -27,6 +27,11 @@ struct FastDiv {
   uint32_t mul;  // m above
   uint32_t shift;
 
+  // m for divisor d >= 1 and s = ceil(log2 d).
+  FLASHKIT_FASTDIV_HD static uint32_t mul_for(int32_t d, uint32_t s) {
+    return uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - uint64_t(d))) / uint64_t(d) + 1);
+  }
+
   // d < 1 is turned into 1 (a FastDiv is always safe to use; callers never divide by 0).
   static inline FastDiv make(int32_t divisor) {
     FastDiv f;
@@ -34,7 +39,7 @@ struct FastDiv {
     uint32_t s = 0;
     while ((uint64_t(1) << s) < uint64_t(f.d)) ++s;
     f.shift = s;
-    f.mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - uint64_t(f.d))) / uint64_t(f.d) + 1);
+    f.mul = mul_for(f.d, s);
     return f;
   }
 
@@ -45,7 +50,7 @@ struct FastDiv {
     FastDiv f;
     f.d = divisor < 1 ? 1 : divisor;
     f.shift = f.d <= 1 ? 0u : uint32_t(32 - __clz(f.d - 1));
-    f.mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - uint64_t(f.d))) / uint64_t(f.d) + 1);
+    f.mul = mul_for(f.d, f.shift);
     return f;
   }
 #endif
