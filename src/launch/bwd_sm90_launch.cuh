@@ -13,6 +13,7 @@
 #include "kernels/bwd_sm90/kernel_ks.cuh"
 #include "kernels/bwd_sm90/kernel_ks_pair.cuh"
 #include "kernels/bwd_sm90/kernel_pp.cuh"
+#include "launch/bwd_gqa_split.h"
 #include "launch/bwd_launch.h"
 #include "launch/bwd_prepost_launch.cuh"
 #include "launch/cluster_launch.cuh"
@@ -110,28 +111,24 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
       // GQA: the group's query heads split over a cluster of CTAs per key block
       // (BwdParams::gqa_split_log2, kernel_pp.cuh's kSplit instantiations: each CTA walks h_ratio /
-      // split heads, dK / dV summed through distributed shared memory in rank order). Measured in
-      // its first form (H100, 2026-11-27, GQA 8 split 8, docs/kernels/bwd.md "GQA: the group
-      // split"): D 128 under a causal mask +15..20% fast at S_k 2k..8k (16k level, 512 / 1k
-      // -5..22%) and +25..47% deterministic at 2k..16k; without a mask, at D 64, and at short S it
-      // lost. Off by default until its present form is measured. FLASHKIT_BWD_GQA_SPLIT (read once):
-      // unset, 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs (the largest power of
-      // two <= min(n, 8) dividing h_ratio); "w" only in that window (D 128, a right bound, h_ratio a
-      // multiple of 8, S_k >= 2048, fast mode up to 8192; clusters of 8).
+      // split heads, dK / dV summed through distributed shared memory in rank order). By default
+      // where measured to pay (bwd_gqa_split.h's table: under a causal mask, D 128 +20..37% fast and
+      // +13..39% deterministic, D 64 fast +7..15%; H100, 2026-11-27, docs/kernels/bwd.md "GQA: the
+      // group split"). FLASHKIT_BWD_GQA_SPLIT (read once): unset or "t" that table; 0 or 1 never;
+      // n >= 2 wherever the group allows, up to n CTAs (the largest power of two <= min(n, 8)
+      // dividing h_ratio; A/B runs and tests).
       static const char* const split_env = std::getenv("FLASHKIT_BWD_GQA_SPLIT");
-      static const bool split_window = split_env != nullptr && split_env[0] == 'w';
-      static const int split_cap = split_window ? 0 : dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
+      static const bool split_table = split_env == nullptr || split_env[0] == '\0' || split_env[0] == 't';
+      static const int split_cap = split_table ? 0 : dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
       auto split_log2 = [&](bool det) {
         int cap = split_cap;
-        if (split_window) {
+        if (split_table) {
           const bool right = p.causal || p.window_right >= 0;
-          cap = kD == 128 && right && p.h_ratio % 8 == 0 && p.seqlen_k >= 2048 && (det || p.seqlen_k <= 8192) ? 8 : 0;
+          const long long base_ctas =
+              (long long)((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN) * p.h_kv * p.batch;
+          cap = launch_util::bwd_gqa_split_default(kD, det, right, p.h_ratio, p.seqlen_k, base_ctas, dev.num_sms);
         }
-        int lg = 0;
-        if (p.h_ratio > 1) {
-          while (lg < 3 && (2 << lg) <= cap && p.h_ratio % (2 << lg) == 0) ++lg;
-        }
-        return lg;
+        return launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
       };
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;

@@ -78,11 +78,11 @@ def test_sm90_v1_backward_matches_reference(flashkit_ext):
 @pytest.mark.gpu
 def test_gqa_split_backward_matches_reference(flashkit_ext):
     """FLASHKIT_BWD_GQA_SPLIT=8 splits every GQA call of the D 64 / 128 ping-pong kernels, fast and
-    deterministic, over clusters of up to 8 CTAs per key block (off by default): the sanitize
-    set's GQA cases (h_ratio 2 and 4, causal and not, S_q != S_k, windows, softcaps, varlen,
-    strided and poisoned gradients) against float64; then, with FLASHKIT_BWD_GQA_SPLIT=w (only D
-    128 causal calls with h_ratio a multiple of 8 at S_k >= 2048: clusters of 8),
-    test_backward_gpu.py's test_gqa_split_grads in its own process."""
+    deterministic, over clusters of up to 8 CTAs per key block (the default splits only where
+    src/launch/bwd_gqa_split.h's table says): the sanitize set's GQA cases (h_ratio 2 and 4, causal
+    and not, S_q != S_k, windows, softcaps, varlen, strided and poisoned gradients) against
+    float64; then test_backward_gpu.py's test_gqa_split_grads (long GQA 8 / 16 causal calls) in
+    processes with =8 (clusters of 8) and =0 (never split)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
@@ -90,13 +90,14 @@ def test_gqa_split_backward_matches_reference(flashkit_ext):
         pytest.skip("no Hopper backward on this GPU / build")
     _sanitize_bwd(["--quick", "--dims", "64", "128"], {"FLASHKIT_BWD_GQA_SPLIT": "8"},
                   drop=("FLASHKIT_BWD_PORTABLE",))
-    env = dict(os.environ, FLASHKIT_BWD_GQA_SPLIT="w")
-    env.pop("FLASHKIT_BWD_PORTABLE", None)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
-                        str(REPO / "tests" / "python" / "test_backward_gpu.py"), "-k", "gqa_split_grads"],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert " passed" in r.stdout and "skipped" not in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+    for split in ("8", "0"):
+        env = dict(os.environ, FLASHKIT_BWD_GQA_SPLIT=split)
+        env.pop("FLASHKIT_BWD_PORTABLE", None)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                            str(REPO / "tests" / "python" / "test_backward_gpu.py"), "-k", "gqa_split_grads"],
+                           env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, (split, (r.stdout + r.stderr)[-4000:])
+        assert " passed" in r.stdout and "skipped" not in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
 
 
 _D256_PROBE = r"""

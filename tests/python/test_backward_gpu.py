@@ -451,23 +451,26 @@ def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     torch.testing.assert_close(fast[0][0].float(), first[0].float(), atol=2e-2, rtol=2e-2)
 
 
-# (B, S_q, S_k, H_q, H_kv): inside the GQA split's window (D 128, causal, h_ratio a multiple of 8,
-# S_k >= 2048; fast mode up to 8192). The split is off by default: test_backward_families_gpu.py
-# runs this test again in a process with FLASHKIT_BWD_GQA_SPLIT=w (clusters of 8 CTAs per key block).
-GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1), (1, 1500, 2100, 16, 2)]
+# (B, S_q, S_k, H_q, H_kv, D): causal GQA calls that the default splits over clusters
+# (src/launch/bwd_gqa_split.h's table: h_ratio a multiple of 8; D 128 fast clusters of 2 from S_k
+# 512 to 8k, deterministic 2 / 4 / 8 by S_k; D 64 fast clusters of 2 from 2k to 8k).
+# test_backward_families_gpu.py runs this test again with FLASHKIT_BWD_GQA_SPLIT=8 (clusters of 8
+# wherever the group allows) and =0 (never).
+GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1, 128), (1, 1500, 2100, 16, 2, 128), (2, 700, 600, 8, 1, 128),
+                    (1, 2100, 2300, 16, 2, 64)]
 
 
-@pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=case_id)
+@pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=lambda s: f"{case_id(s[:5])}_D{s[5]}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_gqa_split_grads(dtype, shape):
-    """Long GQA 8 / 16 causal calls at D 128 (with FLASHKIT_BWD_GQA_SPLIT=w: the GQA split, dK / dV
-    of a key block summed over a cluster's CTAs through distributed shared memory): gradients
-    against the reference, fast and deterministic; deterministic bitwise equal over two runs,
-    fast dk / dv too (their sum order is fixed)."""
+    """Long GQA 8 / 16 causal calls at D 128 and D 64 (by default, or with FLASHKIT_BWD_GQA_SPLIT
+    set, the GQA split: dK / dV of a key block summed over a cluster's CTAs through distributed
+    shared memory): gradients against the reference, fast and deterministic; deterministic
+    bitwise equal over two runs, fast dk / dv too (their sum order is fixed)."""
     dt = DTYPES[dtype]
-    require_variant(dt, 128)
-    B, S_q, S_k, H_q, H_kv = shape
-    q, k, v, dout = make_inputs(B, S_q, S_k, H_q, H_kv, 128, dt, generator("gqa_split", dtype, shape))
+    B, S_q, S_k, H_q, H_kv, D = shape
+    require_variant(dt, D)
+    q, k, v, dout = make_inputs(B, S_q, S_k, H_q, H_kv, D, dt, generator("gqa_split", dtype, shape))
     out, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
     flashkit.device_errors()  # clear
     runs = {det: [flashkit.attention_backward(dout, q, k, v, out, lse, causal=True, deterministic=det)
@@ -476,7 +479,7 @@ def test_gqa_split_grads(dtype, shape):
     assert bits == 0, flashkit.describe_device_errors(bits)
     ref = None
     for det in (False, True):
-        label = f"{dtype} gqa split {case_id(shape)} deterministic={det}"
+        label = f"{dtype} gqa split {case_id(shape[:5])} D{D} deterministic={det}"
         if ref is None:
             ref = check_dense_grads(runs[det][0], q, k, v, dout, True, None, label)
         else:

