@@ -390,6 +390,14 @@ def plot_groups(rows: Sequence[dict]):
     return out
 
 
+def _group_of(r) -> int:
+    """H_q / H_kv of a row (1 where H_kv is missing)."""
+    try:
+        return max(1, int(r["H_q"]) // int(r["H_kv"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 1
+
+
 def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Optional[Path]:
     """A grid of TFLOPS-vs-S panels: one row of panels per (sweep, D), one column per
     (mode, causal); one line per impl. Returns the path, or None without matplotlib."""
@@ -404,18 +412,22 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
     if not rows:
         return None
     sweep_order = {"fa3": 0, "small": 1, "other": 2}
-    panel_rows = sorted({(_sweep_of(r), r["D"]) for r in rows},
-                        key=lambda x: (sweep_order.get(x[0], 9), x[1]))
+    # one panel row per (sweep, D, GQA group size): GQA rows do not share MHA's lines
+    panel_rows = sorted({(_sweep_of(r), r["D"], _group_of(r)) for r in rows},
+                        key=lambda x: (sweep_order.get(x[0], 9), x[1], x[2]))
     panel_cols = sorted({(r["mode"], r["causal"]) for r in rows},
                         key=lambda x: (MODES.index(x[0]) if x[0] in MODES else 9, x[1]))
     impls = sorted({r["impl"] for r in rows}, key=impl_sort_key)
     nr, nc = len(panel_rows), len(panel_cols)
     fig, axes = plt.subplots(nr, nc, figsize=(4.2 * nc, 3.0 * nr + 0.8), squeeze=False)
-    for i, (sweep, D) in enumerate(panel_rows):
+    for i, (sweep, D, group) in enumerate(panel_rows):
         for j, (mode, causal) in enumerate(panel_cols):
             ax = axes[i][j]
-            sel = [r for r in rows if _sweep_of(r) == sweep and r["D"] == D
+            sel = [r for r in rows if _sweep_of(r) == sweep and r["D"] == D and _group_of(r) == group
                    and r["mode"] == mode and r["causal"] == causal]
+            if not sel:  # e.g. GQA rows measured in one mode only
+                ax.axis("off")
+                continue
             xs_all = sorted({r["S_q"] for r in sel})
             for impl in impls:
                 pts = {}
@@ -439,7 +451,8 @@ def plot_rows(rows: Sequence[dict], path, title: Optional[str] = None) -> Option
             hd = sel[0] if sel else None
             bh = f"B={hd['B']} H={hd['H_q']}" if hd and sweep != "fa3" else \
                 (f"16k tok, H={hd['H_q']}" if hd else "")
-            ax.set_title(f"{sweep} D={D} {'causal' if causal else 'non-causal'} {mode}\n{bh}",
+            gqa = f" GQA {group}" if group > 1 else ""
+            ax.set_title(f"{sweep} D={D}{gqa} {'causal' if causal else 'non-causal'} {mode}\n{bh}",
                          fontsize=9)
             if j == 0:
                 ax.set_ylabel("TFLOPS")
