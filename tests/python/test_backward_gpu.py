@@ -507,13 +507,17 @@ def test_autograd_uses_the_deterministic_flag(monkeypatch):
         assert_bitwise_equal(a, b, f"autograd deterministic {name}")
 
     seen = []
-    real = _torch_ops._bwd_dense_op
 
-    def recording(*args):
-        seen.append(args[8])  # (dout, q, k, v, out, lse, causal, scale, deterministic, ...)
-        return real(*args)
+    def recording(real):
+        def call(*args):
+            seen.append(args[8])  # (dout, q, k, v, out, lse, causal, scale, deterministic, ...)
+            return real(*args)
+        return call
 
-    monkeypatch.setattr(_torch_ops, "_bwd_dense_op", recording)
+    # The backward op (custom-op autograd) or the direct implementation (the eager
+    # torch.autograd.Function path): whichever runs records the flag.
+    for name in ("_bwd_dense_op", "_dense_bwd"):
+        monkeypatch.setattr(_torch_ops, name, recording(getattr(_torch_ops, name)))
     autograd_grads(q, k, v, dout)
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)

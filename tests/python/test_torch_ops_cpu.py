@@ -102,6 +102,16 @@ def native(monkeypatch):
     return fake
 
 
+@pytest.fixture(params=["function", "custom_op"])
+def autograd_path(request, monkeypatch):
+    """The two ways an eager differentiated call runs: the torch.autograd.Function without
+    the dispatcher (_DenseFn / _VarlenFn, the default) and the custom op's registered
+    autograd (what torch.compile traces; forced here by turning _eager_autograd off)."""
+    if request.param == "custom_op":
+        monkeypatch.setattr(tops, "_eager_autograd", lambda tensors: False)
+    return request.param
+
+
 def make(B=2, S_q=9, S_k=13, H_q=4, H_kv=2, D=16, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     shapes = ((B, S_q, H_q, D), (B, S_k, H_kv, D), (B, S_k, H_kv, D), (B, S_q, H_q, D))
@@ -122,7 +132,7 @@ def close(a, b, what):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_autograd_calls_the_backward_op(native, causal):
+def test_autograd_calls_the_backward_op(native, autograd_path, causal):
     q, k, v, dout = make()
     ql, kl, vl = leaves(q, k, v)
     out = flashkit.attention(ql, kl, vl, causal=causal, softmax_scale=0.3)
@@ -147,7 +157,7 @@ def test_no_grad_forward_skips_lse_and_the_dispatcher(native):
     assert [c["lse"] for c in native.fwd_calls] == [False, False]
 
 
-def test_deterministic_flag_reaches_the_backward(native):
+def test_deterministic_flag_reaches_the_backward(native, autograd_path):
     q, k, v, dout = make()
     flashkit.attention(*leaves(q, k, v), deterministic=True).backward(dout)
     flashkit.attention(*leaves(q, k, v)).backward(dout)
@@ -162,7 +172,7 @@ def test_deterministic_flag_reaches_the_backward(native):
     assert native.bwd_calls[0]["workspace"] == big
 
 
-def test_return_lse_with_grad(native):
+def test_return_lse_with_grad(native, autograd_path):
     q, k, v, dout = make()
     ql, kl, vl = leaves(q, k, v)
     out, lse = flashkit.attention(ql, kl, vl, causal=True, return_lse=True)
@@ -184,7 +194,7 @@ def test_forward_op_without_lse_cannot_be_differentiated(native):
         out.sum().backward()
 
 
-def test_only_some_inputs_require_grad(native):
+def test_only_some_inputs_require_grad(native, autograd_path):
     q, k, v, dout = make()
     kl = k.clone().requires_grad_(True)
     out = flashkit.attention(q, kl, v, causal=True)
@@ -195,7 +205,7 @@ def test_only_some_inputs_require_grad(native):
 
 @pytest.mark.parametrize("kind", ["contiguous", "bhsd", "expanded", "last_dim_strided",
                                   "misaligned", "row_stride_odd"])
-def test_dout_layouts(native, kind):
+def test_dout_layouts(native, autograd_path, kind):
     """dout reaches the kernel as it is when its layout is one the kernels read (last dim
     contiguous, 16-byte strides and pointer), else as a contiguous copy; same gradients."""
     q, k, v, dout = make(dtype=torch.bfloat16, D=16)
@@ -242,7 +252,7 @@ def varlen_inputs(lens_q=(3, 0, 5), lens_k=(4, 2, 0), H_q=4, H_kv=2, D=16, seed=
     return q, k, v, dout, cu(lens_q), cu(lens_k), max(lens_q), max(lens_k)
 
 
-def test_varlen_autograd(native):
+def test_varlen_autograd(native, autograd_path):
     q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
     ql, kl, vl = leaves(q, k, v)
     out = flashkit.attention_varlen(ql, kl, vl, cu_q, cu_k, mq, mk, causal=True,
@@ -353,16 +363,88 @@ def test_torch_compile_training_step(native, varlen):
 
 
 def test_eager_direct_still_used_for_plain_calls(native, monkeypatch):
-    """A no-grad eager call does not go through the dispatcher (the ~20 us fast path)."""
+    """A no-grad eager call does not go through the dispatcher (the ~20 us fast path), nor
+    does a differentiated one (_DenseFn); with the Function path off, the forward op runs."""
     calls = []
     real = tops._dense_op
     monkeypatch.setattr(tops, "_dense_op", lambda *a: (calls.append(a), real(*a))[1])
     q, k, v, _ = make()
     flashkit.attention(q, k, v)
     assert calls == []
-    flashkit.attention(*leaves(q, k, v))
+    out = flashkit.attention(*leaves(q, k, v))
+    assert calls == [] and type(out.grad_fn).__name__ == "_DenseFnBackward"
+    assert native.fwd_calls[-1]["lse"]
+    monkeypatch.setattr(tops, "_eager_autograd", lambda tensors: False)
+    out = flashkit.attention(*leaves(q, k, v))
     assert len(calls) == 1 and calls[0][5] is True  # return_lse for the backward
+    assert type(out.grad_fn).__name__ != "_DenseFnBackward"
     assert math.isfinite(float(q.sum()))
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_eager_autograd_function_matches_the_custom_op(native, monkeypatch, varlen):
+    """The Function path neither calls the forward nor the backward op, hands the backward the
+    same arguments as the custom op's autograd, and gives bitwise the same gradients."""
+    fwd_ops, bwd_ops = [], []
+    names = ("_varlen_op", "_bwd_varlen_op") if varlen else ("_dense_op", "_bwd_dense_op")
+    for name, log in zip(names, (fwd_ops, bwd_ops)):
+        real = getattr(tops, name)
+        monkeypatch.setattr(tops, name, lambda *a, real=real, log=log: (log.append(a), real(*a))[1])
+    if varlen:
+        q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs()
+        call = lambda ql, kl, vl: flashkit.attention_varlen(  # noqa: E731
+            ql, kl, vl, cu_q, cu_k, mq, mk, causal=True, softmax_scale=0.4, deterministic=True,
+            window=(3, -1), softcap=2.5)
+    else:
+        q, k, v, dout = make()
+        call = lambda ql, kl, vl: flashkit.attention(  # noqa: E731
+            ql, kl, vl, causal=True, softmax_scale=0.4, deterministic=True, window=(3, -1),
+            softcap=2.5)
+    grads = {}
+    for path in ("function", "custom_op"):
+        if path == "custom_op":
+            monkeypatch.setattr(tops, "_eager_autograd", lambda tensors: False)
+        ls = leaves(q, k, v)
+        out = call(*ls)
+        assert (type(out.grad_fn).__name__ in ("_DenseFnBackward", "_VarlenFnBackward")) == (
+            path == "function")
+        out.backward(dout)
+        grads[path] = [t.grad for t in ls]
+        if path == "function":
+            assert fwd_ops == [] and bwd_ops == [], "the Function path skips the dispatcher"
+        else:
+            assert len(fwd_ops) == 1 and len(bwd_ops) == 1
+    a, b = native.bwd_calls
+    for key in ("deterministic", "causal", "scale", "lse_shape", "max_seqlens", "varlen",
+                "window", "softcap", "workspace"):
+        assert a[key] == b[key], key
+    assert a["deterministic"] is True and a["window"] == (3, -1) and a["softcap"] == 2.5
+    for name, x, y in zip(("dq", "dk", "dv"), grads["function"], grads["custom_op"]):
+        assert torch.equal(x, y), name
+
+
+def test_eager_autograd_function_create_graph_uses_the_backward_op(native, monkeypatch):
+    """A plain backward of the Function path runs the implementation directly; one with
+    create_graph=True (grad mode on inside the backward) runs the backward op, as the custom
+    op's autograd does. Same gradients."""
+    bwd_ops = []
+    real = tops._bwd_dense_op
+    monkeypatch.setattr(tops, "_bwd_dense_op", lambda *a: (bwd_ops.append(a), real(*a))[1])
+    q, k, v, dout = make()
+    expected = attention_backward_reference(q, k, v, dout, causal=True,
+                                            compute_dtype=torch.float64)
+    ls = leaves(q, k, v)
+    out = flashkit.attention(*ls, causal=True)
+    assert type(out.grad_fn).__name__ == "_DenseFnBackward"
+    plain = torch.autograd.grad(out, ls, dout)
+    assert bwd_ops == [] and len(native.bwd_calls) == 1
+    ls = leaves(q, k, v)
+    out = flashkit.attention(*ls, causal=True)
+    nested = torch.autograd.grad(out, ls, dout, create_graph=True)
+    assert len(bwd_ops) == 1 and len(native.bwd_calls) == 2
+    for name, x, y, e in zip(("dq", "dk", "dv"), plain, nested, expected):
+        close(x, e, name)
+        assert torch.equal(x, y.detach()), name
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,7 +457,7 @@ MOD_IDS = ["causal_window", "two_sided", "softcap", "causal_window_softcap", "di
 
 
 @pytest.mark.parametrize("window, softcap, causal", MODS, ids=MOD_IDS)
-def test_window_and_softcap_reach_forward_and_backward(native, window, softcap, causal):
+def test_window_and_softcap_reach_forward_and_backward(native, autograd_path, window, softcap, causal):
     q, k, v, dout = make(S_q=11, S_k=9)
     ql, kl, vl = leaves(q, k, v)
     out = flashkit.attention(ql, kl, vl, causal=causal, window=window, softcap=softcap)
@@ -409,11 +491,12 @@ def test_window_and_softcap_no_grad_fast_path(native, monkeypatch):
                                compute_dtype=torch.float64)
     close(out, o, "out")
     close(lse, l, "lse")
+    monkeypatch.setattr(tops, "_eager_autograd", lambda tensors: False)  # the forward op's path
     flashkit.attention(*leaves(q, k, v), window=(3, 0), softcap=7.0)
     assert len(calls) == 1 and calls[0][7:] == (3, 0, 7.0)
 
 
-def test_window_and_softcap_varlen_autograd_and_public_backward(native):
+def test_window_and_softcap_varlen_autograd_and_public_backward(native, autograd_path):
     q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(lens_q=(3, 0, 6, 2), lens_k=(4, 2, 0, 5))
     mods = dict(window=(1, -1), softcap=3.0)
     ql, kl, vl = leaves(q, k, v)
