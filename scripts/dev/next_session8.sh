@@ -47,5 +47,24 @@ case "${1:-V1}" in
     tar -czf "${OUT:-/tmp}/v2.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   R) STEPS="install bwd" BWD_TAG=bwd-v14 exec bash "$D/results_v9.sh" ;;
-  *) echo "usage: $0 V1|V2|R" >&2; exit 2 ;;
+  H)  # the eager autograd Function path: its tests, the host probe, fwd_bwd rows with cuDNN
+    O=${OUT:-/tmp}/h
+    . "$D/device_steps.sh"
+    install_cmd "$TREE"
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
+    echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"
+    step install 400 "${INSTALL[@]}"
+    (cd "$TREE/tests/python" && step cpu_tests 200 python3 -m pytest -q -p no:cacheprovider test_torch_ops_cpu.py)
+    (cd "$TREE/tests/python" && step gpu_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_backward_gpu.py test_attention_gpu.py -k "autograd or deterministic_flag or public or compile or graph")
+    cd /tmp
+    for s in 32,512,16,128 32,512,32,64; do
+      step "probe_$s" 120 python3 "$TREE/scripts/dev/host_probe.py" --out "$O" --shape $s
+    done
+    rm -f "$O"/trace_*.json
+    step fwd_bwd 300 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode fwd_bwd \
+      --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag fb --no-plot
+    tar -czf "${OUT:-/tmp}/h.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 V1|V2|R|H" >&2; exit 2 ;;
 esac
