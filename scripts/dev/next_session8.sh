@@ -66,5 +66,13 @@ case "${1:-V1}" in
       --impls flashkit sdpa_cudnn --out-dir "$O/bench" --tag fb --no-plot
     tar -czf "${OUT:-/tmp}/h.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 V1|V2|R|H" >&2; exit 2 ;;
+  P)  # host pieces probe, then results bwd-v15 (bwd and fwd_bwd after the autograd Function path)
+    O=${OUT:-/tmp}/res9
+    mkdir -p "$O"
+    . "$D/device_steps.sh"
+    install_cmd "$TREE"
+    step install 400 "${INSTALL[@]}"
+    (cd /tmp && step pieces 120 python3 "$TREE/scripts/dev/host_pieces_probe.py" --out "$O")
+    STEPS="bwd" BWD_TAG=bwd-v15 exec bash "$D/results_v9.sh" ;;
+  *) echo "usage: $0 V1|V2|R|H|P" >&2; exit 2 ;;
 esac
