@@ -281,6 +281,40 @@ def test_plot_from_synthetic_rows(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_plot_gives_gqa_rows_their_own_panels(tmp_path, monkeypatch):
+    """Rows of one (sweep, D) with H_kv < H_q (a --gqa run in the same file) get their own
+    panel row titled "GQA <ratio>" instead of overwriting the MHA lines; a (mode, causal)
+    column with no such rows is left blank."""
+    pytest.importorskip("matplotlib")
+    rows = _synthetic_rows()
+    gqa = []
+    for causal in (False, True):
+        for S in (512, 2048):
+            g = _row("flashkit", 128, S, causal, 111.0 + S, mode="bwd")
+            g["H_kv"] = g["H_q"] // 8
+            gqa.append(g)
+    seen = {}
+
+    def capture(fig, path):
+        seen["titles"] = [ax.get_title() for ax in fig.axes if ax.axison]
+        seen["lines"] = {ax.get_title(): [list(line.get_ydata()) for line in ax.get_lines()]
+                         for ax in fig.axes if ax.axison}
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        return path
+
+    monkeypatch.setattr(report, "save_figure", capture)
+    assert report._group_of(gqa[0]) == 8 and report._group_of(rows[0]) == 1
+    report.plot_rows(rows + gqa, tmp_path / "p.png")
+    gqa_titles = [t for t in seen["titles"] if "GQA 8" in t]
+    assert sorted(t.split("\n")[0] for t in gqa_titles) == [
+        "fa3 D=128 GQA 8 causal bwd", "fa3 D=128 GQA 8 non-causal bwd"]
+    for t in gqa_titles:  # only the GQA rows' values, one line (flashkit)
+        assert seen["lines"][t] == [[111.0 + 512, 111.0 + 2048]]
+    mha = [t for t in seen["titles"] if t.startswith("fa3 D=128 causal bwd")]
+    assert mha and all(111.0 + 512 not in y for y in seen["lines"][mha[0]])
+
+
 def test_plot_without_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
     assert not report.have_matplotlib()
