@@ -387,6 +387,22 @@ if torch is not None:
         _bwd_dense_op = _attention_bwd
         _bwd_varlen_op = _attention_varlen_bwd
 
+    def _function_backward(ctx, grad_out, grad_lse, n_args, direct, op):
+        """The backward of _DenseFn / _VarlenFn: the forward's saved tensors and arguments
+        handed to ``direct`` (the implementation) in a plain eager backward, else to ``op`` (the
+        backward op, as the custom op's autograd would call it: create_graph=True, compile,
+        modes). Gradients for q, k, v; None for the other ``n_args - 3`` forward arguments."""
+        _reject_lse_grad(grad_lse)
+        if grad_out is None:
+            return (None,) * n_args
+        saved = tuple(ctx.saved_tensors)
+        args = (grad_out,) + saved + ctx.args
+        if not torch.is_grad_enabled() and _eager_direct(args[:1 + len(saved)]):
+            dq, dk, dv = direct(*args)
+        else:
+            dq, dk, dv = op(*args)
+        return (dq, dk, dv) + (None,) * (n_args - 3)
+
     class _DenseFn(torch.autograd.Function):
         """Eager autograd of the dense forward without the dispatcher (_eager_autograd): the
         same implementations, saved tensors and backward arguments as the custom op's
@@ -404,19 +420,9 @@ if torch is not None:
 
         @staticmethod
         def backward(ctx, grad_out, grad_lse):
-            n_args = 9
-            _reject_lse_grad(grad_lse)
-            if grad_out is None:
-                return (None,) * n_args
-            q, k, v, out, lse = ctx.saved_tensors
-            args = (grad_out, q, k, v, out, lse) + ctx.args
-            # create_graph=True (or anything but a plain eager backward): the backward op, as
-            # the custom op's autograd would call it.
-            if not torch.is_grad_enabled() and _eager_direct(args[:6]):
-                dq, dk, dv = _dense_bwd(*args)
-            else:
-                dq, dk, dv = _bwd_dense_op(*args)
-            return (dq, dk, dv) + (None,) * (n_args - 3)
+            # (module globals looked up at call time: tests replace them)
+            return _function_backward(ctx, grad_out, grad_lse, 9, lambda *a: _dense_bwd(*a),
+                                      lambda *a: _bwd_dense_op(*a))
 
     class _VarlenFn(torch.autograd.Function):
         """_DenseFn for attention_varlen (the custom op's _setup_varlen / _varlen_backward)."""
@@ -435,17 +441,8 @@ if torch is not None:
 
         @staticmethod
         def backward(ctx, grad_out, grad_lse):
-            n_args = 14
-            _reject_lse_grad(grad_lse)
-            if grad_out is None:
-                return (None,) * n_args
-            saved = ctx.saved_tensors
-            args = (grad_out,) + tuple(saved) + ctx.args
-            if not torch.is_grad_enabled() and _eager_direct(args[:8]):
-                dq, dk, dv = _varlen_bwd(*args)
-            else:
-                dq, dk, dv = _bwd_varlen_op(*args)
-            return (dq, dk, dv) + (None,) * (n_args - 3)
+            return _function_backward(ctx, grad_out, grad_lse, 14, lambda *a: _varlen_bwd(*a),
+                                      lambda *a: _bwd_varlen_op(*a))
 
     def _needs_grad(q, k, v):
         return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
