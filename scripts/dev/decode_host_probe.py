@@ -1,28 +1,25 @@
 """Is a short decode call host-bound? DecodePlan.run's event-timed median (the bench's way),
 its host time per call (back-to-back calls without a sync), its GPU time (the same call
-replayed from a CUDA graph), and the kernels' durations from torch.profiler.
+replayed from a CUDA graph: decode_quick_bench.graph_ms), and the kernels' durations from torch.profiler.
 
     python3 scripts/dev/decode_host_probe.py [--out DIR]
 """
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import torch
 import triton.testing as tt
 
 import flashkit
+from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: decode_quick_bench
+from decode_quick_bench import graph_ms, paged_inputs  # noqa: E402
 
 
 def case(B, S, Hq, Hkv, D, page, out_lines):
-    dt = torch.bfloat16
-    pages = B * ((S + page - 1) // page) + 7
-    g = torch.Generator(device="cuda").manual_seed(0)
-    k = torch.randn(pages, page, Hkv, D, device="cuda", dtype=dt, generator=g)
-    v = torch.randn(pages, page, Hkv, D, device="cuda", dtype=dt, generator=g)
-    q = torch.randn(B, 1, Hq, D, device="cuda", dtype=dt, generator=g)
-    per = (S + page - 1) // page
-    bt = torch.randperm(pages, device="cuda", generator=g)[: B * per].view(B, per).int()
-    lens = torch.full((B,), S, device="cuda", dtype=torch.int32)
+    q, k, v, bt, lens, _, _ = paged_inputs(B, S, Hq, Hkv, "bf16", page=page, d=D)
     plan = flashkit.DecodePlan(B, 1, Hq, Hkv, D, device="cuda", max_seqlen_k=S)
     plan.plan(lens)
     fn = lambda: plan.run(q, k, v, bt, lens, causal=True)  # noqa: E731
@@ -31,46 +28,15 @@ def case(B, S, Hq, Hkv, D, page, out_lines):
     torch.cuda.synchronize()
     ms = tt.do_bench(fn, warmup=10, rep=100, return_mode="median")
     n = 200
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    host = (t1 - t0) / n * 1e6
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    reps = 20
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = []
-    for _ in range(20):
-        e0.record()
-        graph.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        best.append(e0.elapsed_time(e1) / reps * 1e3)
-    best.sort()
+    host = host_us_per_call(fn, n=n)
+    graph_us = graph_ms(fn, calls=20, reps=20) * 1e3
     # pieces of the host path
     from flashkit import _torch_decode_ops as tdo
     args = (q, k, v, bt, lens, plan.workspace, True, 0.0, False, plan.split_size, plan.max_seqlen_k,
             False, None, None)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        tdo._decode_run_impl(*args)
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    impl = (t1 - t0) / n * 1e6
+    impl = host_us_per_call(lambda: tdo._decode_run_impl(*args), n=n)
     out_lines.append(f"B={B} S_k={S} H={Hq}/{Hkv} D={D} page={page}: do_bench {ms * 1e3:7.2f} us | host/call "
-                     f"{host:7.2f} us (impl alone {impl:7.2f}) | graph replay {best[len(best) // 2]:7.2f} us/call")
+                     f"{host:7.2f} us (impl alone {impl:7.2f}) | graph replay {graph_us:7.2f} us/call")
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(20):

@@ -4,25 +4,13 @@ work: tiny shapes, 300 back-to-back calls, one sync), to find where the microsec
     python3 scripts/dev/host_pieces_probe.py [--out DIR]
 """
 import argparse
-import time
 
 import torch
 
 import flashkit
 from flashkit import _torch_decode_ops as tdo
 from flashkit import _torch_ops as tops
-
-
-def per_call(fn, n=300):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
+from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
 
 
 def main():
@@ -71,7 +59,7 @@ def main():
     ]
     for name, fn in rows:
         try:
-            lines.append(f"{name:34s} {per_call(fn):8.2f} us/call")
+            lines.append(f"{name:34s} {host_us_per_call(fn, n=300):8.2f} us/call")
         except Exception as e:  # a signature that differs: say so, go on
             lines.append(f"{name:34s} error {type(e).__name__}: {str(e)[:160]}")
     txt = "\n".join(lines)

@@ -4,13 +4,13 @@ the host makes (syncs, mallocs, attribute sets), FlashKit's autograd path agains
     python3 scripts/dev/host_probe.py [--out DIR]
 """
 import argparse
-import time
 
 import torch
 import triton.testing as tt
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashkit
+from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
 
 
 def main():
@@ -51,17 +51,8 @@ def main():
             fn()
         torch.cuda.synchronize()
         ms = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
-        # host time per call: the loop's wall time when the GPU never waits (50 calls, one sync)
-        n = 50
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        lines.append(f"{name:14s} do_bench median {ms * 1e3:8.1f} us | host enqueue {(t1 - t0) / n * 1e6:8.1f} us/call"
-                     f" | loop incl. drain {(t2 - t0) / n * 1e6:8.1f} us/call")
+        host = host_us_per_call(fn, n=50, warmup=0)
+        lines.append(f"{name:14s} do_bench median {ms * 1e3:8.1f} us | host enqueue {host:8.1f} us/call")
     from torch.profiler import profile, ProfilerActivity
     for name, fn in (("fk_fwd_bwd", fk_fwd_bwd), ("cudnn_fwd_bwd", cd_fwd_bwd)):
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
