@@ -23,6 +23,14 @@ install_cmd() {
   INSTALL=(python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$1/build/gpu"
     -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF "$1")
 }
+# install_tree TREE: the usual start of a device call: the GPU's name and $FLASHKIT_COMMIT (if set)
+# into summary.txt, then `step install` of TREE (install_cmd).
+install_tree() {
+  install_cmd "$1"
+  nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
+  if [ -n "${FLASHKIT_COMMIT:-}" ]; then echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"; fi
+  step install 400 "${INSTALL[@]}"
+}
 # with_defines ORIG DEFS > FILE: ORIG with each of DEFS (';'-separated "MACRO VALUE" pairs;
 # empty = none) prepended as a #define (the define-variant runs: decode_define_sweep.sh,
 # fwd_define_ab.sh).

@@ -15,10 +15,7 @@ case "${1:-V1}" in
   V1)
     O=${OUT:-/tmp}/v1
     . "$D/device_steps.sh"
-    install_cmd "$TREE"
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-    echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"
-    step install 400 "${INSTALL[@]}"
+    install_tree "$TREE"
     (cd "$TREE/tests/python" && step tests 330 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider --durations=10 \
       test_backward_gpu.py test_backward_families_gpu.py test_bwd_det_residency_gpu.py \
       -k "not test_sm90_v1_backward_matches_reference and not test_portable_backward_matches_reference")
@@ -32,10 +29,7 @@ case "${1:-V1}" in
   V2)
     O=${OUT:-/tmp}/v2
     . "$D/device_steps.sh"
-    install_cmd "$TREE"
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-    echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"
-    step install 400 "${INSTALL[@]}"
+    install_tree "$TREE"
     cd /tmp
     B=(python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 --mode bwd --gqa 8 --out-dir "$O/gqa" --no-plot)
     I=(--impls flashkit flashkit_deterministic)
@@ -50,10 +44,7 @@ case "${1:-V1}" in
   H)  # the eager autograd Function path: its tests, the host probe, fwd_bwd rows with cuDNN
     O=${OUT:-/tmp}/h
     . "$D/device_steps.sh"
-    install_cmd "$TREE"
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-    echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"
-    step install 400 "${INSTALL[@]}"
+    install_tree "$TREE"
     (cd "$TREE/tests/python" && step cpu_tests 200 python3 -m pytest -q -p no:cacheprovider test_torch_ops_cpu.py)
     (cd "$TREE/tests/python" && step gpu_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
       test_backward_gpu.py test_attention_gpu.py -k "autograd or deterministic_flag or public or compile or graph")
@@ -70,8 +61,7 @@ case "${1:-V1}" in
     O=${OUT:-/tmp}/res9
     mkdir -p "$O"
     . "$D/device_steps.sh"
-    install_cmd "$TREE"
-    step install 400 "${INSTALL[@]}"
+    install_tree "$TREE"
     (cd /tmp && step pieces 120 python3 "$TREE/scripts/dev/host_pieces_probe.py" --out "$O")
     STEPS="bwd" BWD_TAG=bwd-v15 exec bash "$D/results_v9.sh" ;;
   *) echo "usage: $0 V1|V2|R|H|P" >&2; exit 2 ;;

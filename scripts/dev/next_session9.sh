@@ -19,9 +19,7 @@ case "${1:-G4}" in
   G4)
     O=${OUT:-/tmp}/g4
     . "$D/device_steps.sh"
-    install_cmd "$TREE"
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-    step install 400 "${INSTALL[@]}"
+    install_tree "$TREE"
     (cd "$TREE/tests/python" && step tests 330 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
       test_backward_gpu.py test_backward_families_gpu.py -k "gqa_split")
     cd /tmp
