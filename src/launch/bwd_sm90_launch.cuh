@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 
 #include "kernels/bwd_sm90/kernel.cuh"
 #include "kernels/bwd_sm90/kernel_ks.cuh"
@@ -114,12 +113,12 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       // split heads, dK / dV summed through distributed shared memory in rank order). By default
       // where measured to pay (bwd_gqa_split.h's table: under a causal mask, D 128 +20..37% fast and
       // +13..39% deterministic, D 64 fast +7..15%; H100, 2026-11-27, docs/kernels/bwd.md "GQA: the
-      // group split"). FLASHKIT_BWD_GQA_SPLIT (read once): unset or "t" that table; 0 or 1 never;
-      // n >= 2 wherever the group allows, up to n CTAs (the largest power of two <= min(n, 8)
-      // dividing h_ratio; A/B runs and tests).
-      static const char* const split_env = std::getenv("FLASHKIT_BWD_GQA_SPLIT");
-      static const bool split_table = split_env == nullptr || split_env[0] == '\0' || split_env[0] == 't';
-      static const int split_cap = split_table ? 0 : dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", 0);
+      // group split"). FLASHKIT_BWD_GQA_SPLIT (read once): unset, "t" (or any non-number) that table;
+      // 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs (the largest power of two
+      // <= min(n, 8) dividing h_ratio; A/B runs and tests).
+      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
+      static const bool split_table = split_env < 0;
+      static const int split_cap = split_table ? 0 : split_env;
       auto split_log2 = [&](bool det) {
         int cap = split_cap;
         if (split_table) {
