@@ -36,7 +36,7 @@ TEST(BwdGqaSplit, NeverOutsideTheMeasuredGround) {
     for (bool det : {false, true}) {
       for (int s : {512, 2048, 8192, 16384}) {
         EXPECT_EQ(bwd_gqa_split_default(d, det, false, 8, s, sweep_ctas(d), kSms), 1) << "no mask " << d << " " << s;
-        for (int r : {1, 2, 4, 6, 12}) {
+        for (int r : {1, 2, 6, 10}) {
           EXPECT_EQ(bwd_gqa_split_default(d, det, true, r, s, sweep_ctas(d), kSms), 1) << "h_ratio " << r;
         }
       }
@@ -50,6 +50,20 @@ TEST(BwdGqaSplit, NeverOutsideTheMeasuredGround) {
   // Larger groups that are multiples of 8 take the same clusters.
   EXPECT_EQ(bwd_gqa_split_default(128, true, true, 16, 4096, 128, kSms), 4);
   EXPECT_EQ(bwd_gqa_split_default(128, true, true, 8, 4096, 4LL * kSms, kSms), 4);
+}
+
+TEST(BwdGqaSplit, GroupsOfFour) {
+  // Deterministic D 128 from 2k keys only, clusters of 2 (h_ratio 4 and 12 alike).
+  for (int r : {4, 12}) {
+    for (int s : {2048, 4096, 8192, 16384}) EXPECT_EQ(bwd_gqa_split_default(128, true, true, r, s, 512, kSms), 2) << s;
+    for (int s : {512, 1024}) EXPECT_EQ(bwd_gqa_split_default(128, true, true, r, s, 512, kSms), 1) << s;
+    for (int s : {512, 2048, 8192, 16384}) {
+      EXPECT_EQ(bwd_gqa_split_default(128, false, true, r, s, 512, kSms), 1) << "fast " << s;
+      EXPECT_EQ(bwd_gqa_split_default(64, true, true, r, s, 512, kSms), 1) << "D 64 " << s;
+      EXPECT_EQ(bwd_gqa_split_default(128, true, false, r, s, 512, kSms), 1) << "no mask " << s;
+    }
+    EXPECT_EQ(bwd_gqa_split_default(128, true, true, r, 4096, 4LL * kSms + 1, kSms), 1) << "large grid";
+  }
 }
 
 TEST(BwdGqaSplit, Log2OfACap) {

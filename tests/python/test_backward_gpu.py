@@ -453,11 +453,12 @@ def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
 
 # (B, S_q, S_k, H_q, H_kv, D): causal GQA calls that the default splits over clusters
 # (src/launch/bwd_gqa_split.h's table: h_ratio a multiple of 8; D 128 fast clusters of 2 from S_k
-# 512 to 8k, deterministic 2 / 4 / 8 by S_k; D 64 fast clusters of 2 from 2k to 8k).
+# 512 to 8k, deterministic 2 / 4 / 8 by S_k; D 64 fast clusters of 2 from 2k to 8k; h_ratio 4:
+# deterministic D 128 clusters of 2 from 2k).
 # test_backward_families_gpu.py runs this test again with FLASHKIT_BWD_GQA_SPLIT=8 (clusters of 8
 # wherever the group allows) and =0 (never).
 GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1, 128), (1, 1500, 2100, 16, 2, 128), (2, 700, 600, 8, 1, 128),
-                    (1, 2100, 2300, 16, 2, 64)]
+                    (1, 2100, 2300, 16, 2, 64), (1, 1900, 2200, 8, 2, 128)]
 
 
 @pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=lambda s: f"{case_id(s[:5])}_D{s[5]}")
