@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The device calls owed after 2026-11-27 (seventeenth session), in this order:
-#   G4 (~5 min)  the GQA 4 table entry (scripts/dev/patches/bwd_gqa4_split.patch: deterministic D 128,
-#                h_ratio a multiple of 4, S_k >= 2048, clusters of 2; docs/kernels/bwd.md "GQA 4"):
-#                apply it here first (git apply scripts/dev/patches/bwd_gqa4_split.patch; CPU tests:
-#                tests/cpp/test_bwd_gqa_split.cpp), commit, then
+#   G4 (~5 min)  the GQA 4 table entry (deterministic D 128, h_ratio a multiple of 4, S_k >= 2048,
+#                clusters of 2; docs/kernels/bwd.md "GQA 4"; applied at eb5305b, run the eighteenth session,
+#                bwd-logs/gqa4-split-check-h100-2026-11-27/):
 #                run(command="bash scripts/dev/next_session9.sh G4"): the split tests (the patch adds a
 #                GQA 4 shape to test_gqa_split_grads), the families' split test (=8 and =0 subprocesses),
 #                memcheck / racecheck of the quick set, and the GQA 4 causal sweep never / default (two

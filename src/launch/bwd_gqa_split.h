@@ -13,7 +13,8 @@ namespace flashkit::launch_util {
 //   fast,          D 64,  causal, S_k 2k..8k:   clusters of 2: +7..15% (shorter and 16k level)
 //   deterministic, D 128, causal, S_k 512 / 1k: 2 (+13 / +24%); 2k..8k: 4 (+31..39%); 16k: 8 (+15%)
 // Without a mask every split lost (-1..31%), and deterministic D 64 gained too little to take
-// (<= +5%, clusters of 2). GQA 4: deterministic D 128 from 2k keys, clusters of 2 (+9..23%).
+// (<= +5%, clusters of 2). GQA 4: deterministic D 128 from 2k keys, clusters of 2 (+9..23%; rechecked
+// at eb5305b, bwd-logs/gqa4-split-check-h100-2026-11-27/).
 // Outside the measured ground (no right bound, group not a multiple of 4,
 // S_k < 512, more than 4 CTAs per SM in the plain grid, other head dims) it returns 1.
 inline int bwd_gqa_split_default(int head_dim, bool deterministic, bool right_bound, int h_ratio, int seqlen_k,
