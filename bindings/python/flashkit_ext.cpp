@@ -149,6 +149,7 @@ struct TorchRefs {
   // torch dtype objects and their DType (dtypes this torch version lacks are left out).
   std::vector<std::pair<nb::object, DType>> dtypes;
   nb::object s_data_ptr, s_shape, s_stride, s_dtype, s_device, s_type, s_index;
+  nb::object s_is_cuda, s_get_device;  // the device without a torch.device object
 };
 
 const TorchRefs* torch_refs() {
@@ -182,6 +183,8 @@ const TorchRefs* torch_refs() {
   r->s_device = nb::steal(PyUnicode_InternFromString("device"));
   r->s_type = nb::steal(PyUnicode_InternFromString("type"));
   r->s_index = nb::steal(PyUnicode_InternFromString("index"));
+  r->s_is_cuda = nb::steal(PyUnicode_InternFromString("is_cuda"));
+  r->s_get_device = nb::steal(PyUnicode_InternFromString("get_device"));
   refs = r;
   return refs;
 }
@@ -234,16 +237,25 @@ TensorRef ref_from_torch(const TorchRefs& r, nb::handle o, const char* name) {
     if (what.rfind("torch.", 0) == 0) what = what.substr(6);
     raise_unsupported_dtype(name, what);
   }
-  nb::object device = get_attr(o, r.s_device);
-  nb::object dev_type = get_attr(device, r.s_type);
-  const char* type_str = PyUnicode_AsUTF8(dev_type.ptr());
-  if (!type_str) throw nb::python_error();
-  const std::string type_name(type_str);
-  t.device = type_name == "cuda"  ? Device::kCUDA
-             : type_name == "cpu" ? Device::kCPU
-                                  : Device::kOther;
-  nb::object index = get_attr(device, r.s_index);
-  t.device_id = index.is_none() ? 0 : static_cast<int32_t>(to_i64(index));
+  // CUDA tensors (every call that launches): is_cuda + get_device(), two cheap calls; reading
+  // `device` builds a torch.device and two more attribute reads (about twice the host time of
+  // the whole conversion on the device machine's host). Anything else takes the general path.
+  nb::object is_cuda = get_attr(o, r.s_is_cuda);
+  if (is_cuda.ptr() == Py_True) {
+    t.device = Device::kCUDA;
+    t.device_id = static_cast<int32_t>(to_i64(call_method0(o, r.s_get_device)));
+  } else {
+    nb::object device = get_attr(o, r.s_device);
+    nb::object dev_type = get_attr(device, r.s_type);
+    const char* type_str = PyUnicode_AsUTF8(dev_type.ptr());
+    if (!type_str) throw nb::python_error();
+    const std::string type_name(type_str);
+    t.device = type_name == "cuda"  ? Device::kCUDA
+               : type_name == "cpu" ? Device::kCPU
+                                    : Device::kOther;
+    nb::object index = get_attr(device, r.s_index);
+    t.device_id = index.is_none() ? 0 : static_cast<int32_t>(to_i64(index));
+  }
   // data_ptr() already includes the storage offset.
   t.data = PyLong_AsVoidPtr(call_method0(o, r.s_data_ptr).ptr());
   if (!t.data && PyErr_Occurred()) throw nb::python_error();

@@ -6,6 +6,8 @@
         split_size, max_seqlen_k) -> ()
     torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace,
         causal, softmax_scale, return_lse, split_size, max_seqlen_k) -> (out, lse)
+    torch.ops.flashkit.decode_run_out(q, k_cache, v_cache, block_table, seqlens_k, workspace,
+        out!, lse!?, causal, softmax_scale, split_size, max_seqlen_k) -> ()
     torch.ops.flashkit.append_kv(k_cache!, v_cache!, k_new, v_new, block_table,
         seqlens_k) -> ()
 
@@ -22,7 +24,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._torch_ops import _eager_direct
+from ._torch_ops import _current_device, _eager_direct
 from .ops import _native
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -47,21 +49,13 @@ def _stream_of(t):
     return (0, None) if index < 0 else (_raw_stream(index), index)
 
 
-class _on_device:
-    """Makes t's device current for the launch (the kernels go to the current device)."""
-
-    def __init__(self, index):
-        self.index = index
-        self.ctx = None
-
-    def __enter__(self):
-        if self.index is not None and self.index != torch.cuda.current_device():
-            self.ctx = torch.cuda.device(self.index)
-            self.ctx.__enter__()
-
-    def __exit__(self, *exc):
-        if self.ctx is not None:
-            self.ctx.__exit__(*exc)
+def _call_on(index, fn, *args):
+    """fn(*args) with CUDA device ``index`` current (the kernels go to the current device);
+    index None (a CPU tensor, which the C++ validation rejects) calls it as it is."""
+    if index is not None and index != _current_device():
+        with torch.cuda.device(index):
+            return fn(*args)
+    return fn(*args)
 
 
 @functools.lru_cache(maxsize=256)
@@ -78,10 +72,15 @@ def kv_dtype_name(q, k_cache):
     return _QUANT_DTYPES.get(k_cache.dtype, "")
 
 
+def _alloc_o(q, v_cache):
+    qs = q.shape
+    return q.new_empty((qs[0], qs[1], qs[2], v_cache.shape[3]))
+
+
 def _alloc_out(q, v_cache, return_lse):
     B, s_q, H_q = q.shape[0], q.shape[1], q.shape[2]
-    out = torch.empty((B, s_q, H_q, v_cache.shape[3]), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B, H_q, s_q) if return_lse else (0,), dtype=torch.float32, device=q.device)
+    out = _alloc_o(q, v_cache)
+    lse = q.new_empty((B, H_q, s_q) if return_lse else (0,), dtype=torch.float32)
     return out, lse
 
 
@@ -97,28 +96,43 @@ def _max_seqlen(block_table, k_cache, split_size, max_seqlen_k):
     return max_seqlen_k
 
 
+def _decode_into(q, k_cache, v_cache, block_table, seqlens_k, out, lse, causal, softmax_scale,
+                 split_size, max_seqlen_k, check_inputs, k_scale, v_scale):
+    """Plan + run in one call, writing ``out`` (and ``lse`` unless None)."""
+    C = _native()
+    stream, index = _stream_of(q)
+    if index is None or q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4 or block_table.dim() != 2:
+        # Not a 4-D CUDA q etc.: let the C++ validation name the problem.
+        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse, None, softmax_scale,
+                     causal, split_size, max_seqlen_k, False, True, 0, False, k_scale, v_scale)
+    msl = _max_seqlen(block_table, k_cache, split_size, max_seqlen_k)
+    qs = q.shape
+    nbytes = _workspace_bytes(qs[0], qs[1], qs[2], k_cache.shape[2], qs[3], v_cache.shape[3],
+                              split_size, msl, index, kv_dtype_name(q, k_cache))
+    ws = q.new_empty(((nbytes + 3) // 4,), dtype=torch.int32)
+    _call_on(index, C.decode_run, q, k_cache, v_cache, block_table, seqlens_k, out, lse, ws,
+             softmax_scale, causal, split_size, msl, True, False, stream, check_inputs, k_scale,
+             v_scale)
+
+
 def _decode_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
                  seqlens_k: Tensor, causal: bool, softmax_scale: float, return_lse: bool,
                  split_size: int, max_seqlen_k: int, check_inputs: bool = False,
                  k_scale: Optional[Tensor] = None,
                  v_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
-    stream, index = _stream_of(q)
-    if index is None or q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4 or block_table.dim() != 2:
-        # Not a 4-D CUDA q etc.: let the C++ validation name the problem.
-        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     None, softmax_scale, causal, split_size, max_seqlen_k, False, True, 0, False,
-                     k_scale, v_scale)
-    msl = _max_seqlen(block_table, k_cache, split_size, max_seqlen_k)
-    nbytes = _workspace_bytes(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[2], q.shape[3],
-                              v_cache.shape[3], split_size, msl, index, kv_dtype_name(q, k_cache))
-    ws = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=q.device)
-    with _on_device(index):
-        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     ws, softmax_scale, causal, split_size, msl, True, False, stream, check_inputs,
-                     k_scale, v_scale)
+    _decode_into(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
+                 causal, softmax_scale, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
     return out, lse
+
+
+def _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, out, lse, causal,
+              softmax_scale, split_size, max_seqlen_k, check_inputs, k_scale, v_scale):
+    """The planned split + combine writing ``out`` (and ``lse`` unless None)."""
+    stream, index = _stream_of(q)
+    _call_on(index, _native().decode_run, q, k_cache, v_cache, block_table, seqlens_k, out, lse,
+             workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream,
+             check_inputs, k_scale, v_scale)
 
 
 def _decode_run_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
@@ -126,32 +140,36 @@ def _decode_run_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: T
                      return_lse: bool, split_size: int, max_seqlen_k: int,
                      check_inputs: bool = False, k_scale: Optional[Tensor] = None,
                      v_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    C = _native()
     out, lse = _alloc_out(q, v_cache, return_lse)
-    stream, index = _stream_of(q)
-    with _on_device(index):
-        C.decode_run(q, k_cache, v_cache, block_table, seqlens_k, out, lse if return_lse else None,
-                     workspace, softmax_scale, causal, split_size, max_seqlen_k, False, False, stream,
-                     check_inputs, k_scale, v_scale)
+    _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, out,
+              lse if return_lse else None, causal, softmax_scale, split_size, max_seqlen_k,
+              check_inputs, k_scale, v_scale)
     return out, lse
+
+
+def _decode_run_out_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor,
+                         seqlens_k: Tensor, workspace: Tensor, out: Tensor, lse: Optional[Tensor],
+                         causal: bool, softmax_scale: float, split_size: int, max_seqlen_k: int,
+                         check_inputs: bool = False, k_scale: Optional[Tensor] = None,
+                         v_scale: Optional[Tensor] = None) -> None:
+    _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, out, lse, causal,
+              softmax_scale, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
 
 
 def _decode_plan_impl(seqlens_k: Tensor, workspace: Tensor, batch: int, s_q: int, h_q: int,
                       h_kv: int, head_dim: int, head_dim_v: int, split_size: int,
                       max_seqlen_k: int, kv_dtype: str = "") -> None:
     stream, index = _stream_of(seqlens_k)
-    with _on_device(index):
-        _native().decode_plan(seqlens_k, workspace, batch, s_q, h_q, h_kv, head_dim, head_dim_v,
-                              split_size, max_seqlen_k, stream, kv_dtype)
+    _call_on(index, _native().decode_plan, seqlens_k, workspace, batch, s_q, h_q, h_kv, head_dim,
+             head_dim_v, split_size, max_seqlen_k, stream, kv_dtype)
 
 
 def _append_kv_impl(k_cache: Tensor, v_cache: Tensor, k_new: Tensor, v_new: Tensor,
                     block_table: Tensor, seqlens_k: Tensor, k_scale: Optional[Tensor] = None,
                     v_scale: Optional[Tensor] = None) -> None:
     stream, index = _stream_of(k_new)
-    with _on_device(index):
-        _native().append_kv(k_new, v_new, k_cache, v_cache, block_table, seqlens_k, stream,
-                            k_scale, v_scale)
+    _call_on(index, _native().append_kv, k_new, v_new, k_cache, v_cache, block_table, seqlens_k,
+             stream, k_scale, v_scale)
 
 
 _decode_op = torch.library.custom_op("flashkit::decode", _decode_impl, mutates_args=())
@@ -165,6 +183,10 @@ _decode_run_op.register_fake(
     lambda q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
     return_lse, split_size, max_seqlen_k, check_inputs=False, k_scale=None, v_scale=None:
     _fake_out(q, v_cache, return_lse))
+
+_decode_run_out_op = torch.library.custom_op("flashkit::decode_run_out", _decode_run_out_impl,
+                                             mutates_args=("out", "lse"))
+_decode_run_out_op.register_fake(lambda *args, **kwargs: None)
 
 _decode_plan_op = torch.library.custom_op("flashkit::decode_plan", _decode_plan_impl,
                                           mutates_args=("workspace",))
@@ -182,20 +204,55 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, r
     args = (q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, return_lse,
             split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k)):
-        return _decode_impl(*args)  # no autograd / compile / modes: skip the dispatcher
+        # no autograd / compile / modes: skip the dispatcher (and the empty lse)
+        if return_lse:
+            return _decode_impl(*args)
+        out = _alloc_o(q, v_cache)
+        _decode_into(q, k_cache, v_cache, block_table, seqlens_k, out, None, causal, softmax_scale,
+                     split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
+        return out, None
     return torch.ops.flashkit.decode(*args)
 
 
 def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
                return_lse, split_size, max_seqlen_k, check_inputs=False, k_scale=None,
-               v_scale=None):
+               v_scale=None, out=None, lse=None):
+    """(out, lse): lse is None when not return_lse. ``out`` / ``lse``: tensors to write
+    instead of new ones (the C++ validation checks their shapes, dtypes and devices)."""
+    tensors = (q, k_cache, v_cache, block_table, seqlens_k)
     _check_tensors("DecodePlan.run", (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                                       ("block_table", block_table), ("seqlens_k", seqlens_k)))
-    args = (q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, softmax_scale,
-            return_lse, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
-    if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k, workspace)):
-        return _decode_run_impl(*args)
-    return torch.ops.flashkit.decode_run(*args)
+    if out is None and lse is None:
+        if _eager_direct(tensors + (workspace,)):
+            # no dispatcher, and no lse tensor unless asked for
+            if return_lse:
+                return _decode_run_impl(q, k_cache, v_cache, block_table, seqlens_k, workspace,
+                                        causal, softmax_scale, True, split_size, max_seqlen_k,
+                                        check_inputs, k_scale, v_scale)
+            o = _alloc_o(q, v_cache)
+            _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, o, None, causal,
+                      softmax_scale, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
+            return o, None
+        o, l = torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k,
+                                             workspace, causal, softmax_scale, return_lse,
+                                             split_size, max_seqlen_k, check_inputs, k_scale,
+                                             v_scale)
+        return o, (l if return_lse else None)
+    if lse is not None and not return_lse:
+        raise ValueError("DecodePlan.run: lse was given but return_lse is False")
+    _check_tensors("DecodePlan.run", tuple((n, t) for n, t in (("out", out), ("lse", lse))
+                                           if t is not None))
+    if out is None or (return_lse and lse is None):
+        o, l = _alloc_out(q, v_cache, return_lse)
+        out = o if out is None else out
+        lse = l if lse is None and return_lse else lse
+    args = (q, k_cache, v_cache, block_table, seqlens_k, workspace, out, lse, causal, softmax_scale,
+            split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
+    if _eager_direct(tensors + (workspace, out) + ((lse,) if lse is not None else ())):
+        _run_into(*args)
+    else:
+        torch.ops.flashkit.decode_run_out(*args)
+    return out, lse
 
 
 def decode_plan(seqlens_k, workspace, *sizes):

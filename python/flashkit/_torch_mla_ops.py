@@ -17,7 +17,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from ._torch_decode_ops import _check_tensors, _on_device, _stream_of
+from ._torch_decode_ops import _call_on, _check_tensors, _stream_of
 from ._torch_ops import _eager_direct
 from .ops import _native
 
@@ -32,8 +32,7 @@ def _metadata_impl(seqlens_k: Tensor, num_parts: int) -> Tuple[Tensor, Tensor]:
     sched = torch.empty((num_parts, 8), dtype=torch.int32, device=seqlens_k.device)
     splits = torch.empty((B + 1,), dtype=torch.int32, device=seqlens_k.device)
     stream, index = _stream_of(seqlens_k)
-    with _on_device(index):
-        _native().mla_metadata(seqlens_k, sched, splits, stream)
+    _call_on(index, _native().mla_metadata, seqlens_k, sched, splits, stream)
     return sched, splits
 
 
@@ -50,13 +49,13 @@ def _decode_impl(q: Tensor, k_cache: Tensor, block_table: Tensor, seqlens_k: Ten
                      q.new_empty((0,)), empty, empty, head_dim_v, softmax_scale, causal, True, 0,
                      False)
     B, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
-    out = torch.empty((B, s_q, h_q, head_dim_v), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B, h_q, s_q), dtype=torch.float32, device=q.device)
+    out = q.new_empty((B, s_q, h_q, head_dim_v))
+    lse = q.new_empty((B, h_q, s_q), dtype=torch.float32)
     nbytes = _workspace_bytes(B, s_q, h_q, tile_scheduler_metadata.shape[0])
-    ws = torch.empty((max(nbytes, 16),), dtype=torch.uint8, device=q.device)
-    with _on_device(index):
-        C.mla_decode(q, k_cache, block_table, seqlens_k, tile_scheduler_metadata, num_splits, out,
-                     lse, ws, head_dim_v, softmax_scale, causal, False, stream, check_inputs)
+    ws = q.new_empty((max(nbytes, 16),), dtype=torch.uint8)
+    _call_on(index, C.mla_decode, q, k_cache, block_table, seqlens_k, tile_scheduler_metadata,
+             num_splits, out, lse, ws, head_dim_v, softmax_scale, causal, False, stream,
+             check_inputs)
     return out, lse
 
 

@@ -90,6 +90,10 @@ if torch is not None:
         def _raw_stream(index):
             return torch.cuda.current_stream(index).cuda_stream
 
+    # The current device without torch.cuda.current_device()'s lazy-init check (callers hold
+    # a CUDA tensor, so CUDA is initialized).
+    _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
     def _eager_direct(tensors):
         """True when the custom-op dispatcher adds nothing: a plain eager call that needs
         no autograd, outside torch.compile/export and any dispatch or function mode."""
@@ -126,7 +130,7 @@ if torch is not None:
         tensor, rejected by the C++ validation) calls fn(*args, 0)."""
         if index < 0:
             return fn(*args, 0)
-        if index != torch.cuda.current_device():
+        if index != _current_device():
             with torch.cuda.device(index):
                 return fn(*args, _raw_stream(index))
         return fn(*args, _raw_stream(index))

@@ -30,6 +30,8 @@ torch tensors only (these are ``torch.library`` custom ops with fake implementat
 
 from __future__ import annotations
 
+from .ops import _scale_arg
+
 __all__ = ["decode", "DecodePlan", "append_kv"]
 
 
@@ -40,9 +42,7 @@ def _tops():
 
 
 def _scale(softmax_scale):
-    from .ops import _scale_arg
-
-    return _scale_arg(softmax_scale)
+    return 0.0 if softmax_scale is None else _scale_arg(softmax_scale)
 
 
 def _split_args(split_size, max_seqlen_k):
@@ -128,6 +128,7 @@ class DecodePlan:
             self.batch_size, self.s_q, self.num_heads_q, self.num_heads_kv, self.head_dim,
             self.head_dim_v, split_size, max_seqlen_k, index, self.kv_dtype)
         self.workspace = torch.empty(((nbytes + 3) // 4,), dtype=torch.int32, device=self.device)
+        self._tops = _tops()
 
     def _sizes(self):
         return (self.batch_size, self.s_q, self.num_heads_q, self.num_heads_kv, self.head_dim,
@@ -138,17 +139,26 @@ class DecodePlan:
         _tops().decode_plan(seqlens_k, self.workspace, *self._sizes(), self.kv_dtype)
 
     def run(self, q, k_cache, v_cache, block_table, seqlens_k, causal=True, softmax_scale=None,
-            return_lse=False, check_inputs=False, k_scale=None, v_scale=None):
-        """Split + combine with the planned workspace; returns ``out`` (or ``(out, lse)``)."""
-        B, s_q, H_q, D = tuple(q.shape) if q.dim() == 4 else (None,) * 4
-        got = (B, s_q, H_q, k_cache.shape[2] if k_cache.dim() == 4 else None, D)
-        want = (self.batch_size, self.s_q, self.num_heads_q, self.num_heads_kv, self.head_dim)
-        if got != want:
+            return_lse=False, check_inputs=False, k_scale=None, v_scale=None, out=None, lse=None):
+        """Split + combine with the planned workspace; returns ``out`` (or ``(out, lse)``).
+
+        ``out`` (``[B, s_q, H_q, D_v]``, q's dtype) and ``lse`` (``[B, H_q, s_q]`` float32,
+        only with ``return_lse``): tensors to write and return instead of new ones, so a
+        step that reuses its buffers allocates nothing (``out``: any strides with a contiguous
+        last dimension; ``lse`` contiguous; both checked like every other argument). Under
+        torch.compile and in CUDA-graph capture they are written in place too."""
+        qs, ks = getattr(q, "shape", ()), getattr(k_cache, "shape", ())
+        if (len(qs) != 4 or len(ks) != 4 or qs[0] != self.batch_size or qs[1] != self.s_q
+                or qs[2] != self.num_heads_q or ks[2] != self.num_heads_kv
+                or qs[3] != self.head_dim):
+            q4 = tuple(qs) if len(qs) == 4 else (None,) * 4
+            got = (q4[0], q4[1], q4[2], ks[2] if len(ks) == 4 else None, q4[3])
+            want = (self.batch_size, self.s_q, self.num_heads_q, self.num_heads_kv, self.head_dim)
             raise ValueError(
                 "DecodePlan.run: q/k_cache sizes (B, s_q, H_q, H_kv, D) = "
                 f"{got} differ from the plan's {want}")
-        out, lse = _tops().decode_run(q, k_cache, v_cache, block_table, seqlens_k,
-                                      self.workspace, bool(causal), _scale(softmax_scale),
-                                      bool(return_lse), self.split_size, self.max_seqlen_k,
-                                      bool(check_inputs), k_scale, v_scale)
-        return (out, lse) if return_lse else out
+        o, l = self._tops.decode_run(q, k_cache, v_cache, block_table, seqlens_k, self.workspace,
+                                     bool(causal), _scale(softmax_scale), bool(return_lse),
+                                     self.split_size, self.max_seqlen_k, bool(check_inputs),
+                                     k_scale, v_scale, out, lse)
+        return (o, l) if return_lse else o

@@ -4,6 +4,7 @@ work: tiny shapes, 300 back-to-back calls, one sync), to find where the microsec
     python3 scripts/dev/host_pieces_probe.py [--out DIR]
 """
 import argparse
+import inspect
 
 import torch
 
@@ -11,6 +12,10 @@ import flashkit
 from flashkit import _torch_decode_ops as tdo
 from flashkit import _torch_ops as tops
 from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
+
+
+def _no_out():
+    raise TypeError("this tree's DecodePlan.run has no out=")
 
 
 def main():
@@ -44,6 +49,11 @@ def main():
         ("_decode_run_impl", lambda: tdo._decode_run_impl(q, k, v, bt, lens, ws, True, 0.0, False, plan.split_size,
                                                           plan.max_seqlen_k)),
         ("DecodePlan.run", lambda: plan.run(q, k, v, bt, lens)),
+        ("DecodePlan.run return_lse", lambda: plan.run(q, k, v, bt, lens, return_lse=True)),
+        # out= exists from 2026-11-27 (eighteenth session); older trees print an error row
+        ("DecodePlan.run out=", (lambda: plan.run(q, k, v, bt, lens, out=out)) if "out" in
+         inspect.signature(plan.run).parameters else _no_out),
+        ("flashkit.decode (plan + run)", lambda: flashkit.decode(q, k, v, bt, lens)),
         ("DecodePlan.plan", lambda: plan.plan(lens)),
     ]
     qd = torch.randn(1, 64, 4, 128, device="cuda", dtype=dt)

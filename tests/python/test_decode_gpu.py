@@ -234,6 +234,105 @@ def test_fused_merge_over_repeated_runs(split):
     assert flashkit.device_errors() == 0
 
 
+def test_run_into_caller_buffers():
+    # DecodePlan.run(out=, lse=): written in place and returned, bitwise equal to the
+    # allocating call; a strided out (a slice of a larger buffer) leaves the rest untouched;
+    # the dispatcher path (under a TorchDispatchMode the direct path is not taken) and
+    # torch.compile(fullgraph) write the same bits; wrong shapes / dtypes / devices raise
+    # before anything is written.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    lens = [3000, 1, 0, 700]
+    q, k, v, bt, sl = make_case(lens, h_q=16, h_kv=4, seed=21)
+    B, h_q = len(lens), 16
+    plan = flashkit.DecodePlan(B, 1, h_q, 4, 128, device="cuda")
+    plan.plan(sl)
+    ref_out, ref_lse = plan.run(q, k, v, bt, sl, return_lse=True)
+    check(q, k, v, bt, sl, ref_out, ref_lse)
+    assert torch.equal(plan.run(q, k, v, bt, sl), ref_out)
+
+    out = poison_(torch.empty_like(ref_out))
+    lse = poison_(torch.empty_like(ref_lse))
+    got = plan.run(q, k, v, bt, sl, out=out)
+    assert got is out and torch.equal(out, ref_out)
+    poison_(out)
+    got_out, got_lse = plan.run(q, k, v, bt, sl, return_lse=True, out=out, lse=lse)
+    assert got_out is out and got_lse is lse
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    poison_(lse)
+    got_out, got_lse = plan.run(q, k, v, bt, sl, return_lse=True, lse=lse)  # out allocated
+    assert got_lse is lse and torch.equal(lse, ref_lse) and torch.equal(got_out, ref_out)
+
+    big = poison_(torch.empty((B, 1, 2 * h_q, 128), dtype=q.dtype, device="cuda"))
+    before = big.clone()
+    strided = big[:, :, 1::2]  # every other head: non-contiguous, last dim contiguous
+    plan.run(q, k, v, bt, sl, out=strided)
+    assert torch.equal(strided, ref_out)
+    assert torch.equal(big[:, :, 0::2].nan_to_num(7.0), before[:, :, 0::2].nan_to_num(7.0))
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    poison_(out), poison_(lse)
+    with Passthrough():
+        plan.run(q, k, v, bt, sl, return_lse=True, out=out, lse=lse)
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+    @torch.compile(fullgraph=True)
+    def step(q, out, lse):
+        return plan.run(q * 1.0, k, v, bt, sl, return_lse=True, out=out, lse=lse)
+
+    poison_(out), poison_(lse)
+    step(q, out, lse)
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+    poison_(out)
+    keep = out.clone()
+    with pytest.raises(ValueError, match="out"):
+        plan.run(q, k, v, bt, sl, out=out[:, :, :8])
+    with pytest.raises(ValueError, match="out"):
+        plan.run(q, k, v, bt, sl, out=out.float())
+    with pytest.raises(ValueError, match="lse"):
+        plan.run(q, k, v, bt, sl, return_lse=True, out=out, lse=lse[:, :4])
+    with pytest.raises(ValueError, match="return_lse"):
+        plan.run(q, k, v, bt, sl, out=out, lse=lse)
+    with pytest.raises(TypeError, match="out"):
+        plan.run(q, k, v, bt, sl, out=out.cpu().numpy())
+    with pytest.raises(ValueError):
+        plan.run(q, k, v, bt, sl, out=out.cpu())
+    torch.cuda.synchronize()
+    assert torch.equal(out.nan_to_num(7.0), keep.nan_to_num(7.0))
+
+
+def test_run_into_buffers_in_cuda_graph():
+    # A captured step that writes the caller's buffers: replays with new lengths land in them.
+    B, h_q, h_kv = 2, 8, 2
+    q, k, v, bt, sl = make_case([2000, 2000], h_q=h_q, h_kv=h_kv, seed=22)
+    plan = flashkit.DecodePlan(B, 1, h_q, h_kv, 128, device="cuda")
+    out = torch.empty((B, 1, h_q, 128), dtype=q.dtype, device="cuda")
+    lse = torch.empty((B, h_q, 1), dtype=torch.float32, device="cuda")
+    sl_buf = sl.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        plan.plan(sl_buf)
+        plan.run(q, k, v, bt, sl_buf, return_lse=True, out=out, lse=lse)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.plan(sl_buf)
+        plan.run(q, k, v, bt, sl_buf, return_lse=True, out=out, lse=lse)
+    for lens in ([2000, 1], [5, 1999]):
+        sl_buf.copy_(torch.tensor(lens, dtype=torch.int32))
+        poison_(out), poison_(lse)
+        graph.replay()
+        torch.cuda.synchronize()
+        check(q, k, v, bt, sl_buf, out, lse)
+    assert flashkit.device_errors() == 0
+
+
 def test_torch_compile_fullgraph():
     q, k, v, bt, sl = make_case([300, 2000], h_q=8, h_kv=2, seed=11)
 
