@@ -299,7 +299,7 @@ def test_run_into_caller_buffers():
     with pytest.raises(ValueError, match="return_lse"):
         plan.run(q, k, v, bt, sl, out=out, lse=lse)
     with pytest.raises(TypeError, match="out"):
-        plan.run(q, k, v, bt, sl, out=out.cpu().numpy())
+        plan.run(q, k, v, bt, sl, out=out.float().cpu().numpy())
     with pytest.raises(ValueError):
         plan.run(q, k, v, bt, sl, out=out.cpu())
     torch.cuda.synchronize()
