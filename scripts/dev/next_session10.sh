@@ -8,6 +8,11 @@
 #                devices, graphs and compile (the host path changed: the binding's device read,
 #                _call_on, DecodePlan.run(out=, lse=)).
 #   run(carry=[".carry/old"], command="bash scripts/dev/next_session10.sh HA")   output ha.tgz
+#   MT (~6 min)  the tiny-call shortest split (min_chunk_tiny 64 where the balanced target is <= 32
+#                tokens per CTA; FLASHKIT_DECODE_MIN_CHUNK_TINY=128 is the old plan): env A/B, two
+#                interleaved rounds, graph timing (decode_quick_bench.py, bf16 / int8 / fp8); the decode,
+#                KV-cache and MLA GPU tests (with HA's test fix), memcheck / racecheck of sanitize_decode.py.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session10.sh MT")    output mt.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -33,5 +38,26 @@ case "${1:-HA}" in
       test_attention_gpu.py -k "graph or compile or device or stream or autograd or strided")
     tar -czf "${OUT:-/tmp}/ha.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 HA" >&2; exit 2 ;;
+  MT)
+    O=${OUT:-/tmp}/mt
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    CFGS=${CFGS:-"1:1024:32:8 1:1536:32:8 1:2048:32:8 1:4096:32:8 1:1024:64:8 2:512:32:8 1:1024:32:32 4:1024:32:8"}
+    cd /tmp
+    for r in 1 2; do
+      for v in 128 64; do
+        step "mc$v-$r" 150 env FLASHKIT_DECODE_MIN_CHUNK_TINY=$v python3 "$TREE/scripts/decode_quick_bench.py" \
+          --kv bf16 int8 fp8 --configs $CFGS --csv "$O/mc$v-$r.csv"
+      done
+    done
+    (cd "$TREE/tests/python" && step tests 330 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_decode_gpu.py test_kvcache_gpu.py test_mla_gpu.py test_index_hardening_gpu.py)
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 200 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py"
+    step racecheck 200 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    python3 "$D/decode_min_chunk_table.py" "$O" 128 64 | tee -a "$O/summary.txt"
+    tar -czf "${OUT:-/tmp}/mt.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 HA|MT" >&2; exit 2 ;;
 esac

@@ -30,6 +30,11 @@ constexpr int64_t kMaxSq = 16;
 // 256, B 1 GQA 32/8 2k -31%, 4k -13%, 1k -8%, B 4 1k -17% (bf16; the 8-bit caches alike or more),
 // long or large-batch calls unchanged (their splits are longer anyway); 64 was mixed.
 constexpr int kMinChunk = 128;
+// The shortest split where the balanced target is at most 32 tokens per CTA (the total work
+// is tiny: B 1 GQA 32/8 at 1k tokens). H100, 2026-11-27, the min-chunk runs above: 64 against
+// 128 at B 1 1k bf16 10.0 vs 11.9 us, FP8 10.3 vs 13.8; at 2k (62 tokens per CTA) 64 lost
+// (11.4 vs 10.8), so the rule stops short of it. docs/kernels/decode.md "Shortest split".
+constexpr int kMinChunkTiny = 64;
 constexpr int64_t kAlign = 256;
 
 bool decode_head_dim_ok(int64_t d) {
@@ -249,7 +254,16 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
     const long v = e != nullptr ? std::atol(e) : 0;
     return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunk;
   }();
+  // FLASHKIT_DECODE_MIN_CHUNK_TINY (read once; A/B runs): min_chunk_tiny (default kMinChunkTiny;
+  // with FLASHKIT_DECODE_MIN_CHUNK set and this one not, that value for both).
+  static const int min_chunk_tiny = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK_TINY");
+    const long v = e != nullptr ? std::atol(e) : 0;
+    if (v >= 64 && v <= (1L << 20)) return int((v + 63) / 64 * 64);
+    return std::getenv("FLASHKIT_DECODE_MIN_CHUNK") != nullptr ? min_chunk : kMinChunkTiny;
+  }();
   p.min_chunk = min_chunk;
+  p.min_chunk_tiny = min_chunk_tiny;
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {

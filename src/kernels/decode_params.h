@@ -119,7 +119,8 @@ struct DecodeParams {
   // total work over target_ctas. max_items / max_combines / max_partials bound what the
   // plan may write (the workspace was sized for them).
   int split_size;
-  int min_chunk;
+  int min_chunk;       // shortest split of the balanced plan (tokens, a multiple of 64)
+  int min_chunk_tiny;  // ... where the total work is at most half a tile per CTA (B 1, ~1k)
   int target_ctas;
   int max_items, max_combines, max_partials;
 

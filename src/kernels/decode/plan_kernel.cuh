@@ -6,7 +6,8 @@
 // split_size) splits of exactly split_size tokens: they depend on its own length only,
 // so its output bits do not depend on the rest of the batch. Otherwise (balanced) the
 // target is the total work hr_count * sum(len) over target_ctas (the split CTAs resident
-// on the GPU: one wave), rounded up to whole 64-token tiles and at least min_chunk;
+// on the GPU: one wave), rounded up to whole 64-token tiles and at least min_chunk
+// (min_chunk_tiny where that target is at most 32 tokens);
 // n_b = max(1, round(len_b / target)) (nearest, so that e.g. 2.06 targets make 2 splits,
 // not 3, and the wave stays full) and the splits are even: ceil(len_b / n_b) rounded up
 // to 64. With target >= hr_count * sum(len) / target_ctas the counts are bounded
@@ -100,7 +101,10 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
   } else {
     const int64_t per_cta = (total * hr + p.target_ctas - 1) / p.target_ctas;
     chunk = ((per_cta + 63) / 64) * 64;
-    if (chunk < p.min_chunk) chunk = p.min_chunk;
+    // Tiny calls (at most half a 64-token tile per target CTA: B 1 with GQA at ~1k tokens)
+    // take one-tile splits: the shortest critical path, still one wave.
+    const int64_t floor = per_cta <= 32 ? p.min_chunk_tiny : p.min_chunk;
+    if (chunk < floor) chunk = floor;
   }
   if (chunk > (int64_t{1} << 30)) chunk = int64_t{1} << 30;
 
