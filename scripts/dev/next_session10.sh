@@ -13,6 +13,12 @@
 #                interleaved rounds, graph timing (decode_quick_bench.py, bf16 / int8 / fp8); the decode,
 #                KV-cache and MLA GPU tests (with HA's test fix), memcheck / racecheck of sanitize_decode.py.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session10.sh MT")    output mt.tgz
+#   MB (~7 min)  MLA TMA boxes of 16 / 32 rows issued with broadcast coordinates (FLASHKIT_MLA_BOX_UNIFORM):
+#                this tree against OLD_TREE (default .carry/old, installed with pip --target /tmp/oldpkg),
+#                the MLA sweep (flashkit only, pages 16 / 32 / 64, h_q 64 / 128, s_q 1 / 2, fixed lengths),
+#                two interleaved rounds; then this tree's MLA GPU tests and memcheck / synccheck of
+#                sanitize_mla.py.
+#   run(carry=[".carry/old"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session10.sh MB")   output mb.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -59,5 +65,27 @@ case "${1:-HA}" in
     python3 "$D/decode_min_chunk_table.py" "$O" 128 64 | tee -a "$O/summary.txt"
     tar -czf "${OUT:-/tmp}/mt.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 HA|MT" >&2; exit 2 ;;
+  MB)
+    O=${OUT:-/tmp}/mb
+    . "$D/device_steps.sh"
+    OLD=${OLD_TREE:-$TREE/.carry/old}
+    install_tree "$TREE"
+    step install_old 400 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$OLD/build/gpu" \
+      -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF --target /tmp/oldpkg "$OLD"
+    cd /tmp
+    B=(python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 32 64 --heads 64 128 --sq 1 2
+       --modes fixed --no-plot)
+    for r in 1 2; do
+      step "old$r" 200 env PYTHONPATH=/tmp/oldpkg "${B[@]}" --out-dir "$O/bench" --tag "old$r"
+      step "new$r" 200 "${B[@]}" --out-dir "$O/bench" --tag "new$r"
+    done
+    (cd "$TREE/tests/python" && step tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_mla_gpu.py test_mla_fp8_gpu.py)
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 250 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_mla.py"
+    step synccheck 200 $S --tool synccheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_mla.py" --quick
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    tar -czf "${OUT:-/tmp}/mb.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 HA|MT|MB" >&2; exit 2 ;;
 esac
