@@ -13,7 +13,8 @@
 #                interleaved rounds, graph timing (decode_quick_bench.py, bf16 / int8 / fp8); the decode,
 #                KV-cache and MLA GPU tests (with HA's test fix), memcheck / racecheck of sanitize_decode.py.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session10.sh MT")    output mt.tgz
-#   MB (~7 min)  MLA TMA boxes of 16 / 32 rows issued with broadcast coordinates (FLASHKIT_MLA_BOX_UNIFORM):
+#   MB (~7 min)  MLA TMA boxes of 16 / 32 rows issued with broadcast coordinates (FLASHKIT_MLA_BOX_UNIFORM,
+#                commit 06eb792; measured slower and reverted: docs/kernels/mla-logs/box-uniform-h100-2026-11-27/):
 #                this tree against OLD_TREE (default .carry/old, installed with pip --target /tmp/oldpkg),
 #                the MLA sweep (flashkit only, pages 16 / 32 / 64, h_q 64 / 128, s_q 1 / 2, fixed lengths),
 #                two interleaved rounds; then this tree's MLA GPU tests and memcheck / synccheck of

@@ -78,12 +78,6 @@
 #ifndef FLASHKIT_MLA_STAGED_O
 #define FLASHKIT_MLA_STAGED_O 1
 #endif
-// FLASHKIT_MLA_BOX_UNIFORM: TMA boxes of fewer than 64 rows (pages of 16 / 32 / 48 tokens) are
-//   issued from lane 0 with their coordinates broadcast (1), or each from its own lane (0, the
-//   kernel before 2026-11-27).
-#ifndef FLASHKIT_MLA_BOX_UNIFORM
-#define FLASHKIT_MLA_BOX_UNIFORM 1
-#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -281,32 +275,11 @@ struct Piece {
         }
         return;
       }
-#if FLASHKIT_MLA_BOX_UNIFORM
-      // Boxes of 16 / 32 rows (pages of 16, 32, 48, ... tokens): box k's page was resolved by
-      // lane k; broadcast each box's coordinates and issue from lane 0, so every copy has
-      // warp-uniform operands like the whole-block case above (with per-lane operands ptxas
-      // loops over the lanes for every copy).
-      (void)issue;
-      const int nb = kMlaBlockN / p.tma_box_rows;  // 2 or 4
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int okk = __shfl_sync(0xffffffffu, int(ok), k);
-        const int slotk = __shfl_sync(0xffffffffu, slot, k);
-        const int idk = __shfl_sync(0xffffffffu, id, k);
-        const uint32_t row_off = uint32_t(k * p.tma_box_rows * 128);
-#pragma unroll
-        for (int c = c0; c < c1; ++c) {
-          prims::tma_load_4d_if(lt == 0 && k < nb, dst + c * Tr::kChunkBytes + row_off, &p.kv_tmap, c * 64,
-                                okk ? slotk : 0, kvh, okk ? idk : p.num_pages, bar_k(buf, c), policy);
-        }
-      }
-#else
 #pragma unroll
       for (int c = c0; c < c1; ++c) {
         prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
                               ok ? id : p.num_pages, bar_k(buf, c), policy);
       }
-#endif
     } else {
       // Each thread: half a 128-byte chunk row (4 x 16 bytes) per chunk.
       const int piece0 = (lt & 1) * 4;
