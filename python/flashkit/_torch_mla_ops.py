@@ -29,8 +29,8 @@ def _workspace_bytes(B, s_q, h_q, num_parts):
 
 def _metadata_impl(seqlens_k: Tensor, num_parts: int) -> Tuple[Tensor, Tensor]:
     B = seqlens_k.shape[0] if seqlens_k.dim() == 1 else 0
-    sched = torch.empty((num_parts, 8), dtype=torch.int32, device=seqlens_k.device)
-    splits = torch.empty((B + 1,), dtype=torch.int32, device=seqlens_k.device)
+    sched = seqlens_k.new_empty((num_parts, 8), dtype=torch.int32)
+    splits = seqlens_k.new_empty((B + 1,), dtype=torch.int32)
     stream, index = _stream_of(seqlens_k)
     _call_on(index, _native().mla_metadata, seqlens_k, sched, splits, stream)
     return sched, splits

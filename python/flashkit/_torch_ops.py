@@ -149,8 +149,8 @@ if torch is not None:
                softcap=0.0):
         """Allocates and launches; returns (out, lse or None)."""
         B, S_q, H_q = q.shape[0], q.shape[1], q.shape[2]
-        out = torch.empty((B, S_q, H_q, v.shape[3]), dtype=q.dtype, device=q.device)
-        lse = (torch.empty((B, H_q, S_q), dtype=torch.float32, device=q.device)
+        out = q.new_empty((B, S_q, H_q, v.shape[3]))
+        lse = (q.new_empty((B, H_q, S_q), dtype=torch.float32)
                if return_lse else None)
         _launch(q, k, v, out, lse, None, None, 0, 0, softmax_scale, causal, False,
                 (window_left, window_right, softcap))
@@ -160,15 +160,15 @@ if torch is not None:
                 softmax_scale, return_lse, check_inputs=False, window_left=-1, window_right=-1,
                 softcap=0.0):
         total_q, H_q = q.shape[0], q.shape[1]
-        out = torch.empty((total_q, H_q, v.shape[2]), dtype=q.dtype, device=q.device)
-        lse = (torch.empty((H_q, total_q), dtype=torch.float32, device=q.device)
+        out = q.new_empty((total_q, H_q, v.shape[2]))
+        lse = (q.new_empty((H_q, total_q), dtype=torch.float32)
                if return_lse else None)
         _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, check_inputs, (window_left, window_right, softcap))
         return out, lse
 
     def _no_lse(q):
-        return torch.empty((0,), dtype=torch.float32, device=q.device)
+        return q.new_empty((0,), dtype=torch.float32)
 
     # --- backward: allocation and launch ------------------------------------------------
     def _kernel_ready(g):
@@ -193,7 +193,7 @@ if torch is not None:
         size = _native().attention_bwd_workspace_size(
             max(int(batch), 0), max(int(rows_q), 0), max(int(max_seqlen_q), 0),
             int(q.shape[-2]), int(q.shape[-1]), bool(deterministic))
-        return torch.empty((max(int(size), 0),), dtype=torch.uint8, device=q.device)
+        return q.new_empty((max(int(size), 0),), dtype=torch.uint8)
 
     def _launch_bwd(dout, q, k, v, out, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                     max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic,
@@ -207,9 +207,9 @@ if torch is not None:
 
     def _grads_like(q, k, v):
         # Contiguous, like the fake implementations say.
-        return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
-                torch.empty(k.shape, dtype=k.dtype, device=k.device),
-                torch.empty(v.shape, dtype=v.dtype, device=v.device))
+        return (q.new_empty(q.shape),
+                k.new_empty(k.shape),
+                v.new_empty(v.shape))
 
     def _dense_bwd(dout, q, k, v, out, lse, causal, softmax_scale, deterministic,
                    window_left=-1, window_right=-1, softcap=0.0):
