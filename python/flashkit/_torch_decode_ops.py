@@ -205,12 +205,10 @@ def decode(q, k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale, r
             split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
     if _eager_direct((q, k_cache, v_cache, block_table, seqlens_k)):
         # no autograd / compile / modes: skip the dispatcher (and the empty lse)
-        if return_lse:
-            return _decode_impl(*args)
-        out = _alloc_o(q, v_cache)
-        _decode_into(q, k_cache, v_cache, block_table, seqlens_k, out, None, causal, softmax_scale,
+        out, lse = _alloc_out(q, v_cache, True) if return_lse else (_alloc_o(q, v_cache), None)
+        _decode_into(q, k_cache, v_cache, block_table, seqlens_k, out, lse, causal, softmax_scale,
                      split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
-        return out, None
+        return out, lse
     return torch.ops.flashkit.decode(*args)
 
 
@@ -225,14 +223,10 @@ def decode_run(q, k_cache, v_cache, block_table, seqlens_k, workspace, causal, s
     if out is None and lse is None:
         if _eager_direct(tensors + (workspace,)):
             # no dispatcher, and no lse tensor unless asked for
-            if return_lse:
-                return _decode_run_impl(q, k_cache, v_cache, block_table, seqlens_k, workspace,
-                                        causal, softmax_scale, True, split_size, max_seqlen_k,
-                                        check_inputs, k_scale, v_scale)
-            o = _alloc_o(q, v_cache)
-            _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, o, None, causal,
+            o, l = _alloc_out(q, v_cache, True) if return_lse else (_alloc_o(q, v_cache), None)
+            _run_into(q, k_cache, v_cache, block_table, seqlens_k, workspace, o, l, causal,
                       softmax_scale, split_size, max_seqlen_k, check_inputs, k_scale, v_scale)
-            return o, None
+            return o, l
         o, l = torch.ops.flashkit.decode_run(q, k_cache, v_cache, block_table, seqlens_k,
                                              workspace, causal, softmax_scale, return_lse,
                                              split_size, max_seqlen_k, check_inputs, k_scale,

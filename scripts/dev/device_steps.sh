@@ -31,6 +31,13 @@ install_tree() {
   if [ -n "${FLASHKIT_COMMIT:-}" ]; then echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"; fi
   step install 400 "${INSTALL[@]}"
 }
+# install_old OLD: `step install_old` of another tree OLD (an older commit carried as e.g. .carry/old) into
+# /tmp/oldpkg (pip --target, built in OLD/build/gpu): run it with PYTHONPATH=/tmp/oldpkg, this tree without.
+# (It resets INSTALL to OLD's.)
+install_old() {
+  install_cmd "$1"
+  step install_old 400 "${INSTALL[@]}" --target /tmp/oldpkg
+}
 # with_defines ORIG DEFS > FILE: ORIG with each of DEFS (';'-separated "MACRO VALUE" pairs;
 # empty = none) prepended as a #define (the define-variant runs: decode_define_sweep.sh,
 # fwd_define_ab.sh).

@@ -29,8 +29,7 @@ case "${1:-HA}" in
     . "$D/device_steps.sh"
     OLD=${OLD_TREE:-$TREE/.carry/old}
     install_tree "$TREE"
-    step install_old 400 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$OLD/build/gpu" \
-      -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF --target /tmp/oldpkg "$OLD"
+    install_old "$OLD"
     cd /tmp
     for r in 1 2; do
       mkdir -p "$O/old$r" "$O/new$r"
@@ -71,8 +70,7 @@ case "${1:-HA}" in
     . "$D/device_steps.sh"
     OLD=${OLD_TREE:-$TREE/.carry/old}
     install_tree "$TREE"
-    step install_old 400 python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir="$OLD/build/gpu" \
-      -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a-real -Ccmake.define.FLASHKIT_BUILD_TESTS=OFF --target /tmp/oldpkg "$OLD"
+    install_old "$OLD"
     cd /tmp
     B=(python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 32 64 --heads 64 128 --sq 1 2
        --modes fixed --no-plot)
