@@ -43,6 +43,8 @@ void check(const Status& s) {
 }
 
 using Tokens = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Tokens2D = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using SeqIds = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int32Array = nb::ndarray<nb::numpy, int32_t>;
 
 // A numpy array that owns `v`.
@@ -147,6 +149,20 @@ void bind_kvcache(nb::module_& m) {
             check(s.m->append(id, data_of(tokens, num_tokens, "append"), num_tokens));
           },
           "seq_id"_a, "tokens"_a.none(), "num_tokens"_a)
+      .def(
+          "append_batch",
+          [](Manager& s, SeqIds ids, std::optional<Tokens2D> tokens, int64_t num_tokens) {
+            const int64_t count = static_cast<int64_t>(ids.shape(0));
+            if (tokens && (static_cast<int64_t>(tokens->shape(0)) != count ||
+                           static_cast<int64_t>(tokens->shape(1)) != num_tokens)) {
+              throw nb::value_error(("append_batch: tokens has shape [" + std::to_string(tokens->shape(0)) +
+                                     ", " + std::to_string(tokens->shape(1)) + "], expected [" +
+                                     std::to_string(count) + ", " + std::to_string(num_tokens) + "]")
+                                        .c_str());
+            }
+            check(s.m->append_batch(ids.data(), count, tokens ? tokens->data() : nullptr, num_tokens));
+          },
+          "seq_ids"_a, "tokens"_a.none(), "num_tokens"_a)
       .def(
           "fork",
           [](Manager& s, SeqId parent) {

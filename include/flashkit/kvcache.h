@@ -156,6 +156,13 @@ class FLASHKIT_KVCACHE_API KVCacheManager {
   // if it is shared (copy-on-write). `tokens` may be null (ids unknown: this and later
   // blocks of the sequence are not cached).
   Status append(SeqId id, const int32_t* tokens, int64_t num_tokens);
+  // append() of `num_tokens` tokens to each of `count` sequences, in the order given, as one
+  // call: every id is checked (live, listed once, room in its block-table row) and the
+  // blocks the whole batch takes (copy-on-write included) against the pool before anything
+  // changes, so it succeeds for all or changes nothing. `tokens`: [count, num_tokens] ids,
+  // row i for ids[i], or null (ids unknown). A decode step's per-sequence bookkeeping in
+  // one call (docs/kvcache.md "Batched append").
+  Status append_batch(const SeqId* ids, int64_t count, const int32_t* tokens, int64_t num_tokens);
   // A new sequence sharing every block of `parent` (reference counts rise). Pending tokens
   // of the parent are pending for the child too.
   Status fork(SeqId parent, SeqId* child);

@@ -148,6 +148,36 @@ class KVCacheManager:
         arr, n = _tokens(tokens, num_tokens, "append")
         self._core.append(int(seq_id), arr, n)
 
+    def append_batch(self, seq_ids, tokens=None, *, num_tokens=None):
+        """:meth:`append` of ``n`` tokens to each of ``seq_ids`` in one call (a decode step's
+        bookkeeping): ``tokens`` ``[len(seq_ids), n]`` ids, row i for ``seq_ids[i]``, or
+        ``None`` and ``num_tokens`` n. All or nothing: every id is checked (live, listed
+        once, room in its block-table row) and the blocks the whole batch takes
+        (copy-on-write included) against the pool before anything changes."""
+        ids = np.asarray(seq_ids)
+        if ids.ndim != 1:
+            raise ValueError(f"append_batch: seq_ids must be one-dimensional, got shape {ids.shape}")
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"append_batch: seq_ids must be integers, got dtype {ids.dtype}")
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if tokens is None:
+            if num_tokens is None:
+                raise TypeError("append_batch: give tokens (token ids) or num_tokens")
+            self._core.append_batch(ids, None, int(num_tokens))
+            return
+        arr = np.asarray(tokens)
+        if arr.ndim != 2 or arr.shape[0] != ids.size:
+            raise ValueError(f"append_batch: tokens must have shape [len(seq_ids), n] = "
+                             f"[{ids.size}, n], got {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"append_batch: tokens must be integers, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31):
+            raise ValueError("append_batch: token ids must fit int32")
+        if num_tokens is not None and int(num_tokens) != arr.shape[1]:
+            raise ValueError(f"append_batch: {arr.shape[1]} tokens per sequence given but "
+                             f"num_tokens={num_tokens}")
+        self._core.append_batch(ids, np.ascontiguousarray(arr, dtype=np.int32), int(arr.shape[1]))
+
     def fork(self, seq_id):
         """A new sequence sharing every block of ``seq_id``; returns its id."""
         return self._core.fork(int(seq_id))

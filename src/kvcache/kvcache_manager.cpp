@@ -143,6 +143,11 @@ struct KVCacheManager::Impl {
   std::vector<Copy> copies;
   std::unordered_map<int32_t, int32_t> copy_into;  // dst -> index in `copies`
 
+  // append_batch() scratch: batch_pos[row] = 1 + the row's entry in the batch being checked
+  // (0 otherwise; every call leaves it all 0), the rows of that batch, and the shared last
+  // blocks its appends would copy.
+  std::vector<int32_t> batch_pos, batch_rows, batch_shared;
+
   int64_t used_fill = 0;       // sum of fill over used blocks
   int64_t logical_blocks = 0;  // sum of ceil(len / B) over live sequences
   int64_t prompt_tokens = 0, hit_tokens = 0, cow_copies = 0, evictions = 0;
@@ -485,6 +490,74 @@ Status KVCacheManager::append(SeqId id, const int32_t* tokens, int64_t num_token
         " in flight until take_updates()); nothing was changed"));
   }
   m.do_append(row, tokens, num_tokens);
+  return Status::Ok();
+}
+
+Status KVCacheManager::append_batch(const SeqId* ids, int64_t count, const int32_t* tokens,
+                                    int64_t num_tokens) {
+  Impl& m = *impl_;
+  if (count < 0) return Status::Invalid(cat("append_batch(): count must be >= 0, got ", count));
+  if (count > 0 && ids == nullptr) return Status::Invalid("append_batch(): ids must not be null");
+  if (num_tokens < 0) {
+    return Status::Invalid(cat("append_batch(): num_tokens must be >= 0, got ", num_tokens));
+  }
+  if (m.batch_pos.size() != m.rows.size()) m.batch_pos.assign(m.rows.size(), 0);
+  m.batch_rows.resize(static_cast<size_t>(count));
+  m.batch_shared.clear();
+  // 1. Resolve and check every entry; batch_pos marks the rows seen (cleared on every exit).
+  auto unmark = [&](int64_t upto) {
+    for (int64_t i = 0; i < upto; ++i) m.batch_pos[m.batch_rows[i]] = 0;
+  };
+  int64_t need = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    auto it = m.row_of.find(ids[i]);
+    if (it == m.row_of.end()) {
+      int32_t unused = -1;
+      const Status st = m.lookup(ids[i], "append_batch()", &unused);
+      unmark(i);
+      return Status::Invalid(cat(st.message(), " (entry ", i, " of ", count, "); nothing was changed"));
+    }
+    const int32_t row = it->second;
+    if (m.batch_pos[row] != 0) {
+      const int64_t first = m.batch_pos[row] - 1;
+      unmark(i);
+      return Status::Invalid(cat("append_batch(): sequence ", ids[i], " appears twice (entries ", first,
+                                 " and ", i, "); nothing was changed"));
+    }
+    m.batch_rows[i] = row;
+    m.batch_pos[row] = static_cast<int32_t>(i + 1);  // i < max_batch here: a longer batch repeats a row
+    const Impl::Seq& s = m.rows[row];
+    if (ceil_div(s.len + num_tokens, m.B) > m.width) {
+      const Status st = m.check_row_capacity(cat("append_batch(): sequence ", ids[i]), s.len + num_tokens);
+      unmark(i + 1);
+      return Status::Invalid(cat(st.message(), " (entry ", i, " of ", count, ")"));
+    }
+    need += ceil_div(s.len + num_tokens, m.B) - ceil_div(s.len, m.B);
+    if (num_tokens > 0 && s.len % m.B != 0) {
+      const int32_t last = m.entry(row, static_cast<int32_t>(ceil_div(s.len, m.B) - 1));
+      if (m.blocks[last].ref > 1) m.batch_shared.push_back(last);
+    }
+  }
+  unmark(count);
+  // 2. Copy-on-write: k appenders of a last block held by r sequences copy min(k, r - 1)
+  // times (append() one after another: the last holder writes in place).
+  std::sort(m.batch_shared.begin(), m.batch_shared.end());
+  for (size_t i = 0; i < m.batch_shared.size();) {
+    size_t j = i;
+    while (j < m.batch_shared.size() && m.batch_shared[j] == m.batch_shared[i]) ++j;
+    need += std::min<int64_t>(static_cast<int64_t>(j - i), m.blocks[m.batch_shared[i]].ref - 1);
+    i = j;
+  }
+  if (need > m.available()) {
+    return Status::Exhausted(cat(
+        "append_batch(): KV-cache pool exhausted: ", count, " sequences need ", need, " new blocks for ",
+        num_tokens, " tokens each, ", m.available(), " available (", m.free_list.size(), " free, ",
+        m.num_cached, " cached, ", m.in_flight.size(), " in flight until take_updates()); nothing was changed"));
+  }
+  // 3. Apply, in the order given (as append() calls would).
+  for (int64_t i = 0; i < count; ++i) {
+    m.do_append(m.batch_rows[i], tokens != nullptr ? tokens + i * num_tokens : nullptr, num_tokens);
+  }
   return Status::Ok();
 }
 

@@ -219,6 +219,57 @@ class Harness {
     return check();
   }
 
+  // append_batch(ids, n tokens each, row i of `tokens` for ids[i]): the model's appends one
+  // after another, all or nothing. The entries are checked in order (unknown or freed id,
+  // listed twice, no room in its row: the first failing entry names the error), then the
+  // blocks of the whole batch, copy-on-write included (k appenders of a last block that r
+  // sequences hold copy it min(k, r - 1) times), against the pool.
+  std::string append_batch(const std::vector<SeqId>& ids, const std::vector<int32_t>& tokens, int64_t n,
+                           bool known) {
+    const int B = cfg_.block_size;
+    const int64_t count = static_cast<int64_t>(ids.size());
+    auto call = [&] { return mgr_->append_batch(ids.data(), count, known ? tokens.data() : nullptr, n); };
+    std::set<SeqId> seen;
+    std::map<int32_t, int64_t> shared;  // shared last block -> appenders in the batch
+    int64_t need = 0;
+    for (SeqId id : ids) {
+      auto it = seqs_.find(id);
+      if (it == seqs_.end()) {
+        return expect_failure(Status::Code::kInvalidArgument,
+                              id >= 1 && id <= last_id_ ? "already freed" : "does not exist", call);
+      }
+      if (!seen.insert(id).second) return expect_failure(Status::Code::kInvalidArgument, "appears twice", call);
+      const int64_t len = static_cast<int64_t>(it->second.tokens.size());
+      if (ceil_div(len + n, B) > cfg_.max_blocks_per_seq) {
+        return expect_failure(Status::Code::kInvalidArgument, "max_blocks_per_seq", call);
+      }
+      need += ceil_div(len + n, B) - ceil_div(len, B);
+      if (n > 0 && len % B != 0) {
+        std::vector<int32_t> blocks;
+        mgr_->block_ids(id, &blocks);
+        if (mgr_->block_refcount(blocks.back()) > 1) ++shared[blocks.back()];
+      }
+    }
+    for (const auto& [b, k] : shared) need += std::min<int64_t>(k, mgr_->block_refcount(b) - 1);
+    if (need > mgr_->num_available_blocks()) {
+      return expect_failure(Status::Code::kResourceExhausted, "pool exhausted", call);
+    }
+    const int64_t available = mgr_->num_available_blocks();
+    Status st = call();
+    if (!st.ok()) return "append_batch failed unexpectedly: " + st.message();
+    if (available - mgr_->num_available_blocks() != need) {
+      return str("append_batch took ", available - mgr_->num_available_blocks(), " blocks, expected ", need);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      Seq& s = seqs_[ids[i]];
+      const int64_t len = static_cast<int64_t>(s.tokens.size());
+      if (!known && n > 0) s.known_len = std::min(s.known_len, len);
+      s.tokens.insert(s.tokens.end(), tokens.begin() + i * n, tokens.begin() + (i + 1) * n);
+      s.values = values_of(s.tokens);
+    }
+    return check();
+  }
+
   std::string fork(SeqId parent, SeqId* out = nullptr) {
     auto it = seqs_.find(parent);
     if (it == seqs_.end()) {
@@ -508,11 +559,18 @@ inline std::string run_ops(Harness& h, Source& src, int64_t max_ops) {
         t[i] = i < shared ? static_cast<int32_t>(mix(family * 1000 + i) % 5) : static_cast<int32_t>(src.next(3));
       }
       e = h.create(t, src.next(8) != 0);
-    } else if (r < 52) {
+    } else if (r < 44) {
       const SeqId id = pick();
       int64_t n = src.next(4) ? 1 : src.next(static_cast<uint32_t>(2 * B + 2));
       if (src.next(64) == 0) n = max_len + 1;
       e = h.append(id, tokens(n), src.next(16) != 0);
+    } else if (r < 52) {
+      // A decode step's batch: a few ids (live mostly; repeats and bad ids happen), n each.
+      std::vector<SeqId> ids(1 + src.next(8));
+      for (auto& id : ids) id = pick();
+      int64_t n = src.next(4) ? 1 : src.next(static_cast<uint32_t>(2 * B + 2));
+      if (src.next(64) == 0) n = max_len + 1;
+      e = h.append_batch(ids, tokens(n * static_cast<int64_t>(ids.size())), n, src.next(16) != 0);
     } else if (r < 62) {
       e = h.fork(pick());
     } else if (r < 76) {

@@ -402,6 +402,115 @@ TEST(KVCacheManagerTest, BadCallsNameTheProblemAndChangeNothing) {
   expect_refused(*m, invalid, "must not be null", [&] { return m->create(nullptr, 1, nullptr); });
 }
 
+// append_batch against append() one after another on a twin manager: the same state
+// (blocks, tables, counts, prefix-cache names) after every step, with forks sharing last
+// blocks, known and unknown token ids, and zero-token batches.
+TEST(KVCacheManagerTest, AppendBatchEqualsAppendsOneByOne) {
+  auto one = make(config(64, 4, 8, 16));
+  auto batch = make(config(64, 4, 8, 16));
+  std::vector<SeqId> ids;
+  for (int p = 0; p < 3; ++p) {
+    const std::vector<int32_t> t = iota(5 + 2 * p, 10 * p);  // partial last blocks
+    ids.push_back(create(*one, t));
+    EXPECT_EQ(create(*batch, t), ids.back());
+  }
+  take(*one);
+  take(*batch);
+  for (SeqId parent : {ids[0], ids[1]}) {  // children share the parents' partial last blocks
+    SeqId c1 = 0, c2 = 0;
+    ASSERT_TRUE(one->fork(parent, &c1).ok());
+    ASSERT_TRUE(batch->fork(parent, &c2).ok());
+    EXPECT_EQ(c1, c2);
+    ids.push_back(c1);
+  }
+  const int64_t count = static_cast<int64_t>(ids.size());
+  for (int step = 0; step < 6; ++step) {
+    const int64_t n = step == 3 ? 0 : (step == 4 ? 6 : 1);
+    const bool known = step != 5;
+    const std::vector<int32_t> t = iota(static_cast<int>(count * n), 1000 * step);
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(one->append(ids[i], known ? t.data() + i * n : nullptr, n).ok());
+    }
+    const Status st = batch->append_batch(ids.data(), count, known ? t.data() : nullptr, n);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(batch->check_invariants().ok()) << batch->check_invariants().message();
+    EXPECT_EQ(batch->debug_state(), one->debug_state()) << "step " << step;
+    const KVCacheUpdates u1 = take(*one), u2 = take(*batch);
+    EXPECT_EQ(u2.buffer, u1.buffer) << "step " << step;
+  }
+  EXPECT_GT(batch->stats().cow_copies, 0);
+}
+
+// k appenders of a last block held by r sequences copy it min(k, r - 1) times: with a
+// block shared three ways, a batch of all three takes exactly 2 blocks (the sum of the
+// single appends' needs would say 3), and fits a pool with 2 left.
+TEST(KVCacheManagerTest, AppendBatchCountsCopyOnWriteExactly) {
+  auto m = make(config(5, 4, 8, 8));
+  SeqId a = create(*m, iota(6));  // 2 blocks, the last one half full
+  take(*m);
+  SeqId b = 0, c = 0;
+  ASSERT_TRUE(m->fork(a, &b).ok());
+  ASSERT_TRUE(m->fork(a, &c).ok());
+  int32_t single = -1;
+  ASSERT_TRUE(m->blocks_needed_for_append(a, 1, &single).ok());
+  EXPECT_EQ(single, 1);
+  SeqId filler = create(*m, iota(1, 7));  // 1 block: 2 of 5 left
+  ASSERT_EQ(m->num_available_blocks(), 2);
+  const SeqId three[3] = {a, b, c};
+  const std::vector<int32_t> t = iota(3, 50);
+  const Status st = m->append_batch(three, 3, t.data(), 1);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(m->num_available_blocks(), 0);
+  EXPECT_EQ(m->stats().cow_copies, 2);
+  ASSERT_TRUE(m->check_invariants().ok()) << m->check_invariants().message();
+  // The next batch needs 3 (each of a, b, c fills its block and opens a new one at 4 + 1).
+  const std::vector<int32_t> t2 = iota(9, 60);
+  expect_refused(*m, Status::Code::kResourceExhausted, "3 sequences need 3 new blocks",
+                 [&] { return m->append_batch(three, 3, t2.data(), 3); });
+  ASSERT_TRUE(m->free(filler).ok());
+}
+
+TEST(KVCacheManagerTest, AppendBatchRefusesBadBatchesWithoutChange) {
+  auto m = make(config(4, 4, 4, 3));
+  SeqId a = create(*m, iota(5));
+  SeqId b = create(*m, iota(2));
+  SeqId d = create(*m, iota(2));  // the pool's last block, freed again: 1 available
+  ASSERT_TRUE(m->free(d).ok());
+  const auto invalid = Status::Code::kInvalidArgument;
+  const std::vector<int32_t> t = iota(12);
+  {
+    const SeqId ids[3] = {a, b, 42};
+    expect_refused(*m, invalid, "sequence 42 does not exist (ids handed out so far: 1..3) (entry 2 of 3)",
+                   [&] { return m->append_batch(ids, 3, t.data(), 1); });
+  }
+  {
+    const SeqId ids[2] = {d, a};
+    expect_refused(*m, invalid, "sequence 3 was already freed (entry 0 of 2)",
+                   [&] { return m->append_batch(ids, 2, t.data(), 1); });
+  }
+  {
+    const SeqId ids[3] = {a, b, a};
+    expect_refused(*m, invalid, "sequence 1 appears twice (entries 0 and 2)",
+                   [&] { return m->append_batch(ids, 3, t.data(), 1); });
+  }
+  {
+    const SeqId ids[2] = {b, a};  // a: 5 + 8 tokens > 3 blocks of 4
+    expect_refused(*m, invalid, "(entry 1 of 2)", [&] { return m->append_batch(ids, 2, t.data(), 8); });
+    expect_refused(*m, invalid, "max_blocks_per_seq", [&] { return m->append_batch(ids, 2, t.data(), 8); });
+    expect_refused(*m, invalid, "num_tokens must be >= 0", [&] { return m->append_batch(ids, 2, nullptr, -1); });
+    expect_refused(*m, invalid, "count must be >= 0", [&] { return m->append_batch(ids, -1, nullptr, 1); });
+    expect_refused(*m, Status::Code::kResourceExhausted, "2 sequences need 2 new blocks",
+                   [&] { return m->append_batch(ids, 2, t.data(), 4); });  // b: 2 -> 6, a: 5 -> 9
+  }
+  expect_refused(*m, invalid, "ids must not be null", [&] { return m->append_batch(nullptr, 1, nullptr, 1); });
+  EXPECT_TRUE(m->append_batch(nullptr, 0, nullptr, 1).ok());  // an empty batch
+  // After the refusals the scratch marks are clear: a batch of the same rows goes through.
+  const SeqId ids[2] = {a, b};
+  const Status st = m->append_batch(ids, 2, t.data(), 1);
+  EXPECT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(m->check_invariants().ok()) << m->check_invariants().message();
+}
+
 TEST(KVCacheManagerTest, UpdatesCarryOnlyChangedRowsAndColumns) {
   auto m = make(config(64, 4, 8, 8));
   SeqId a = create(*m, iota(6));

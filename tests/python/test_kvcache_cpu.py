@@ -119,6 +119,53 @@ def test_token_argument_conversion(fk):
         make(fk, num_blocks=0)
 
 
+def test_append_batch_matches_single_appends(fk):
+    # A decode step's appends in one call: the same state as append() one by one (forks
+    # sharing partial last blocks included), ids known or not; refusals change nothing.
+    one, batch = make(fk, num_blocks=64), make(fk, num_blocks=64)
+    ids = []
+    for p in range(3):
+        prompt = list(range(10 * p, 10 * p + 5 + 2 * p))
+        ids.append(one.create(prompt)[0])
+        assert batch.create(prompt)[0] == ids[-1]
+    one.take_updates()
+    batch.take_updates()
+    ids += [one.fork(ids[0]), one.fork(ids[1])]
+    assert [batch.fork(ids[0]), batch.fork(ids[1])] == ids[3:]
+    for step, n in enumerate([1, 1, 3, 0]):
+        toks = np.arange(len(ids) * n, dtype=np.int64).reshape(len(ids), n) + 1000 * step
+        for i, sid in enumerate(ids):
+            one.append(sid, toks[i])
+        batch.append_batch(ids, toks)
+        assert batch.debug_state() == one.debug_state()
+    for sid in ids:
+        one.append(sid, num_tokens=2)
+    batch.append_batch(np.array(ids, dtype=np.int32), num_tokens=2)  # any integer dtype
+    assert batch.debug_state() == one.debug_state()
+    batch.check_invariants()
+
+    def refused(exc, match, *args, **kw):
+        before = batch.debug_state()
+        with pytest.raises(exc, match=match):
+            batch.append_batch(*args, **kw)
+        assert batch.debug_state() == before
+
+    refused(ValueError, "appears twice \\(entries 0 and 2\\)", [ids[0], ids[1], ids[0]], num_tokens=1)
+    refused(ValueError, "sequence 99 does not exist .* \\(entry 1 of 2\\)", [ids[0], 99], num_tokens=1)
+    refused(ValueError, "shape \\[len\\(seq_ids\\), n\\]", ids, [[1]])
+    refused(ValueError, "one-dimensional", [ids], num_tokens=1)
+    refused(TypeError, "integers", [1.5], num_tokens=1)
+    refused(TypeError, "num_tokens", ids)
+    refused(ValueError, "num_tokens=2", ids, np.zeros((len(ids), 1), dtype=np.int32), num_tokens=2)
+    batch.append_batch([], num_tokens=1)  # nothing to do
+    small = make(fk, num_blocks=4)
+    a, b = small.create(list(range(5)))[0], small.create([7, 8])[0]  # 2 + 1 blocks
+    before = small.debug_state()
+    with pytest.raises(fk.KVCacheExhaustedError, match="2 sequences need 4 new blocks"):
+        small.append_batch([a, b], num_tokens=8)  # 5 -> 13 and 2 -> 10 tokens: 2 + 2 blocks
+    assert small.debug_state() == before
+
+
 def test_bookkeeping_step_needs_no_device(fk):
     m = make(fk)
     assert m.block_table is None and m.k_caches is None
