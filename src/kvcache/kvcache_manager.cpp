@@ -479,8 +479,9 @@ Status KVCacheManager::append(SeqId id, const int32_t* tokens, int64_t num_token
     return Status::Invalid(cat("append(): num_tokens must be >= 0, got ", num_tokens));
   }
   const Impl::Seq& s = m.rows[row];
-  st = m.check_row_capacity(cat("append(): sequence ", id), s.len + num_tokens);
-  if (!st.ok()) return st;
+  if (ceil_div(s.len + num_tokens, m.B) > m.width) {  // the message is built only then
+    return m.check_row_capacity(cat("append(): sequence ", id), s.len + num_tokens);
+  }
   const int64_t need = m.append_need(s, row, num_tokens);
   if (need > m.available()) {
     return Status::Exhausted(cat(
