@@ -12,7 +12,7 @@ import torch
 import triton.testing as tt
 
 import flashkit
-from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
+from host_timing import emit, host_us_per_call  # (scripts/dev, the script's folder)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: decode_quick_bench
 from decode_quick_bench import graph_ms, paged_inputs  # noqa: E402
@@ -54,9 +54,7 @@ def main():
     for S in (1024, 4096, 16384):
         case(1, S, 32, 8, 128, 16, lines)
     case(1, 1024, 32, 32, 128, 16, lines)
-    txt = "\n".join(lines)
-    print(txt)
-    open(f"{a.out}/decode_host_probe.txt", "w").write(txt)
+    emit(lines, f"{a.out}/decode_host_probe.txt")
 
 
 if __name__ == "__main__":

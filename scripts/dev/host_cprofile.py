@@ -11,6 +11,7 @@ import pstats
 import torch
 
 import flashkit
+from host_timing import emit  # (scripts/dev, the script's folder)
 
 
 def main():
@@ -43,9 +44,7 @@ def main():
         s = io.StringIO()
         pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25)
         lines.append(f"==== {name}: 200 calls ====\n{s.getvalue()}")
-    txt = "\n".join(lines)
-    print(txt)
-    open(f"{a.out}/host_cprofile.txt", "w").write(txt)
+    emit(lines, f"{a.out}/host_cprofile.txt")
 
 
 if __name__ == "__main__":

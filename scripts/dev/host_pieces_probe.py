@@ -11,7 +11,7 @@ import torch
 import flashkit
 from flashkit import _torch_decode_ops as tdo
 from flashkit import _torch_ops as tops
-from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
+from host_timing import emit, host_us_per_call  # (scripts/dev, the script's folder)
 
 
 def _no_out():
@@ -72,9 +72,7 @@ def main():
             lines.append(f"{name:34s} {host_us_per_call(fn, n=300):8.2f} us/call")
         except Exception as e:  # a signature that differs: say so, go on
             lines.append(f"{name:34s} error {type(e).__name__}: {str(e)[:160]}")
-    txt = "\n".join(lines)
-    print(txt)
-    open(f"{a.out}/host_pieces.txt", "w").write(txt)
+    emit(lines, f"{a.out}/host_pieces.txt")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import triton.testing as tt
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashkit
-from host_timing import host_us_per_call  # (scripts/dev, the script's folder)
+from host_timing import emit, host_us_per_call  # (scripts/dev, the script's folder)
 
 
 def main():
@@ -62,9 +62,7 @@ def main():
         tab = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
         lines.append(f"\n==== {name} (20 calls) ====\n{tab}")
         prof.export_chrome_trace(f"{a.out}/trace_{name}_{a.shape.replace(',', '-')}.json")
-    txt = "\n".join(lines)
-    print(txt)
-    open(f"{a.out}/host_probe_{a.shape.replace(',', '-')}.txt", "w").write(txt)
+    emit(lines, f"{a.out}/host_probe_{a.shape.replace(',', '-')}.txt")
 
 
 if __name__ == "__main__":

@@ -17,3 +17,11 @@ def host_us_per_call(fn, n=200, warmup=10):
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / n * 1e6
+
+
+def emit(lines, path):
+    """Prints the probe's report and writes it to `path` (the probes' common ending)."""
+    txt = "\n".join(lines)
+    print(txt)
+    with open(path, "w") as f:
+        f.write(txt)
