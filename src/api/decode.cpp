@@ -10,6 +10,7 @@
 #include <string>
 
 #include "api/attention_internal.h"  // FLASHKIT_EXPORT
+#include "api/decode_internal.h"
 #include "api/index_checks.h"
 #include "api/cuda_util.h"
 #include "api/validate_util.h"
@@ -459,6 +460,24 @@ FLASHKIT_EXPORT Status validate_decode_plan(const DecodePlanArgs& a) {
 }
 
 FLASHKIT_EXPORT Status validate_decode(const DecodeArgs& a) { return validate_decode_impl(a, false); }
+
+namespace detail {
+FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& a, int target_ctas, DecodePlanLimits* out) {
+  FK_RETURN_IF_ERROR(validate_plan_sizes(a));
+  if (target_ctas < 1) return invalid("target_ctas", "expected >= 1, got " + str(target_ctas));
+  const Dims m = dims_of(a);
+  Layout L;
+  FK_RETURN_IF_ERROR(make_layout(m, target_ctas, &L));
+  out->hr = m.hr;
+  out->rows = m.rows;
+  out->rows_max = std::min(m.rows, m.ratio * m.s_q);
+  out->head_dim_v = m.dv;
+  out->max_items = L.max_items;
+  out->max_partials = L.max_partials;
+  out->max_combines = L.max_combines;
+  return Status::Ok();
+}
+}  // namespace detail
 
 FLASHKIT_EXPORT Status decode_workspace_size(const DecodePlanArgs& a, int device, int64_t* bytes) {
   FK_RETURN_IF_ERROR(validate_plan_sizes(a));

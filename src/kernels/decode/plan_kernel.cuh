@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/decode/plan_math.h"
 #include "kernels/decode/split_kernel.cuh"  // clamped_len
 #include "kernels/decode_params.h"
 
@@ -56,19 +57,6 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* total, int* s_wa
   return before;
 }
 
-// Splits of a sequence of `len` tokens and their (even) chunk.
-__device__ __forceinline__ void splits_of(int64_t len, int64_t target, bool fixed, int* n, int64_t* chunk) {
-  if (fixed) {
-    *chunk = target;
-    *n = len == 0 ? 1 : int((len + target - 1) / target);
-    return;
-  }
-  const int64_t k = (len + target / 2) / target;
-  *n = k < 1 ? 1 : int(k);
-  const int64_t even = (len + *n - 1) / *n;
-  *chunk = ((even + 63) / 64) * 64;
-}
-
 __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");  // the split kernel may get resident
@@ -95,18 +83,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
   const int64_t total = int64_t(s_total);
 
   // 2. Chunk.
-  int64_t chunk;
-  if (p.split_size > 0) {
-    chunk = p.split_size;
-  } else {
-    const int64_t per_cta = (total * hr + p.target_ctas - 1) / p.target_ctas;
-    chunk = ((per_cta + 63) / 64) * 64;
-    // Tiny calls (at most half a 64-token tile per target CTA: B 1 with GQA at ~1k tokens)
-    // take one-tile splits: the shortest critical path, still one wave.
-    const int64_t floor = per_cta <= 32 ? p.min_chunk_tiny : p.min_chunk;
-    if (chunk < floor) chunk = floor;
-  }
-  if (chunk > (int64_t{1} << 30)) chunk = int64_t{1} << 30;
+  const int64_t chunk = decode_math::plan_chunk(total, hr, p.target_ctas, p.split_size, p.min_chunk, p.min_chunk_tiny);
 
   // 3. Splits per sequence, scans of items / partial rows / combines; combine entries
   // (sequences the split kernel merges itself get none: their arrival counters are zeroed).
@@ -117,7 +94,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
     int n = 0;
     if (b < B) {
       int64_t chunk_b;
-      splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
+      decode_math::splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
     }
     const int parts = n > 1 ? n : 0;
     const bool fused = fused_merge(n, rows_max, p.head_dim_v);  // merged by the split kernel
@@ -167,7 +144,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         const int64_t len = clamped_len(p, b);
         int n;
         int64_t chunk_b;
-        splits_of(len, chunk, p.split_size > 0, &n, &chunk_b);
+        decode_math::splits_of(len, chunk, p.split_size > 0, &n, &chunk_b);
         DecodeItem it;
         it.batch = b;
         it.hr = h;

@@ -1,0 +1,209 @@
+// The paged-decode plan's size logic, on the CPU: the plan kernel's arithmetic
+// (kernels/decode/plan_math.h, the functions the kernel itself calls) applied to batches of many
+// shapes, against the workspace bounds the API sizes the workspace with
+// (detail::decode_plan_limits). A plan beyond them is refused on the GPU (kDecodeErrPlan: no
+// output), so a bound that some batch exceeds is a bug these tests catch without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/decode_internal.h"
+#include "flashkit/decode.h"
+#include "kernels/decode/plan_math.h"
+#include "kernels/decode_params.h"
+
+namespace {
+
+using flashkit::DType;
+using flashkit::DecodePlanArgs;
+using flashkit::detail::DecodePlanLimits;
+
+// The shortest splits of api/decode.cpp (kMinChunk, kMinChunkTiny).
+constexpr int kMinChunk = 128, kMinChunkTiny = 64;
+
+struct Counts {
+  int64_t items = 0, partials = 0, combines = 0;
+  int64_t chunk = 0;
+};
+
+// What the plan kernel writes for these (clamped) lengths: its steps 2 and 3.
+Counts plan(const std::vector<int64_t>& lens, const DecodePlanLimits& lim, int target_ctas, int split_size) {
+  Counts c;
+  int64_t total = 0;
+  for (int64_t l : lens) total += l;
+  c.chunk = flashkit::decode_math::plan_chunk(total, int(lim.hr), target_ctas, split_size, kMinChunk, kMinChunkTiny);
+  for (int64_t l : lens) {
+    int n = 0;
+    int64_t chunk_b = 0;
+    flashkit::decode_math::splits_of(l, c.chunk, split_size > 0, &n, &chunk_b);
+    c.items += lim.hr * n;
+    if (n > 1) {
+      c.partials += lim.hr * n;
+      if (!flashkit::fused_merge(n, int(lim.rows_max), int(lim.head_dim_v))) c.combines += lim.hr;
+    }
+  }
+  return c;
+}
+
+struct Shape {
+  int64_t s_q, h_q, h_kv, d;
+  DType kv;
+};
+
+DecodePlanLimits limits(const Shape& sh, int64_t B, int target, int64_t split_size, int64_t max_len) {
+  DecodePlanArgs a;
+  a.batch = B, a.s_q = sh.s_q, a.num_heads_q = sh.h_q, a.num_heads_kv = sh.h_kv, a.head_dim = sh.d;
+  a.kv_dtype = sh.kv;
+  a.split_size = split_size;
+  a.max_seqlen_k = split_size > 0 ? std::max<int64_t>(max_len, 1) : 0;
+  DecodePlanLimits lim;
+  const flashkit::Status st = flashkit::detail::decode_plan_limits(a, target, &lim);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return lim;
+}
+
+// Length distributions: the ones the GPU tests use (0, 1, page_size +- 1, a 1M-token sequence,
+// mixed short and long) and random ones.
+std::vector<std::vector<int64_t>> batches(std::mt19937_64& rng) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t B : {1, 2, 3, 7, 16, 64, 128, 257, 1024}) {
+    out.push_back(std::vector<int64_t>(B, 0));
+    out.push_back(std::vector<int64_t>(B, 1));
+    out.push_back(std::vector<int64_t>(B, 15));
+    out.push_back(std::vector<int64_t>(B, 17));
+    out.push_back(std::vector<int64_t>(B, 1000));
+    out.push_back(std::vector<int64_t>(B, 8192));
+    std::vector<int64_t> one_long(B, 3);
+    one_long[0] = int64_t{1} << 20;
+    out.push_back(one_long);
+    std::uniform_int_distribution<int64_t> small(0, 4096);
+    std::vector<int64_t> mixed(B);
+    for (auto& l : mixed) l = small(rng);
+    if (B > 1) mixed[B / 2] = 65536;
+    out.push_back(mixed);
+    // heavy-tailed: most short, a few long
+    std::exponential_distribution<double> ex(1.0 / 2000.0);
+    std::vector<int64_t> tail(B);
+    for (auto& l : tail) l = std::min<int64_t>(int64_t(ex(rng)), 1 << 20);
+    out.push_back(tail);
+  }
+  return out;
+}
+
+const Shape kShapes[] = {
+    {1, 32, 8, 128, DType::kInvalid},   // GQA 4: 16-row items
+    {1, 64, 8, 128, DType::kInvalid},   // GQA 8
+    {4, 64, 8, 128, DType::kInvalid},   // s_q 4 x GQA 8: 32 rows, two groups
+    {1, 32, 32, 128, DType::kInvalid},  // MHA: one valid row of 16
+    {16, 16, 1, 64, DType::kInvalid},   // MQA, s_q 16: 256 rows
+    {2, 128, 8, 256, DType::kInvalid},  // D 256
+    {1, 32, 8, 128, DType::kInt8},
+    {3, 48, 4, 128, DType::kFloat8E4M3FN},
+};
+
+TEST(DecodePlan, BalancedPlansFitTheWorkspace) {
+  std::mt19937_64 rng(1);
+  const auto all = batches(rng);
+  for (const Shape& sh : kShapes) {
+    for (int target : {1, 7, 132, 264, 528, 1056, 2112}) {
+      for (const auto& lens : all) {
+        const int64_t B = int64_t(lens.size());
+        const DecodePlanLimits lim = limits(sh, B, target, 0, 0);
+        const Counts c = plan(lens, lim, target, 0);
+        const std::string what = "B " + std::to_string(B) + " target " + std::to_string(target) + " max len " +
+                                 std::to_string(*std::max_element(lens.begin(), lens.end())) + " hr " +
+                                 std::to_string(lim.hr);
+        EXPECT_LE(c.items, lim.max_items) << what;
+        EXPECT_LE(c.partials, lim.max_partials) << what;
+        EXPECT_LE(c.combines, lim.max_combines) << what;
+        EXPECT_EQ(c.chunk % 64, 0) << what;
+        EXPECT_GE(c.chunk, kMinChunkTiny) << what;
+      }
+    }
+  }
+}
+
+TEST(DecodePlan, FixedSplitPlansFitTheWorkspace) {
+  std::mt19937_64 rng(2);
+  const auto all = batches(rng);
+  for (const Shape& sh : kShapes) {
+    for (int split : {64, 128, 1024, 65536}) {
+      for (const auto& lens : all) {
+        const int64_t B = int64_t(lens.size());
+        const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+        const DecodePlanLimits lim = limits(sh, B, 132, split, max_len);
+        const Counts c = plan(lens, lim, 132, split);
+        const std::string what = "B " + std::to_string(B) + " split " + std::to_string(split) + " max len " +
+                                 std::to_string(max_len);
+        EXPECT_EQ(c.chunk, split) << what;
+        EXPECT_LE(c.items, lim.max_items) << what;
+        EXPECT_LE(c.partials, lim.max_partials) << what;
+        EXPECT_LE(c.combines, lim.max_combines) << what;
+      }
+    }
+  }
+}
+
+// Each sequence's splits cover its tokens exactly once: the balanced ones evenly (64-token
+// multiples), the fixed ones split_size each but the last, with no empty split (a fixed split
+// count depends on the sequence's own length only: batch invariance). (Balanced splits can end
+// in empty ones: the even chunk is rounded up to 64 tokens after the count was chosen, e.g. 650
+// tokens at a 64-token target make 10 splits of 128, the last 4 empty; decode.md "Empty splits".)
+TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
+  for (bool fixed : {false, true}) {
+    for (int64_t target : {int64_t{64}, int64_t{128}, int64_t{192}, int64_t{4096}, int64_t{1} << 30}) {
+      for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000},
+                          int64_t{8191}, int64_t{1} << 20}) {
+        int n = 0;
+        int64_t chunk = 0;
+        flashkit::decode_math::splits_of(len, target, fixed, &n, &chunk);
+        const std::string what = "len " + std::to_string(len) + " target " + std::to_string(target) +
+                                 (fixed ? " fixed" : " balanced");
+        ASSERT_GE(n, 1) << what;
+        EXPECT_GE(int64_t(n) * chunk, len) << what;  // covered
+        if (fixed) {
+          if (len > 0) {
+            EXPECT_LT(int64_t(n - 1) * chunk, len) << what;  // the last split holds a token
+          }
+          EXPECT_EQ(chunk, target) << what;
+        } else {
+          EXPECT_EQ(chunk % 64, 0) << what;
+          // nearest rounding: never more than 1.5 targets per split (bar the single-split case)
+          if (n > 1) {
+            EXPECT_LE(2 * len, 3 * target * n) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The chunk rule: balanced plans aim at one wave (total work / target CTAs), never below the
+// shortest split (64-token tiles where the target is at most 32 tokens per CTA, 128 above).
+TEST(DecodePlan, ChunkRule) {
+  using flashkit::decode_math::plan_chunk;
+  EXPECT_EQ(plan_chunk(1024, 8, 264, 0, kMinChunk, kMinChunkTiny), 64);       // 31 tokens per CTA: tiny
+  EXPECT_EQ(plan_chunk(2048, 8, 264, 0, kMinChunk, kMinChunkTiny), 128);      // 62 per CTA: the floor
+  EXPECT_EQ(plan_chunk(65536, 8, 264, 0, kMinChunk, kMinChunkTiny), 2048);    // 1986 per CTA, up to 64s
+  EXPECT_EQ(plan_chunk(0, 8, 264, 0, kMinChunk, kMinChunkTiny), 64);          // nothing to do
+  EXPECT_EQ(plan_chunk(100, 8, 264, 4096, kMinChunk, kMinChunkTiny), 4096);   // fixed
+  EXPECT_EQ(plan_chunk(int64_t{1} << 40, 64, 1, 0, kMinChunk, kMinChunkTiny), int64_t{1} << 30);  // capped
+}
+
+TEST(DecodePlan, LimitsRefuseBadSizes) {
+  DecodePlanArgs a;
+  a.batch = 2, a.s_q = 1, a.num_heads_q = 32, a.num_heads_kv = 8, a.head_dim = 128;
+  DecodePlanLimits lim;
+  EXPECT_TRUE(flashkit::detail::decode_plan_limits(a, 132, &lim).ok());
+  EXPECT_EQ(lim.hr, 8);
+  EXPECT_EQ(lim.rows_max, 4);
+  EXPECT_FALSE(flashkit::detail::decode_plan_limits(a, 0, &lim).ok());
+  a.split_size = 100;  // not a multiple of 64
+  EXPECT_FALSE(flashkit::detail::decode_plan_limits(a, 132, &lim).ok());
+}
+
+}  // namespace
