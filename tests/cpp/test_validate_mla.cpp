@@ -78,6 +78,13 @@ TEST(ValidateMla, HeadsAndTokens) {
   expect_invalid(flashkit::validate_mla_decode(make(s)), "q", "s_q");
 }
 
+// A page size of 0 is refused with a message naming the cache (issue 7: bad page size -> clear error).
+TEST(ValidateMla, PageSize) {
+  Sizes s;
+  s.page = 0;
+  expect_invalid(flashkit::validate_mla_decode(make(s)), "kv_cache", "page_size >= 1");
+}
+
 TEST(ValidateMla, Dtypes) {
   MlaDecodeArgs a = make(Sizes{});
   a.q.dtype = DType::kFloat32;
