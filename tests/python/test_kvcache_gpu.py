@@ -199,3 +199,77 @@ def test_random_run_reads_back_through_the_device_tables(torch, seed):
         except (flashkit.KVCacheExhaustedError, ValueError) as e:
             assert "nothing was changed" in str(e)
     m.check_invariants()
+
+
+@pytest.mark.parametrize("block_size", [16, 5])
+def test_decode_over_a_forked_partly_diverged_batch(torch, block_size):
+    """Issue 10: a decode step over sequences that share blocks by fork and then diverged
+    (copy-on-write), all through the manager's device tables. The prompt's and the
+    divergence's K/V are written by a simulated forward through ``slot_mapping``, the decode
+    step's new token by ``flashkit.append_kv`` into the manager's caches; ``flashkit.decode``
+    over the manager's rows must equal a float64 reference over each sequence's own history
+    (every unused slot holds NaN, so a read of a wrong slot shows)."""
+    import flashkit
+    from flashkit.testing import check_close
+    from flashkit.testing.reference import attention_pytorch, attention_reference
+
+    g = torch.Generator(device="cuda").manual_seed(block_size)
+    H_q, H_kv, D = 8, 2, 64
+    m = flashkit.KVCacheManager(64, block_size, 8, 32, prefix_caching=False, num_layers=1,
+                                num_kv_heads=H_kv, head_dim=D, dtype=torch.bfloat16)
+    kc, vc = m.k_caches[0], m.v_caches[0]
+    kc.fill_(float("nan"))
+    vc.fill_(float("nan"))
+    hist = {}  # sequence -> (K, V) of its tokens so far, [len, H_kv, D] bf16
+
+    def rand(n):
+        return torch.randn(n, H_kv, D, generator=g, device="cuda").to(torch.bfloat16)
+
+    def step(seqs):  # step() (copy-on-write, table upload), then the forward: each sequence's
+        pending = {s: m.sequence_info(s) for s in seqs}  # pending tokens through slot_mapping
+        m.step()
+        for s, info in pending.items():
+            n = info.length - info.num_computed
+            if n == 0:
+                continue
+            k, v = rand(n), rand(n)
+            slots = torch.as_tensor(m.slot_mapping(s, info.num_computed, info.length), device="cuda").long()
+            kc.view(-1, H_kv, D)[slots] = k
+            vc.view(-1, H_kv, D)[slots] = v
+            hk, hv = hist.get(s, (k[:0], v[:0]))
+            hist[s] = (torch.cat([hk, k]), torch.cat([hv, v]))
+
+    parent, _ = m.create(num_tokens=2 * block_size + 3)
+    step([parent])
+    kids = [m.fork(parent), m.fork(parent)]
+    for c in kids:
+        hist[c] = hist[parent]
+    assert m.block_ids(kids[0]).tolist() == m.block_ids(parent).tolist()  # shared before divergence
+    m.append(parent, num_tokens=2)                # parent and kid 0 diverge inside the shared last block
+    m.append(kids[0], num_tokens=block_size + 1)  # (copy-on-write), kid 1 keeps sharing
+    step([parent, kids[0]])
+    assert m.block_ids(kids[1]).tolist()[:2] == m.block_ids(parent).tolist()[:2]  # full blocks still shared
+    assert m.block_ids(kids[0]).tolist()[2] != m.block_ids(parent).tolist()[2]   # the diverged block copied
+
+    ids = [parent] + kids
+    m.append_batch(ids, num_tokens=1)  # the decode step: one new token each
+    m.step()
+    rows = torch.as_tensor([m.sequence_info(s).row for s in ids], device="cuda").long()
+    block_table, seqlens = m.block_table[rows].contiguous(), m.seqlens[rows].contiguous()
+    assert seqlens.tolist() == [hist[s][0].shape[0] + 1 for s in ids]
+    k_new, v_new = rand(len(ids)).unsqueeze(1), rand(len(ids)).unsqueeze(1)  # [B, 1, H_kv, D]
+    flashkit.append_kv(kc, vc, k_new, v_new, block_table, seqlens)
+    for i, s in enumerate(ids):
+        hist[s] = (torch.cat([hist[s][0], k_new[i]]), torch.cat([hist[s][1], v_new[i]]))
+    q = torch.randn(len(ids), 1, H_q, D, generator=g, device="cuda").to(torch.bfloat16)
+    out = flashkit.decode(q, kc, vc, block_table, seqlens)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == 0
+    assert not torch.isnan(out).any()
+    for i, s in enumerate(ids):
+        k, v = hist[s]
+        ref, _ = attention_reference(q[i:i + 1].double().cpu().numpy(), k[None].double().cpu().numpy(),
+                                     v[None].double().cpu().numpy(), causal=True)
+        pt = attention_pytorch(q[i:i + 1], k[None], v[None], causal=True)
+        res = check_close(out[i:i + 1], torch.as_tensor(ref, device="cuda"), pt)
+        assert res.ok, f"sequence {s}: {res.message}"
