@@ -12,6 +12,9 @@
 #   pytest_gpu pytest -m gpu tests/python         (accuracy, determinism, torch integration)
 #   memcheck   compute-sanitizer --tool memcheck  on scripts/sanitize_small.py
 #   racecheck  compute-sanitizer --tool racecheck on scripts/sanitize_small.py --quick
+#   synccheck  compute-sanitizer --tool synccheck on scripts/sanitize_small.py --quick (barrier
+#              misuse: the forward's named barriers and mbarriers; synccheck_decode / _bwd /
+#              _mla on their scripts)
 #   memcheck_portable, racecheck_portable
 #              the same with FLASHKIT_FWD_PORTABLE=1: on a Hopper GPU the default runs
 #              the sm90 kernels where they exist, this covers the portable ones too
@@ -186,6 +189,7 @@ fi
 if [ "$RUN_SANITIZE" -eq 1 ]; then
   step memcheck sanitize memcheck
   step racecheck sanitize racecheck --quick  # racecheck is slow: fewer shapes
+  step synccheck sanitize synccheck --quick
   FLASHKIT_FWD_NO_TMA=1 step memcheck_notma sanitize memcheck
   FLASHKIT_FWD_NO_TMA=1 step racecheck_notma sanitize racecheck --quick
   FLASHKIT_FWD_PERSISTENT=0 step memcheck_persist0 sanitize memcheck
@@ -199,6 +203,9 @@ if [ "$RUN_SANITIZE" -eq 1 ]; then
   SANITIZE_SCRIPT=sanitize_mla.py step memcheck_mla sanitize memcheck
   SANITIZE_SCRIPT=sanitize_mla.py step racecheck_mla sanitize racecheck --quick
   SANITIZE_SCRIPT=sanitize_mla.py FLASHKIT_MLA_PORTABLE=1 step memcheck_mla_portable sanitize memcheck
+  SANITIZE_SCRIPT=sanitize_decode.py step synccheck_decode sanitize synccheck --quick
+  SANITIZE_SCRIPT=sanitize_bwd.py step synccheck_bwd sanitize synccheck --quick
+  SANITIZE_SCRIPT=sanitize_mla.py step synccheck_mla sanitize synccheck --quick
 else
   skip sanitize "--skip-sanitize"
 fi
