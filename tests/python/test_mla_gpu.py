@@ -85,6 +85,19 @@ def check_mla_lse(lse, lse_ref):
     assert res.ok, res.message
 
 
+def check_cos(out, ref, lse, lse_ref):
+    """FlashMLA's own test measure on top of the SPEC §3 rule: cos_diff = 1 - 2·Σxy / Σ(x² + y²)
+    below 1e-5, on out and on the finite entries of lse (rows with keys)."""
+    from flashkit.bench.mla_runner import cos_diff
+
+    if bool((ref != 0).any()):
+        assert cos_diff(torch, out, ref) < 1e-5, f"out: cos_diff {cos_diff(torch, out, ref):.3g}"
+    fin = torch.isfinite(lse_ref)
+    if bool(fin.any()):
+        d = cos_diff(torch, lse[fin], lse_ref[fin])
+        assert d < 1e-5, f"lse: cos_diff {d:.3g}"
+
+
 def check(q, kv, bt, sl, out, lse, causal=False, scale=None):
     # The references repeat K/V per query head (GQA): large cases need the cached blocks
     # of earlier tests back first (xdist workers share the GPU).
@@ -94,6 +107,7 @@ def check(q, kv, bt, sl, out, lse, causal=False, scale=None):
     res = check_close(out, ref, pt)
     assert res.ok, res.message
     check_mla_lse(lse, lse_ref)
+    check_cos(out, ref, lse, lse_ref)
 
 
 # --- scheduler ---------------------------------------------------------------------------
