@@ -47,11 +47,15 @@ def _per_sequence(fn, q, k_cache, v_cache, block_table, seqlens_k, causal, softm
 
 def decode_reference(q, k_cache, v_cache, block_table, seqlens_k, causal=True,
                      softmax_scale=None):
-    """``(out [B, s_q, H_q, D_v], lse [B, H_q, s_q])`` in float32 (IEEE matmuls)."""
+    """``(out [B, s_q, H_q, D_v], lse [B, H_q, s_q])`` computed in float64 on the inputs' device
+    (the decode issue's reference: a contiguous gather of the cache, float64)."""
+    import torch
+
     from .reference import attention_reference
 
-    return _per_sequence(lambda q1, k, v, c, s: attention_reference(q1, k, v, c, s), q,
-                         k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale)
+    return _per_sequence(
+        lambda q1, k, v, c, s: attention_reference(q1, k, v, c, s, compute_dtype=torch.float64), q,
+        k_cache, v_cache, block_table, seqlens_k, causal, softmax_scale)
 
 
 def decode_pytorch(q, k_cache, v_cache, block_table, seqlens_k, causal=True,
