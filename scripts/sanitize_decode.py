@@ -9,7 +9,7 @@ seen. Cases: fp16/bf16 x D 64/128/256; GQA 1, 4 and 16 (32-row items); s_q 1 and
 page sizes 1, 16 and 48 with a permuted block table and NaN in every unused slot; lengths
 0, 1, page +- 1 and a split sequence (plan + split + combine); out-of-range block ids and
 lengths (the kernels must skip them: error bits, no fault); append_kv with a bad slot; a
-fixed split size. Each result is checked against the float32 reference. ``--quick`` keeps
+fixed split size. Each result is checked against the float64 reference. ``--quick`` keeps
 two cases per dtype (racecheck is slow). Exit 0 when all pass, 1 otherwise, 2 when it
 cannot run.
 """

@@ -2,7 +2,7 @@
 
 Every case: random inputs (never zeros), a randomly permuted block table, NaN written into
 every cache slot that no sequence uses (and past every length), outputs poisoned with NaN;
-out checked with the SPEC §3 rule against a float32 reference on a contiguous gather of the
+out checked with the SPEC §3 rule against a float64 reference on a contiguous gather of the
 cache (PyTorch's SDPA in the same dtype as the baseline), lse against the reference, and
 the device error word clear afterwards. Plus: lengths 0 / 1 / page_size +- 1 / mixed, a 1M
 token sequence, s_q up to 16 (causal and not), GQA 1..16, every page size of the issue, NHD
