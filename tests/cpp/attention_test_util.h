@@ -20,6 +20,14 @@ using flashkit::TensorRef;
 // Distinct, 256-byte aligned fake device addresses.
 inline void* fake_ptr(int i) { return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + uintptr_t(i) * 0x10000000); }
 
+// An InvalidArgument whose message starts with the argument's name (the API's convention) and
+// mentions `what`.
+inline void expect_invalid(const Status& st, const std::string& name, const std::string& what) {
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_EQ(st.message().rfind(name, 0), 0u) << "should start with '" << name << "': " << st.message();
+  EXPECT_NE(st.message().find(what), std::string::npos) << "should mention '" << what << "': " << st.message();
+}
+
 // Dense: B=2, S_q=128, S_k=256, H_q=8, H_kv=2 (GQA 4), D=128, bf16, with lse.
 inline AttentionFwdArgs dense_args(DType dt = DType::kBFloat16, int64_t d = 128) {
   AttentionFwdArgs a;

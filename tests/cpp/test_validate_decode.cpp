@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "attention_test_util.h"
 #include "flashkit/decode.h"
 
 namespace {
@@ -18,8 +19,8 @@ using flashkit::DecodePlanArgs;
 using flashkit::DType;
 using flashkit::Status;
 using flashkit::TensorRef;
-
-void* fake(uintptr_t i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * i); }
+using flashkit_test::expect_invalid;
+using flashkit_test::fake_ptr;
 
 struct Sizes {
   int64_t B = 3, s_q = 1, h_q = 32, h_kv = 8, d = 128, pages = 40, page = 16, max_pages = 8;
@@ -30,24 +31,18 @@ struct Sizes {
 DecodeArgs make(const Sizes& s) {
   const DType c = s.cache == DType::kInvalid ? s.dt : s.cache;
   DecodeArgs a;
-  a.q = TensorRef::cuda(fake(1), s.dt, {s.B, s.s_q, s.h_q, s.d});
-  a.k_cache = TensorRef::cuda(fake(2), c, {s.pages, s.page, s.h_kv, s.d});
-  a.v_cache = TensorRef::cuda(fake(3), c, {s.pages, s.page, s.h_kv, s.d});
-  a.block_table = TensorRef::cuda(fake(4), DType::kInt32, {s.B, s.max_pages});
-  a.seqlens_k = TensorRef::cuda(fake(5), DType::kInt32, {s.B});
-  a.out = TensorRef::cuda(fake(6), s.dt, {s.B, s.s_q, s.h_q, s.d});
-  a.lse = TensorRef::cuda(fake(7), DType::kFloat32, {s.B, s.h_q, s.s_q});
+  a.q = TensorRef::cuda(fake_ptr(1), s.dt, {s.B, s.s_q, s.h_q, s.d});
+  a.k_cache = TensorRef::cuda(fake_ptr(2), c, {s.pages, s.page, s.h_kv, s.d});
+  a.v_cache = TensorRef::cuda(fake_ptr(3), c, {s.pages, s.page, s.h_kv, s.d});
+  a.block_table = TensorRef::cuda(fake_ptr(4), DType::kInt32, {s.B, s.max_pages});
+  a.seqlens_k = TensorRef::cuda(fake_ptr(5), DType::kInt32, {s.B});
+  a.out = TensorRef::cuda(fake_ptr(6), s.dt, {s.B, s.s_q, s.h_q, s.d});
+  a.lse = TensorRef::cuda(fake_ptr(7), DType::kFloat32, {s.B, s.h_q, s.s_q});
   if (s.cache == DType::kInt8 || s.cache == DType::kFloat8E4M3FN) {
-    a.k_scale = TensorRef::cuda(fake(8), DType::kFloat32, {s.pages, s.page, s.h_kv});
-    a.v_scale = TensorRef::cuda(fake(9), DType::kFloat32, {s.pages, s.page, s.h_kv});
+    a.k_scale = TensorRef::cuda(fake_ptr(8), DType::kFloat32, {s.pages, s.page, s.h_kv});
+    a.v_scale = TensorRef::cuda(fake_ptr(9), DType::kFloat32, {s.pages, s.page, s.h_kv});
   }
   return a;
-}
-
-void expect_invalid(const Status& st, const std::string& name, const std::string& what) {
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
-  EXPECT_EQ(st.message().rfind(name, 0), 0u) << "should start with '" << name << "': " << st.message();
-  EXPECT_NE(st.message().find(what), std::string::npos) << "should mention '" << what << "': " << st.message();
 }
 
 void expect_valid(const DecodeArgs& a) {
@@ -74,9 +69,9 @@ TEST(ValidateDecode, ValidArgumentsPass) {
   // The HND page layout: [num_pages, H_kv, page_size, D] permuted to [num_pages, page_size, H_kv, D].
   s = Sizes{};
   a = make(s);
-  a.k_cache = TensorRef::cuda_strided(fake(2), s.dt, {s.pages, s.page, s.h_kv, s.d},
+  a.k_cache = TensorRef::cuda_strided(fake_ptr(2), s.dt, {s.pages, s.page, s.h_kv, s.d},
                                       {s.h_kv * s.page * s.d, s.d, s.page * s.d, 1});
-  a.v_cache = TensorRef::cuda_strided(fake(3), s.dt, {s.pages, s.page, s.h_kv, s.d},
+  a.v_cache = TensorRef::cuda_strided(fake_ptr(3), s.dt, {s.pages, s.page, s.h_kv, s.d},
                                       {s.h_kv * s.page * s.d, s.d, s.page * s.d, 1});
   expect_valid(a);
 }
@@ -153,11 +148,11 @@ TEST(ValidateDecode, QuantizedCaches) {
   a.v_scale.shape[2] = 4;
   expect_invalid(flashkit::validate_decode(a), "v_scale", "the cache's");
   a = make(Sizes{});  // a 16-bit cache with scales
-  a.k_scale = TensorRef::cuda(fake(8), DType::kFloat32, {40, 16, 8});
+  a.k_scale = TensorRef::cuda(fake_ptr(8), DType::kFloat32, {40, 16, 8});
   expect_invalid(flashkit::validate_decode(a), "k_scale", "not quantized");
   s.cache = DType::kFloat8E4M3FN;
   a = make(s);  // one-byte cache rows must be 16-byte multiples apart
-  a.k_cache = TensorRef::cuda_strided(fake(2), DType::kFloat8E4M3FN, {s.pages, s.page, s.h_kv, s.d},
+  a.k_cache = TensorRef::cuda_strided(fake_ptr(2), DType::kFloat8E4M3FN, {s.pages, s.page, s.h_kv, s.d},
                                       {s.page * s.h_kv * 136, s.h_kv * 136, 136, 1});
   expect_invalid(flashkit::validate_decode(a), "k_cache", "multiple of 16");
 }
@@ -177,8 +172,8 @@ TEST(ValidateDecode, SplitSizeAndScale) {
 TEST(ValidateDecodePlan, SizesAndTensors) {
   DecodePlanArgs p;
   p.batch = 3, p.s_q = 1, p.num_heads_q = 32, p.num_heads_kv = 8, p.head_dim = 128;
-  p.seqlens_k = TensorRef::cuda(fake(5), DType::kInt32, {3});
-  p.workspace = TensorRef::cuda(fake(10), DType::kInt32, {1 << 20});
+  p.seqlens_k = TensorRef::cuda(fake_ptr(5), DType::kInt32, {3});
+  p.workspace = TensorRef::cuda(fake_ptr(10), DType::kInt32, {1 << 20});
   EXPECT_TRUE(flashkit::validate_decode_plan(p).ok());
   DecodePlanArgs b = p;
   b.kv_dtype = DType::kFloat16;
@@ -190,7 +185,7 @@ TEST(ValidateDecodePlan, SizesAndTensors) {
   b.split_size = 64;  // fixed splits need an upper bound of the lengths
   expect_invalid(flashkit::validate_decode_plan(b), "max_seqlen_k", "upper bound");
   b = p;
-  b.seqlens_k = TensorRef::cuda(fake(5), DType::kInt32, {4});
+  b.seqlens_k = TensorRef::cuda(fake_ptr(5), DType::kInt32, {4});
   expect_invalid(flashkit::validate_decode_plan(b), "seqlens_k", "batch");
   b = p;
   b.workspace = TensorRef{};
@@ -202,12 +197,12 @@ TEST(ValidateDecodePlan, SizesAndTensors) {
 
 TEST(ValidateAppendKV, Arguments) {
   AppendKVArgs a;
-  a.k_new = TensorRef::cuda(fake(1), DType::kBFloat16, {3, 2, 8, 128});
-  a.v_new = TensorRef::cuda(fake(2), DType::kBFloat16, {3, 2, 8, 128});
-  a.k_cache = TensorRef::cuda(fake(3), DType::kBFloat16, {40, 16, 8, 128});
-  a.v_cache = TensorRef::cuda(fake(4), DType::kBFloat16, {40, 16, 8, 128});
-  a.block_table = TensorRef::cuda(fake(5), DType::kInt32, {3, 8});
-  a.seqlens_k = TensorRef::cuda(fake(6), DType::kInt32, {3});
+  a.k_new = TensorRef::cuda(fake_ptr(1), DType::kBFloat16, {3, 2, 8, 128});
+  a.v_new = TensorRef::cuda(fake_ptr(2), DType::kBFloat16, {3, 2, 8, 128});
+  a.k_cache = TensorRef::cuda(fake_ptr(3), DType::kBFloat16, {40, 16, 8, 128});
+  a.v_cache = TensorRef::cuda(fake_ptr(4), DType::kBFloat16, {40, 16, 8, 128});
+  a.block_table = TensorRef::cuda(fake_ptr(5), DType::kInt32, {3, 8});
+  a.seqlens_k = TensorRef::cuda(fake_ptr(6), DType::kInt32, {3});
   EXPECT_TRUE(flashkit::validate_append_kv(a).ok());
   AppendKVArgs b = a;
   b.k_new.shape[2] = 4;

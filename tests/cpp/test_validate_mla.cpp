@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_test_util.h"
 #include "flashkit/mla.h"
 
 namespace {
@@ -14,8 +15,8 @@ using flashkit::MlaDecodeArgs;
 using flashkit::MlaMetadataArgs;
 using flashkit::Status;
 using flashkit::TensorRef;
-
-void* fake(uintptr_t i) { return reinterpret_cast<void*>(uintptr_t{0x100000} * i); }
+using flashkit_test::expect_invalid;
+using flashkit_test::fake_ptr;
 
 struct Sizes {
   int64_t B = 2, s_q = 1, h_q = 16, h_kv = 1, pages = 10, page = 64, max_pages = 4, parts = 8;
@@ -24,23 +25,17 @@ struct Sizes {
 
 MlaDecodeArgs make(const Sizes& s) {
   MlaDecodeArgs a;
-  a.q = TensorRef::cuda(fake(1), s.dt, {s.B, s.s_q, s.h_q, 576});
-  a.kv_cache = TensorRef::cuda(fake(2), s.dt, {s.pages, s.page, s.h_kv, 576});
-  a.block_table = TensorRef::cuda(fake(3), DType::kInt32, {s.B, s.max_pages});
-  a.seqlens_k = TensorRef::cuda(fake(4), DType::kInt32, {s.B});
-  a.tile_scheduler_metadata = TensorRef::cuda(fake(5), DType::kInt32, {s.parts, 8});
-  a.num_splits = TensorRef::cuda(fake(6), DType::kInt32, {s.B + 1});
-  a.out = TensorRef::cuda(fake(7), s.dt, {s.B, s.s_q, s.h_q, 512});
-  a.lse = TensorRef::cuda(fake(8), DType::kFloat32, {s.B, s.h_q, s.s_q});
-  a.workspace = TensorRef::cuda(fake(9), DType::kUInt8,
+  a.q = TensorRef::cuda(fake_ptr(1), s.dt, {s.B, s.s_q, s.h_q, 576});
+  a.kv_cache = TensorRef::cuda(fake_ptr(2), s.dt, {s.pages, s.page, s.h_kv, 576});
+  a.block_table = TensorRef::cuda(fake_ptr(3), DType::kInt32, {s.B, s.max_pages});
+  a.seqlens_k = TensorRef::cuda(fake_ptr(4), DType::kInt32, {s.B});
+  a.tile_scheduler_metadata = TensorRef::cuda(fake_ptr(5), DType::kInt32, {s.parts, 8});
+  a.num_splits = TensorRef::cuda(fake_ptr(6), DType::kInt32, {s.B + 1});
+  a.out = TensorRef::cuda(fake_ptr(7), s.dt, {s.B, s.s_q, s.h_q, 512});
+  a.lse = TensorRef::cuda(fake_ptr(8), DType::kFloat32, {s.B, s.h_q, s.s_q});
+  a.workspace = TensorRef::cuda(fake_ptr(9), DType::kUInt8,
                                 {flashkit::mla_workspace_size(s.B, s.s_q, s.h_q, s.parts)});
   return a;
-}
-
-void expect_invalid(const Status& st, const std::string& name, const std::string& what) {
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
-  EXPECT_EQ(st.message().rfind(name, 0), 0u) << "should start with '" << name << "': " << st.message();
-  EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
 }
 
 TEST(ValidateMla, ValidArgumentsPass) {
@@ -110,31 +105,31 @@ TEST(ValidateMla, Fp8Cache) {
   // FlashMLA's FP8 layout: uint8 or float8_e4m3fn, 656 bytes per token, q bf16 or fp16.
   for (DType cache : {DType::kUInt8, DType::kFloat8E4M3FN}) {
     MlaDecodeArgs a = make(Sizes{});
-    a.kv_cache = TensorRef::cuda(fake(2), cache, {10, 64, 1, 656});
+    a.kv_cache = TensorRef::cuda(fake_ptr(2), cache, {10, 64, 1, 656});
     EXPECT_TRUE(flashkit::validate_mla_decode(a).ok()) << flashkit::validate_mla_decode(a).message();
     a.kv_cache.shape[3] = 576;  // the 16-bit layout's size in bytes is not the FP8 one
     expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "656 bytes per token");
   }
   MlaDecodeArgs a = make(Sizes{});
-  a.kv_cache = TensorRef::cuda(fake(2), DType::kInt8, {10, 64, 1, 656});
+  a.kv_cache = TensorRef::cuda(fake_ptr(2), DType::kInt8, {10, 64, 1, 656});
   expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "uint8 / float8_e4m3fn");
   a = make(Sizes{});  // token slots 664 bytes apart: 8-byte but not 16-byte aligned rows
-  a.kv_cache = TensorRef::cuda_strided(fake(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 664, 664, 664, 1});
+  a.kv_cache = TensorRef::cuda_strided(fake_ptr(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 664, 664, 664, 1});
   expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "multiple of 16");
   a = make(Sizes{});  // a padded slot stride that keeps 16-byte alignment is fine
-  a.kv_cache = TensorRef::cuda_strided(fake(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 672, 672, 672, 1});
+  a.kv_cache = TensorRef::cuda_strided(fake_ptr(2), DType::kUInt8, {10, 64, 1, 656}, {64 * 672, 672, 672, 1});
   EXPECT_TRUE(flashkit::validate_mla_decode(a).ok()) << flashkit::validate_mla_decode(a).message();
   a = make(Sizes{});
-  a.kv_cache = TensorRef::cuda(fake(2), DType::kUInt8, {10, 64, 656});
+  a.kv_cache = TensorRef::cuda(fake_ptr(2), DType::kUInt8, {10, 64, 656});
   expect_invalid(flashkit::validate_mla_decode(a), "kv_cache", "656] (FP8 layout)");
 }
 
 TEST(ValidateMla, ShapesAndLayouts) {
   MlaDecodeArgs a = make(Sizes{});
-  a.tile_scheduler_metadata = TensorRef::cuda(fake(5), DType::kInt32, {8, 4});
+  a.tile_scheduler_metadata = TensorRef::cuda(fake_ptr(5), DType::kInt32, {8, 4});
   expect_invalid(flashkit::validate_mla_decode(a), "tile_scheduler_metadata", "[num_parts, 8]");
   a = make(Sizes{});
-  a.num_splits = TensorRef::cuda(fake(6), DType::kInt32, {2});
+  a.num_splits = TensorRef::cuda(fake_ptr(6), DType::kInt32, {2});
   expect_invalid(flashkit::validate_mla_decode(a), "num_splits", "[3]");
   a = make(Sizes{});
   a.workspace.shape[0] -= 1;
@@ -143,13 +138,13 @@ TEST(ValidateMla, ShapesAndLayouts) {
   a.out.shape[3] = 576;
   expect_invalid(flashkit::validate_mla_decode(a), "out", "shape");
   a = make(Sizes{});
-  a.lse = TensorRef::cuda(fake(8), DType::kFloat32, {2, 1, 16});
+  a.lse = TensorRef::cuda(fake_ptr(8), DType::kFloat32, {2, 1, 16});
   expect_invalid(flashkit::validate_mla_decode(a), "lse", "[B, h_q, s_q]");
   a = make(Sizes{});
-  a.q = TensorRef::cuda_strided(fake(1), DType::kBFloat16, {2, 1, 16, 576}, {9216, 9216, 576, 2});
+  a.q = TensorRef::cuda_strided(fake_ptr(1), DType::kBFloat16, {2, 1, 16, 576}, {9216, 9216, 576, 2});
   expect_invalid(flashkit::validate_mla_decode(a), "q", "contiguous");
   a = make(Sizes{});
-  a.block_table = TensorRef::cuda(fake(3), DType::kInt32, {3, 4});
+  a.block_table = TensorRef::cuda(fake_ptr(3), DType::kInt32, {3, 4});
   expect_invalid(flashkit::validate_mla_decode(a), "block_table", "rows");
   a = make(Sizes{});
   a.lse = TensorRef{};
@@ -158,9 +153,9 @@ TEST(ValidateMla, ShapesAndLayouts) {
 
 TEST(ValidateMla, Metadata) {
   MlaMetadataArgs m;
-  m.seqlens_k = TensorRef::cuda(fake(1), DType::kInt32, {4});
-  m.tile_scheduler_metadata = TensorRef::cuda(fake(2), DType::kInt32, {16, 8});
-  m.num_splits = TensorRef::cuda(fake(3), DType::kInt32, {5});
+  m.seqlens_k = TensorRef::cuda(fake_ptr(1), DType::kInt32, {4});
+  m.tile_scheduler_metadata = TensorRef::cuda(fake_ptr(2), DType::kInt32, {16, 8});
+  m.num_splits = TensorRef::cuda(fake_ptr(3), DType::kInt32, {5});
   EXPECT_TRUE(flashkit::validate_mla_metadata(m).ok());
   m.num_splits.shape[0] = 4;
   expect_invalid(flashkit::validate_mla_metadata(m), "num_splits", "B + 1");
