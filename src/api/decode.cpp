@@ -214,6 +214,28 @@ Status check_workspace(const TensorRef& ws, int32_t device_id, int64_t need) {
   return Status::Ok();
 }
 
+// The balanced plan's shortest splits in tokens (DecodeParams::min_chunk / min_chunk_tiny).
+void shortest_splits(int* min_chunk_out, int* min_chunk_tiny_out) {
+  // FLASHKIT_DECODE_MIN_CHUNK (read once; A/B runs): the balanced plan's shortest split in
+  // tokens, rounded up to whole 64-token tiles (default kMinChunk). Larger only means fewer
+  // splits, so the workspace bounds of plan_kernel.cuh hold for any value.
+  static const int min_chunk = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK");
+    const long v = e != nullptr ? std::atol(e) : 0;
+    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunk;
+  }();
+  // FLASHKIT_DECODE_MIN_CHUNK_TINY (read once; A/B runs): min_chunk_tiny (default kMinChunkTiny;
+  // with FLASHKIT_DECODE_MIN_CHUNK set and this one not, that value for both).
+  static const int min_chunk_tiny = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK_TINY");
+    const long v = e != nullptr ? std::atol(e) : 0;
+    if (v >= 64 && v <= (1L << 20)) return int((v + 63) / 64 * 64);
+    return std::getenv("FLASHKIT_DECODE_MIN_CHUNK") != nullptr ? min_chunk : kMinChunkTiny;
+  }();
+  *min_chunk_out = min_chunk;
+  *min_chunk_tiny_out = min_chunk_tiny;
+}
+
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
@@ -247,24 +269,7 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.softmax_scale_log2 = static_cast<float>(double(scale) * 1.4426950408889634);
   p.causal = a.causal;
   p.split_size = int(m.split_size);
-  // FLASHKIT_DECODE_MIN_CHUNK (read once; A/B runs): the balanced plan's shortest split in
-  // tokens, rounded up to whole 64-token tiles (default kMinChunk). Larger only means fewer
-  // splits, so the workspace bounds of plan_kernel.cuh hold for any value.
-  static const int min_chunk = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK");
-    const long v = e != nullptr ? std::atol(e) : 0;
-    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunk;
-  }();
-  // FLASHKIT_DECODE_MIN_CHUNK_TINY (read once; A/B runs): min_chunk_tiny (default kMinChunkTiny;
-  // with FLASHKIT_DECODE_MIN_CHUNK set and this one not, that value for both).
-  static const int min_chunk_tiny = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK_TINY");
-    const long v = e != nullptr ? std::atol(e) : 0;
-    if (v >= 64 && v <= (1L << 20)) return int((v + 63) / 64 * 64);
-    return std::getenv("FLASHKIT_DECODE_MIN_CHUNK") != nullptr ? min_chunk : kMinChunkTiny;
-  }();
-  p.min_chunk = min_chunk;
-  p.min_chunk_tiny = min_chunk_tiny;
+  shortest_splits(&p.min_chunk, &p.min_chunk_tiny);
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {
@@ -469,7 +474,7 @@ FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& a, int target_ct
   Layout L;
   FK_RETURN_IF_ERROR(make_layout(m, target_ctas, &L));
   out->hr = m.hr;
-  out->rows = m.rows;
+  shortest_splits(&out->min_chunk, &out->min_chunk_tiny);
   out->rows_max = std::min(m.rows, m.ratio * m.s_q);
   out->head_dim_v = m.dv;
   out->max_items = L.max_items;

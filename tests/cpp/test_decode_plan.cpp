@@ -22,9 +22,6 @@ using flashkit::DType;
 using flashkit::DecodePlanArgs;
 using flashkit::detail::DecodePlanLimits;
 
-// The shortest splits of api/decode.cpp (kMinChunk, kMinChunkTiny).
-constexpr int kMinChunk = 128, kMinChunkTiny = 64;
-
 struct Counts {
   int64_t items = 0, partials = 0, combines = 0;
   int64_t chunk = 0;
@@ -35,7 +32,8 @@ Counts plan(const std::vector<int64_t>& lens, const DecodePlanLimits& lim, int t
   Counts c;
   int64_t total = 0;
   for (int64_t l : lens) total += l;
-  c.chunk = flashkit::decode_math::plan_chunk(total, int(lim.hr), target_ctas, split_size, kMinChunk, kMinChunkTiny);
+  c.chunk = flashkit::decode_math::plan_chunk(total, int(lim.hr), target_ctas, split_size, lim.min_chunk,
+                                                lim.min_chunk_tiny);
   for (int64_t l : lens) {
     int n = 0;
     int64_t chunk_b = 0;
@@ -121,7 +119,7 @@ TEST(DecodePlan, BalancedPlansFitTheWorkspace) {
         EXPECT_LE(c.partials, lim.max_partials) << what;
         EXPECT_LE(c.combines, lim.max_combines) << what;
         EXPECT_EQ(c.chunk % 64, 0) << what;
-        EXPECT_GE(c.chunk, kMinChunkTiny) << what;
+        EXPECT_GE(c.chunk, lim.min_chunk_tiny) << what;
       }
     }
   }
@@ -186,6 +184,13 @@ TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
 // shortest split (64-token tiles where the target is at most 32 tokens per CTA, 128 above).
 TEST(DecodePlan, ChunkRule) {
   using flashkit::decode_math::plan_chunk;
+  DecodePlanArgs a;
+  a.batch = 1, a.s_q = 1, a.num_heads_q = 32, a.num_heads_kv = 8, a.head_dim = 128;
+  DecodePlanLimits lim;
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  const int kMinChunk = lim.min_chunk, kMinChunkTiny = lim.min_chunk_tiny;
+  ASSERT_EQ(kMinChunk, 128);  // the defaults (no FLASHKIT_DECODE_MIN_CHUNK* in the test's environment)
+  ASSERT_EQ(kMinChunkTiny, 64);
   EXPECT_EQ(plan_chunk(1024, 8, 264, 0, kMinChunk, kMinChunkTiny), 64);       // 31 tokens per CTA: tiny
   EXPECT_EQ(plan_chunk(2048, 8, 264, 0, kMinChunk, kMinChunkTiny), 128);      // 62 per CTA: the floor
   EXPECT_EQ(plan_chunk(65536, 8, 264, 0, kMinChunk, kMinChunkTiny), 2048);    // 1986 per CTA, up to 64s
