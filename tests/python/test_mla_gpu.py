@@ -91,7 +91,8 @@ def check_cos(out, ref, lse, lse_ref):
     from flashkit.bench.mla_runner import cos_diff
 
     if bool((ref != 0).any()):
-        assert cos_diff(torch, out, ref) < 1e-5, f"out: cos_diff {cos_diff(torch, out, ref):.3g}"
+        d = cos_diff(torch, out, ref)
+        assert d < 1e-5, f"out: cos_diff {d:.3g}"
     fin = torch.isfinite(lse_ref)
     if bool(fin.any()):
         d = cos_diff(torch, lse[fin], lse_ref[fin])
