@@ -36,7 +36,7 @@ FLASHKIT_DECODE_PLAN_HD int64_t plan_chunk(int64_t total, int hr, int target_cta
 // Splits of a sequence of `len` tokens and their (even) chunk. Fixed: ceil(len / target) splits
 // of exactly target tokens (one for an empty sequence). Balanced: n = max(1, round(len /
 // target)) (nearest, so that 2.06 targets make 2 splits, not 3, and the wave stays full) of
-// ceil(len / n) tokens rounded up to 64.
+// ceil(len / n) tokens rounded up to 64, then as many of those as hold tokens.
 FLASHKIT_DECODE_PLAN_HD void splits_of(int64_t len, int64_t target, bool fixed, int* n, int64_t* chunk) {
   if (fixed) {
     *chunk = target;
@@ -47,6 +47,9 @@ FLASHKIT_DECODE_PLAN_HD void splits_of(int64_t len, int64_t target, bool fixed, 
   *n = k < 1 ? 1 : int(k);
   const int64_t even = (len + *n - 1) / *n;
   *chunk = ((even + 63) / 64) * 64;
+  // The rounding up to 64 can leave the last splits empty (650 tokens at a 64-token target: 10
+  // splits of 128, 4 of them empty): count the splits that hold tokens.
+  if (len > 0) *n = int((len + *chunk - 1) / *chunk);
 }
 
 }  // namespace flashkit::decode_math
