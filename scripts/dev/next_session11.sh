@@ -62,5 +62,30 @@ case "${1:-S}" in
     done
     tar -czf "${OUT:-/tmp}/b.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 S|D|B" >&2; exit 2 ;;
+  F)
+    # The split count above which the combine kernel, not the split kernel's fused merge, merges a
+    # sequence (FLASHKIT_DECODE_FUSED_MAX_SPLITS; D found FP8 B 1 1500 tokens 23% slower once its
+    # 23 splits, 11 of them empty, became 12, which the fused merge takes): caps 1 (never fused), 8
+    # and none, against OLD_TREE (main before the empty-split change), at lengths whose split counts
+    # fall in 6..23; two interleaved rounds; then the decode tests with cap 4.
+    O=${OUT:-/tmp}/f
+    . "$D/device_steps.sh"
+    OLD=${OLD_TREE:-$TREE/.carry/old}
+    install_tree "$TREE"
+    install_old "$OLD"
+    CFGS=${CFGS:-"1:450:32:8 1:650:32:8 1:768:32:8 1:896:32:8 1:1500:32:8 1:2500:32:8 4:650:32:8 1:2000:32:32 16:4096:32:8 1:8192:32:8"}
+    cd /tmp
+    for r in 1 2; do
+      step "old$r" 150 env PYTHONPATH=/tmp/oldpkg python3 "$TREE/scripts/decode_quick_bench.py" \
+        --kv bf16 fp8 --configs $CFGS --csv "$O/old$r.csv"
+      for c in 0 8 1; do
+        step "cap$c-$r" 150 env FLASHKIT_DECODE_FUSED_MAX_SPLITS=$c python3 "$TREE/scripts/decode_quick_bench.py" \
+          --kv bf16 fp8 --configs $CFGS --csv "$O/cap$c-$r.csv"
+      done
+    done
+    (cd "$TREE/tests/python" && step tests_cap4 300 env FLASHKIT_DECODE_FUSED_MAX_SPLITS=4 python3 -m pytest -q -m gpu -n 6 \
+      -p no:cacheprovider test_decode_gpu.py)
+    tar -czf "${OUT:-/tmp}/f.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 S|D|B|F" >&2; exit 2 ;;
 esac

@@ -236,6 +236,19 @@ void shortest_splits(int* min_chunk_out, int* min_chunk_tiny_out) {
   *min_chunk_tiny_out = min_chunk_tiny;
 }
 
+// FLASHKIT_DECODE_FUSED_MAX_SPLITS (read once; A/B runs): sequences of more splits than this are
+// merged by the combine kernel even where their partials fit the split kernel's fused merge
+// (DecodeParams::fused_max_splits; default: no cap beyond that fit). Either way the workspace
+// bounds hold: combine entries are counted for every split sequence.
+int fused_max_splits() {
+  static const int v = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_FUSED_MAX_SPLITS");
+    const long x = e != nullptr ? std::atol(e) : 0;
+    return x >= 1 && x <= (1L << 20) ? int(x) : (1 << 30);
+  }();
+  return v;
+}
+
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
@@ -270,6 +283,7 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.causal = a.causal;
   p.split_size = int(m.split_size);
   shortest_splits(&p.min_chunk, &p.min_chunk_tiny);
+  p.fused_max_splits = fused_max_splits();
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {
@@ -475,6 +489,7 @@ FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& a, int target_ct
   FK_RETURN_IF_ERROR(make_layout(m, target_ctas, &L));
   out->hr = m.hr;
   shortest_splits(&out->min_chunk, &out->min_chunk_tiny);
+  out->fused_max_splits = fused_max_splits();
   out->rows_max = std::min(m.rows, m.ratio * m.s_q);
   out->head_dim_v = m.dv;
   out->max_items = L.max_items;

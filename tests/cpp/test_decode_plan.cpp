@@ -41,7 +41,7 @@ Counts plan(const std::vector<int64_t>& lens, const DecodePlanLimits& lim, int t
     c.items += lim.hr * n;
     if (n > 1) {
       c.partials += lim.hr * n;
-      if (!flashkit::fused_merge(n, int(lim.rows_max), int(lim.head_dim_v))) c.combines += lim.hr;
+      if (!flashkit::fused_merge(n, int(lim.rows_max), int(lim.head_dim_v), lim.fused_max_splits)) c.combines += lim.hr;
     }
   }
   return c;

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
       decode_math::splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
     }
     const int parts = n > 1 ? n : 0;
-    const bool fused = fused_merge(n, rows_max, p.head_dim_v);  // merged by the split kernel
+    const bool fused = fused_merge(n, rows_max, p.head_dim_v, p.fused_max_splits);  // merged by the split kernel
     const bool comb = n > 1 && !fused;                          // merged by the combine kernel
     int t_items, t_parts, t_comb;
     const int pre_items = block_exclusive_scan(n, &t_items, s_warp) + run_items;
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
         it.split = split;
         it.len = int(len);
-        it.merge_n = fused_merge(n, rows_max, p.head_dim_v) ? n : 0;
+        it.merge_n = fused_merge(n, rows_max, p.head_dim_v, p.fused_max_splits) ? n : 0;
         p.ws.items[i] = it;
       }
     }
