@@ -90,7 +90,8 @@ def main(argv=None) -> int:
                               dict(split_size=128)))
         cases.append(("split sequence", dtype, 128, dict(lens=[30000], s_q=1, h_q=8, h_kv=2,
                                                          d=128, page=16), {}))
-        # 4 and 6 splits of 512 tokens: merged by the last split CTA (fused merge)
+        # 4 splits of 512 tokens, merged by the last split CTA (fused merge), beside 6, which the
+        # combine kernel merges (the fused merge takes at most 4: api/decode.cpp kFusedMaxSplits)
         cases.append(("fused merge", dtype, 128, dict(lens=[2000, 3000, 5], s_q=1, h_q=8, h_kv=2,
                                                       d=128, page=16), dict(split_size=512)))
     ran, failures = 0, []

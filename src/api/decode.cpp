@@ -36,6 +36,8 @@ constexpr int kMinChunk = 128;
 // 128 at B 1 1k bf16 10.0 vs 11.9 us, FP8 10.3 vs 13.8; at 2k (62 tokens per CTA) 64 lost
 // (11.4 vs 10.8), so the rule stops short of it. docs/kernels/decode.md "Shortest split".
 constexpr int kMinChunkTiny = 64;
+// The most splits the split kernel's fused merge takes (fused_max_splits() below says why).
+constexpr int kFusedMaxSplits = 4;
 constexpr int64_t kAlign = 256;
 
 bool decode_head_dim_ok(int64_t d) {
@@ -236,15 +238,19 @@ void shortest_splits(int* min_chunk_out, int* min_chunk_tiny_out) {
   *min_chunk_tiny_out = min_chunk_tiny;
 }
 
-// FLASHKIT_DECODE_FUSED_MAX_SPLITS (read once; A/B runs): sequences of more splits than this are
-// merged by the combine kernel even where their partials fit the split kernel's fused merge
-// (DecodeParams::fused_max_splits; default: no cap beyond that fit). Either way the workspace
-// bounds hold: combine entries are counted for every split sequence.
+// Sequences of more splits than DecodeParams::fused_max_splits are merged by the combine kernel
+// even where their partials fit the split kernel's fused merge: the merging CTA works through
+// n x rows x D_v floats alone, on the call's critical path, while the combine kernel spreads them
+// over (head row, 16 columns) CTAs. Measured (H100, 2026-11-27; docs/kernels/decode.md "Fused merge
+// up to 4 splits"): fused faster at n 2..4 with B >= 8 (B 16 4k FP8 56.4 vs 60.3 us), the combine
+// faster at every n >= 5 (B 1 768 tokens FP8 13.0 -> 10.1 us). FLASHKIT_DECODE_FUSED_MAX_SPLITS
+// (read once; A/B runs) overrides it. Either way the workspace bounds hold: combine entries are
+// counted for every split sequence.
 int fused_max_splits() {
   static const int v = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_FUSED_MAX_SPLITS");
     const long x = e != nullptr ? std::atol(e) : 0;
-    return x >= 1 && x <= (1L << 20) ? int(x) : (1 << 30);
+    return x >= 1 && x <= (1L << 20) ? int(x) : kFusedMaxSplits;
   }();
   return v;
 }

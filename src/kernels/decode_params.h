@@ -59,7 +59,7 @@ constexpr int64_t kTraceWords = int64_t(kTraceSplitCtas) * 8 + int64_t(kTraceCom
 
 constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
 constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
-// max_splits: DecodeParams::fused_max_splits (an A/B cap on the split count; no cap by default).
+// max_splits: DecodeParams::fused_max_splits (4 unless FLASHKIT_DECODE_FUSED_MAX_SPLITS; api/decode.cpp).
 constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v, int max_splits = 1 << 30) {
   return n_splits >= 2 && n_splits <= max_splits && int64_t(n_splits) * rows_max * head_dim_v <= kFusedMergeFloats;
 }
@@ -123,7 +123,7 @@ struct DecodeParams {
   int min_chunk;       // shortest split of the balanced plan (tokens, a multiple of 64)
   int min_chunk_tiny;  // ... where the total work is at most half a tile per CTA (B 1, ~1k)
   int target_ctas;
-  int fused_max_splits;  // sequences of more splits go to the combine kernel (FLASHKIT_DECODE_FUSED_MAX_SPLITS)
+  int fused_max_splits;  // sequences of more splits go to the combine kernel (api/decode.cpp: 4)
   int max_items, max_combines, max_partials;
 
   DecodeWorkspace ws;

@@ -231,8 +231,9 @@ def test_cuda_graph_replay_with_new_lengths_and_tables():
 def test_fused_merge_over_repeated_runs(split):
     # Sequences of a few splits are merged by their last split CTA (arrival counters in the
     # workspace, reset by that CTA): one plan, several runs with new queries, each exact
-    # against the reference; split 512 mixes fused (n = 2..10) and combine-kernel sequences.
-    lens = [3000, 5000, 200, 1100, 20000]
+    # against the reference; split 512 mixes fused (n = 3, 4) and combine-kernel sequences (n = 5,
+    # 6, 10, 40: the fused merge takes at most 4 splits, api/decode.cpp kFusedMaxSplits).
+    lens = [3000, 5000, 200, 1100, 20000, 2048, 2049]
     q, k, v, bt, sl = make_case(lens, h_q=16, h_kv=4, seed=12)
     B = len(lens)
     plan = flashkit.DecodePlan(B, 1, 16, 4, 128, device="cuda", split_size=split,
