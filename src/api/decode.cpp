@@ -38,6 +38,8 @@ constexpr int kMinChunk = 128;
 constexpr int kMinChunkTiny = 64;
 // The most splits the split kernel's fused merge takes (fused_max_splits() below says why).
 constexpr int kFusedMaxSplits = 4;
+// Grids of at most this many (sequence, KV head) pairs take 16-row items (make_dims).
+constexpr int64_t kTinyPairs = 16;
 constexpr int64_t kAlign = 256;
 
 bool decode_head_dim_ok(int64_t d) {
@@ -60,12 +62,28 @@ Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int
   Dims m;
   m.B = B, m.s_q = s_q, m.h_q = h_q, m.h_kv = h_kv, m.d = d, m.dv = dv;
   m.ratio = h_kv > 0 ? h_q / h_kv : 0;
-  // FLASHKIT_DECODE_MAX_ROWS=16 (read once) keeps 16-row items everywhere: a tuning switch.
-  static const int max_rows = [] {
+  // Item rows: 32 where a head's rows (ratio x s_q) need more than 16 and the O tile fits, except
+  // in tiny grids: with at most kTinyPairs (sequence, KV head) pairs and 17..32 rows, two 16-row items
+  // per pair. There the combine's work per split grows with the rows (B 1 64/8 s_q 4: 19 us of
+  // combine at 32 rows) and the second item's K/V re-read stays in L2; measured (H100, 2026-11-27,
+  // docs/kernels/decode.md "Rows per item in tiny grids"): B 1 64/8 s_q 4 at 4k 26.5 -> 17.2 us, 8k
+  // 30.5 -> 22.9, 16k 39.9 -> 34.9, 64k 103.7 -> 105.3; B 1 32/8 s_q 8 4k 26.7 -> 17.2; with 8 or more
+  // sequences of 8 KV heads 16-row items lose 4-15% (and 35-60% at 64 rows), so larger grids keep 32.
+  // FLASHKIT_DECODE_MAX_ROWS (read once; A/B runs): 16 = 16-row items everywhere, 32 = no tiny-grid
+  // rule.
+  static const int max_rows_env = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_MAX_ROWS");
-    return e != nullptr && std::atoi(e) == 16 ? 16 : 32;
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v == 16 || v == 32 ? v : 0;
   }();
-  m.rows = decode_rows_per_item(int(m.ratio * s_q), int(d), max_rows);
+  const int64_t rows_needed = m.ratio * s_q;
+  int max_rows = 32;
+  if (max_rows_env != 0) {
+    max_rows = max_rows_env;
+  } else if (B * h_kv <= kTinyPairs && rows_needed <= 32) {
+    max_rows = 16;
+  }
+  m.rows = decode_rows_per_item(int(rows_needed), int(d), max_rows);
   m.row_groups = (m.ratio * s_q + m.rows - 1) / m.rows;
   m.hr = h_kv * m.row_groups;
   m.split_size = split_size, m.max_seqlen_k = max_seqlen_k;

@@ -196,6 +196,39 @@ TEST(DecodePlan, ChunkRule) {
   EXPECT_EQ(plan_chunk(int64_t{1} << 40, 64, 1, 0, kMinChunk, kMinChunkTiny), int64_t{1} << 30);  // capped
 }
 
+// Item rows: a head's ratio x s_q rows in 16-row items, or 32-row ones where more than 16 are needed,
+// except in tiny grids (at most 16 sequence x KV-head pairs with 17..32 rows: two 16-row items).
+TEST(DecodePlan, RowsPerItem) {
+  DecodePlanArgs a;
+  a.s_q = 4, a.num_heads_q = 64, a.num_heads_kv = 8, a.head_dim = 128;  // 32 rows per KV head
+  DecodePlanLimits lim;
+  for (int64_t b : {1, 2}) {  // 8 / 16 pairs: two 16-row items per KV head
+    a.batch = b;
+    ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+    EXPECT_EQ(lim.hr, 16) << "B " << b;
+    EXPECT_EQ(lim.rows_max, 16) << "B " << b;
+  }
+  for (int64_t b : {3, 8, 128}) {  // 24+ pairs: one 32-row item per KV head
+    a.batch = b;
+    ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+    EXPECT_EQ(lim.hr, 8) << "B " << b;
+    EXPECT_EQ(lim.rows_max, 32) << "B " << b;
+  }
+  a.batch = 1, a.s_q = 8;  // 64 rows: two 32-row items even in a tiny grid
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  EXPECT_EQ(lim.hr, 16);
+  EXPECT_EQ(lim.rows_max, 32);
+  a.s_q = 2;  // 16 rows: 16-row items anyway
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  EXPECT_EQ(lim.hr, 8);
+  EXPECT_EQ(lim.rows_max, 16);
+  a.s_q = 4, a.head_dim = 256;  // D 256: 16-row items always (the 32-row O tile does not fit)
+  a.batch = 8;
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  EXPECT_EQ(lim.hr, 16);
+  EXPECT_EQ(lim.rows_max, 16);
+}
+
 TEST(DecodePlan, LimitsRefuseBadSizes) {
   DecodePlanArgs a;
   a.batch = 2, a.s_q = 1, a.num_heads_q = 32, a.num_heads_kv = 8, a.head_dim = 128;

@@ -175,10 +175,13 @@ def test_batch_invariance_fixed_split(split):
         assert torch.equal(l1, lse_all[b:b + 1])
 
 
-@pytest.mark.parametrize("heads,s_q", [((3, 1), 1), ((12, 1), 1), ((16, 1), 1), ((8, 1), 4), ((32, 8), 1)])
+@pytest.mark.parametrize("heads,s_q", [((3, 1), 1), ((12, 1), 1), ((16, 1), 1), ((8, 1), 4), ((32, 8), 1),
+                                       ((64, 8), 4)])
 def test_combine_many_splits(heads, s_q):
     # 64-token splits of a 20k-token sequence: ~313 partials per (sequence, head-row group),
-    # more than one staged batch of LSEs and of partial O at 3, 12, 16 and 32 valid rows.
+    # more than one staged batch of LSEs and of partial O at 3, 12 and 16 valid rows, and at 32
+    # (GQA 8 x s_q 4 over 3 x 8 sequence-head pairs: one 32-row item each; GQA 8 x s_q 4 over 3
+    # pairs, a tiny grid, takes two 16-row items instead).
     h_q, h_kv = heads
     case = make_case([20000, 640, 1], s_q=s_q, h_q=h_q, h_kv=h_kv, seed=(h_q, s_q))
     out, lse = run_checked(*case, split_size=64)
