@@ -38,7 +38,7 @@ constexpr int kMinChunk = 128;
 constexpr int kMinChunkTiny = 64;
 // The most splits the split kernel's fused merge takes (fused_max_splits() below says why).
 constexpr int kFusedMaxSplits = 4;
-// Grids of at most this many (sequence, KV head) pairs take 16-row items (make_dims).
+// Grids of at most this many (sequence, KV head) pairs over a 16-bit cache take 16-row items (make_dims).
 constexpr int64_t kTinyPairs = 16;
 constexpr int64_t kAlign = 256;
 
@@ -58,19 +58,21 @@ struct Dims {
 };
 
 Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int64_t dv,
-               int64_t split_size, int64_t max_seqlen_k) {
+               int64_t split_size, int64_t max_seqlen_k, int quant) {
   Dims m;
+  m.quant = quant;
   m.B = B, m.s_q = s_q, m.h_q = h_q, m.h_kv = h_kv, m.d = d, m.dv = dv;
   m.ratio = h_kv > 0 ? h_q / h_kv : 0;
   // Item rows: 32 where a head's rows (ratio x s_q) need more than 16 and the O tile fits, except
-  // in tiny grids: with at most kTinyPairs (sequence, KV head) pairs and 17..32 rows, two 16-row items
-  // per pair. There the combine's work per split grows with the rows (B 1 64/8 s_q 4: 19 us of
-  // combine at 32 rows) and the second item's K/V re-read stays in L2; measured (H100, 2026-11-27,
-  // docs/kernels/decode.md "Rows per item in tiny grids"): B 1 64/8 s_q 4 at 4k 26.5 -> 17.2 us, 8k
-  // 30.5 -> 22.9, 16k 39.9 -> 34.9, 64k 103.7 -> 105.3; B 1 32/8 s_q 8 4k 26.7 -> 17.2; with 8 or more
-  // sequences of 8 KV heads 16-row items lose 4-15% (and 35-60% at 64 rows), so larger grids keep 32.
-  // FLASHKIT_DECODE_MAX_ROWS (read once; A/B runs): 16 = 16-row items everywhere, 32 = no tiny-grid
-  // rule.
+  // in tiny grids of a 16-bit cache: with at most kTinyPairs (sequence, KV head) pairs and 17..32
+  // rows, two 16-row items per pair. There the combine's work per split grows with the rows (B 1 64/8
+  // s_q 4: 19 us of combine at 32 rows) and the second item's K/V re-read stays in L2. Measured (H100,
+  // 2026-11-27, docs/kernels/decode.md "Rows per item in tiny grids"), bf16: B 1 64/8 s_q 4 at 4k
+  // 25.9 -> 17.0 us, 8k 29.9 -> 22.4, 16k 38.9 -> 34.1, 64k 102.8 -> 106.7; B 2 8k 35.7 -> 34.6; B 1
+  // 32/8 s_q 8 4k 26.1 -> 17.2. The 8-bit caches keep 32 rows (FP8 B 1 64k s_q 4 79.1 -> 92.4: each
+  // item dequantizes the K/V again), and so do larger grids (8+ sequences of 8 KV heads: 16-row items
+  // 4-15% slower, 35-60% at 64 rows). FLASHKIT_DECODE_MAX_ROWS (read once; A/B runs): 16 = 16-row
+  // items everywhere, 32 = no tiny-grid rule.
   static const int max_rows_env = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_MAX_ROWS");
     const int v = e != nullptr ? std::atoi(e) : 0;
@@ -80,7 +82,7 @@ Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int
   int max_rows = 32;
   if (max_rows_env != 0) {
     max_rows = max_rows_env;
-  } else if (B * h_kv <= kTinyPairs && rows_needed <= 32) {
+  } else if (quant == 0 && B * h_kv <= kTinyPairs && rows_needed <= 32) {
     max_rows = 16;
   }
   m.rows = decode_rows_per_item(int(rows_needed), int(d), max_rows);
@@ -332,10 +334,8 @@ Dims dims_of(const DecodeArgs& a) {
   const int64_t max_seqlen = a.split_size > 0 && a.max_seqlen_k == 0
                                  ? a.block_table.shape[1] * a.k_cache.shape[1]
                                  : a.max_seqlen_k;
-  Dims m = make_dims(a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k_cache.shape[2], a.q.shape[3],
-                     a.v_cache.shape[3], a.split_size, max_seqlen);
-  m.quant = std::max(0, quant_of(a.k_cache.dtype, a.q.dtype));
-  return m;
+  return make_dims(a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k_cache.shape[2], a.q.shape[3],
+                   a.v_cache.shape[3], a.split_size, max_seqlen, std::max(0, quant_of(a.k_cache.dtype, a.q.dtype)));
 }
 
 // A quantized (one byte per value) cache: last dim contiguous, other strides multiples of 16
@@ -470,10 +470,9 @@ Status validate_decode_impl(const DecodeArgs& a, bool need_workspace) {
 }
 
 Dims dims_of(const DecodePlanArgs& a) {
-  Dims m = make_dims(a.batch, a.s_q, a.num_heads_q, a.num_heads_kv, a.head_dim,
-                     a.head_dim_v > 0 ? a.head_dim_v : a.head_dim, a.split_size, a.max_seqlen_k);
-  m.quant = std::max(0, quant_of(a.kv_dtype, DType::kInvalid));
-  return m;
+  return make_dims(a.batch, a.s_q, a.num_heads_q, a.num_heads_kv, a.head_dim,
+                   a.head_dim_v > 0 ? a.head_dim_v : a.head_dim, a.split_size, a.max_seqlen_k,
+                   std::max(0, quant_of(a.kv_dtype, DType::kInvalid)));
 }
 
 Status validate_plan_sizes(const DecodePlanArgs& a) {
