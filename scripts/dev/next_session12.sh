@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Device calls owed after 2026-11-27 (twentieth session); each names the tree it runs on.
+#   P (~4 min)   branch wip/decode-plan-smem (11da6cd + this script; check it out as the working tree):
+#                the plan kernel's per-sequence arrays in shared memory for B <= 2048 (the item step's
+#                binary search read item_base from global memory: one dependent L2 round trip per level).
+#                Prediction: plan kernel -0.5 us at B 1, -1.5..-2.5 us at B 16..128 (profile); graph time
+#                of a call the same amounts less (the split CTAs wait for the plan's completion). Env A/B
+#                (FLASHKIT_DECODE_PLAN_GLOBAL=1 = the old arrays) interleaved twice, the per-kernel profile
+#                of both, the decode / KV-cache GPU tests in both modes, memcheck and racecheck of
+#                sanitize_decode.py --quick (racecheck matters: new shared-memory arrays read across threads
+#                after a barrier; hazards in cuBLAS's nvjet kernels are the reference's, known).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh P")   output pl.tgz
+#   M (~2 min)   main: the decode tests at main's head (7b0aeba's rule restriction, host code only: the
+#                8-bit caches keep 32-row items in tiny grids; both paths passed the GPU tests separately).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh M")   output m.tgz
+set -u -o pipefail
+D=$(cd "$(dirname "$0")" && pwd)
+TREE=$(cd "$D/../.." && pwd)
+case "${1:-P}" in
+  P)
+    O=${OUT:-/tmp}/pl
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    cd /tmp
+    C="1:1024:32:8 1:16384:32:8 1:65536:32:8 16:8192:32:8 64:8192:32:8 128:4096:32:8 16:2048:32:32"
+    for r in 1 2; do
+      step "new-$r" 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs $C
+      step "old-$r" 90 env FLASHKIT_DECODE_PLAN_GLOBAL=1 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs $C
+    done
+    P3="1:16384:32:8 16:8192:32:8 128:4096:32:8"
+    step profnew 60 python3 "$TREE/scripts/decode_quick_bench.py" --profile --configs $P3
+    step profold 60 env FLASHKIT_DECODE_PLAN_GLOBAL=1 python3 "$TREE/scripts/decode_quick_bench.py" --profile --configs $P3
+    (cd "$TREE/tests/python" && step tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_decode_gpu.py test_kvcache_gpu.py test_index_hardening_gpu.py)
+    (cd "$TREE/tests/python" && step tests_global 150 env FLASHKIT_DECODE_PLAN_GLOBAL=1 python3 -m pytest -q -m gpu -n 6 \
+      -p no:cacheprovider test_decode_gpu.py)
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 100 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick
+    step racecheck 100 $S --tool racecheck --print-limit 20 python3 "$TREE/scripts/sanitize_decode.py" --quick
+    grep "Race reported" "$O/racecheck.log" | grep -v nvjet | head -5 >> "$O/summary.txt"
+    tar -czf "${OUT:-/tmp}/pl.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  M)
+    O=${OUT:-/tmp}/m
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd "$TREE/tests/python" && step tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_decode_gpu.py test_kvcache_gpu.py test_index_hardening_gpu.py)
+    tar -czf "${OUT:-/tmp}/m.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 P|M" >&2; exit 2 ;;
+esac
