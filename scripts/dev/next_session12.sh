@@ -13,6 +13,11 @@
 #   M (~2 min)   main: the decode tests at main's head (7b0aeba's rule restriction, host code only: the
 #                8-bit caches keep 32-row items in tiny grids; both paths passed the GPU tests separately).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh M")   output m.tgz
+#   Q (~2 min)   main: the one s_q row over issue 6's 1.3x (B 1 32/8 4k s_q 4: 16.8 us against 12.4 at s_q 1;
+#                16-row items, 32 splits of 128 tokens per head, the combine merging 32 partials of 16 rows).
+#                Does a longer shortest split pay where rows are many? FLASHKIT_DECODE_MIN_CHUNK 128 / 256 /
+#                384 (it applies to every call, so the s_q 1 rows show its cost there), two interleaved rounds.
+#   run(command="bash scripts/dev/next_session12.sh Q")                        output q.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -48,5 +53,19 @@ case "${1:-P}" in
       test_decode_gpu.py test_kvcache_gpu.py test_index_hardening_gpu.py)
     tar -czf "${OUT:-/tmp}/m.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 P|M" >&2; exit 2 ;;
+  Q)
+    O=${OUT:-/tmp}/q
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    cd /tmp
+    C="1:4096:32:8 1:8192:32:8 1:16384:32:8 1:4096:64:8 2:4096:32:8"
+    for r in 1 2; do
+      for m in 128 256 384; do
+        step "mc$m-$r" 90 env FLASHKIT_DECODE_MIN_CHUNK=$m python3 "$TREE/scripts/decode_quick_bench.py" --sq 1 2 4 \
+          --configs $C
+      done
+    done
+    tar -czf "${OUT:-/tmp}/q.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 P|M|Q" >&2; exit 2 ;;
 esac
