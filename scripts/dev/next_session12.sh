@@ -18,6 +18,14 @@
 #                Does a longer shortest split pay where rows are many? FLASHKIT_DECODE_MIN_CHUNK 128 / 256 /
 #                384 (it applies to every call, so the s_q 1 rows show its cost there), two interleaved rounds.
 #   run(command="bash scripts/dev/next_session12.sh Q")                        output q.tgz
+#   F (~6 min)   branch wip/fwd-d64-fallback-one-cta (44d0766 + this script): the d64 calls the three-warpgroup
+#                kernel does not take (FLASHKIT_FWD_NO_TMA=1, FLASHKIT_FWD_PERSISTENT=0, FLASHKIT_FWD_D64_WG3=0,
+#                strides no map describes) on the one-CTA kernels instead of the two-CTA one that spills (issue 8:
+#                no spills in shipped instantiations). The forward / family GPU tests (they compare the variants
+#                bitwise), the d64 tests under each fallback switch, memcheck / racecheck of sanitize_small.py
+#                --quick --dims 64 with FLASHKIT_FWD_D64_WG3=0, and the FA3 sweep at D 64 with FLASHKIT_FWD_D64_WG3=0
+#                (the fallback's own speed; the default calls do not change).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh F")   output f.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -67,5 +75,24 @@ case "${1:-P}" in
     done
     tar -czf "${OUT:-/tmp}/q.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 P|M|Q" >&2; exit 2 ;;
+  F)
+    O=${OUT:-/tmp}/f
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd "$TREE/tests/python" && step tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_attention_gpu.py test_kernel_families_gpu.py)
+    for e in FLASHKIT_FWD_NO_TMA=1 FLASHKIT_FWD_PERSISTENT=0 FLASHKIT_FWD_D64_WG3=0; do
+      (cd "$TREE/tests/python" && step "tests_${e%%=*}" 200 env "$e" python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+        test_attention_gpu.py -k "64")
+    done
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 150 env FLASHKIT_FWD_D64_WG3=0 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 64
+    step racecheck 150 env FLASHKIT_FWD_D64_WG3=0 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 64
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    cd /tmp
+    step bench 200 env FLASHKIT_FWD_D64_WG3=0 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 --impls flashkit sdpa_cudnn \
+      --out-dir "$O/bench" --tag d64-fallback --no-plot
+    tar -czf "${OUT:-/tmp}/f.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 P|M|Q|F" >&2; exit 2 ;;
 esac
