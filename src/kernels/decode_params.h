@@ -60,7 +60,7 @@ constexpr int64_t kTraceWords = int64_t(kTraceSplitCtas) * 8 + int64_t(kTraceCom
 constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
 constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
 // max_splits: DecodeParams::fused_max_splits (4 unless FLASHKIT_DECODE_FUSED_MAX_SPLITS; api/decode.cpp).
-constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v, int max_splits = 1 << 30) {
+constexpr bool fused_merge(int n_splits, int rows_max, int head_dim_v, int max_splits) {
   return n_splits >= 2 && n_splits <= max_splits && int64_t(n_splits) * rows_max * head_dim_v <= kFusedMergeFloats;
 }
 
