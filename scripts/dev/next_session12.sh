@@ -8,7 +8,10 @@
 #                (FLASHKIT_DECODE_PLAN_GLOBAL=1 = the old arrays) interleaved twice, the per-kernel profile
 #                of both, the decode / KV-cache GPU tests in both modes, memcheck and racecheck of
 #                sanitize_decode.py --quick (racecheck matters: new shared-memory arrays read across threads
-#                after a barrier; hazards in cuBLAS's nvjet kernels are the reference's, known).
+#                after a barrier; hazards in cuBLAS's nvjet kernels are the reference's, known). Also on the
+#                branch: the combine grid sized by min(max_combines, B x hr) entries (B 1 GQA 32/8: 64 CTAs
+#                instead of 528 / 1056 that mostly launch only to exit); FLASHKIT_DECODE_COMBINE_FULL_GRID=1
+#                is the old size, a third column of the same A/B.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh P")   output pl.tgz
 #   M (~2 min)   main: the decode tests at main's head (7b0aeba's rule restriction, host code only: the
 #                8-bit caches keep 32-row items in tiny grids; both paths passed the GPU tests separately).
@@ -39,6 +42,8 @@ case "${1:-P}" in
     for r in 1 2; do
       step "new-$r" 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs $C
       step "old-$r" 90 env FLASHKIT_DECODE_PLAN_GLOBAL=1 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs $C
+      step "fullgrid-$r" 90 env FLASHKIT_DECODE_COMBINE_FULL_GRID=1 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 \
+        --configs $C
     done
     P3="1:16384:32:8 16:8192:32:8 128:4096:32:8"
     step profnew 60 python3 "$TREE/scripts/decode_quick_bench.py" --profile --configs $P3

@@ -38,7 +38,8 @@ constexpr int kMinChunk = 128;
 constexpr int kMinChunkTiny = 64;
 // The most splits the split kernel's fused merge takes (fused_max_splits() below says why).
 constexpr int kFusedMaxSplits = 4;
-// Grids of at most this many (sequence, KV head) pairs over a 16-bit cache take 16-row items (make_dims).
+// Balanced plans of at most this many (sequence, KV head) pairs over a 16-bit cache take 16-row items
+// (make_dims).
 constexpr int64_t kTinyPairs = 16;
 constexpr int64_t kAlign = 256;
 
@@ -71,8 +72,10 @@ Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int
   // 25.9 -> 17.0 us, 8k 29.9 -> 22.4, 16k 38.9 -> 34.1, 64k 102.8 -> 106.7; B 2 8k 35.7 -> 34.6; B 1
   // 32/8 s_q 8 4k 26.1 -> 17.2. The 8-bit caches keep 32 rows (FP8 B 1 64k s_q 4 79.1 -> 92.4: each
   // item dequantizes the K/V again), and so do larger grids (8+ sequences of 8 KV heads: 16-row items
-  // 4-15% slower, 35-60% at 64 rows). FLASHKIT_DECODE_MAX_ROWS (read once; A/B runs): 16 = 16-row
-  // items everywhere, 32 = no tiny-grid rule.
+  // 4-15% slower, 35-60% at 64 rows). Balanced plans only: with a caller-fixed split size a
+  // sequence's bits must not depend on the batch (the rows decide the fused merge's reach and its
+  // order of sums), so there the rows never depend on B. FLASHKIT_DECODE_MAX_ROWS (read once; A/B
+  // runs): 16 = 16-row items everywhere, 32 = no tiny-grid rule.
   static const int max_rows_env = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_MAX_ROWS");
     const int v = e != nullptr ? std::atoi(e) : 0;
@@ -82,7 +85,7 @@ Dims make_dims(int64_t B, int64_t s_q, int64_t h_q, int64_t h_kv, int64_t d, int
   int max_rows = 32;
   if (max_rows_env != 0) {
     max_rows = max_rows_env;
-  } else if (quant == 0 && B * h_kv <= kTinyPairs && rows_needed <= 32) {
+  } else if (quant == 0 && split_size == 0 && B * h_kv <= kTinyPairs && rows_needed <= 32) {
     max_rows = 16;
   }
   m.rows = decode_rows_per_item(int(rows_needed), int(d), max_rows);

@@ -197,8 +197,8 @@ TEST(DecodePlan, ChunkRule) {
 }
 
 // Item rows: a head's ratio x s_q rows in 16-row items, or 32-row ones where more than 16 are needed,
-// except in tiny grids over a 16-bit cache (at most 16 sequence x KV-head pairs with 17..32 rows: two
-// 16-row items).
+// except in balanced plans of tiny grids over a 16-bit cache (at most 16 sequence x KV-head pairs with
+// 17..32 rows: two 16-row items).
 TEST(DecodePlan, RowsPerItem) {
   DecodePlanArgs a;
   a.s_q = 4, a.num_heads_q = 64, a.num_heads_kv = 8, a.head_dim = 128;  // 32 rows per KV head
@@ -216,6 +216,11 @@ TEST(DecodePlan, RowsPerItem) {
     EXPECT_EQ(lim.rows_max, 32) << "B " << b;
   }
   a.batch = 1;
+  a.split_size = 512, a.max_seqlen_k = 4096;  // a fixed split size: rows independent of B (batch invariance)
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  EXPECT_EQ(lim.hr, 8);
+  EXPECT_EQ(lim.rows_max, 32);
+  a.split_size = 0, a.max_seqlen_k = 0;
   a.kv_dtype = flashkit::DType::kFloat8E4M3FN;  // 8-bit caches keep 32-row items in tiny grids too
   ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 528, &lim).ok());
   EXPECT_EQ(lim.hr, 8);

@@ -164,9 +164,13 @@ def test_million_token_sequence():
 
 
 @pytest.mark.parametrize("split", [64, 256, 1024])
-def test_batch_invariance_fixed_split(split):
+@pytest.mark.parametrize("heads,s_q", [((16, 4), 1), ((64, 8), 4)])
+def test_batch_invariance_fixed_split(split, heads, s_q):
+    # (64, 8) x s_q 4: 32 rows per KV head, where a balanced plan of a tiny grid (one sequence here)
+    # would take 16-row items; with a fixed split size the rows must not depend on the batch.
     lens = [3000, 17, 700, 5000]
-    q, k, v, bt, sl = make_case(lens, h_q=16, h_kv=4, seed=7)
+    h_q, h_kv = heads
+    q, k, v, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, h_kv=h_kv, seed=7)
     out_all, lse_all = run_checked(q, k, v, bt, sl, split_size=split)
     check(q, k, v, bt, sl, out_all, lse_all)
     for b in range(len(lens)):
@@ -179,9 +183,8 @@ def test_batch_invariance_fixed_split(split):
                                        ((64, 8), 4)])
 def test_combine_many_splits(heads, s_q):
     # 64-token splits of a 20k-token sequence: ~313 partials per (sequence, head-row group),
-    # more than one staged batch of LSEs and of partial O at 3, 12 and 16 valid rows, and at 32
-    # (GQA 8 x s_q 4 over 3 x 8 sequence-head pairs: one 32-row item each; GQA 8 x s_q 4 over 3
-    # pairs, a tiny grid, takes two 16-row items instead).
+    # more than one staged batch of LSEs and of partial O at 3, 12, 16 and 32 valid rows (a fixed
+    # split size: 32-row items at GQA 8 x s_q 4 whatever the batch).
     h_q, h_kv = heads
     case = make_case([20000, 640, 1], s_q=s_q, h_q=h_q, h_kv=h_kv, seed=(h_q, s_q))
     out, lse = run_checked(*case, split_size=64)
