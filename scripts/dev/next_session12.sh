@@ -13,8 +13,9 @@
 #                instead of 528 / 1056 that mostly launch only to exit); FLASHKIT_DECODE_COMBINE_FULL_GRID=1
 #                is the old size, a third column of the same A/B.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh P")   output pl.tgz
-#   M (~2 min)   main: the decode tests at main's head (7b0aeba's rule restriction, host code only: the
-#                8-bit caches keep 32-row items in tiny grids; both paths passed the GPU tests separately).
+#   M (~2 min)   main: the decode tests at main's head: 7b0aeba / 7ff93c1 restrict the tiny-grid 16-row rule
+#                (host code only) to 16-bit caches and balanced plans; the batch-invariance test gained GQA 8 x
+#                s_q 4 (32 rows per KV head, fixed split sizes), never run on a GPU yet.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh M")   output m.tgz
 #   Q (~2 min)   main: the one s_q row over issue 6's 1.3x (B 1 32/8 4k s_q 4: 16.8 us against 12.4 at s_q 1;
 #                16-row items, 32 splits of 128 tokens per head, the combine merging 32 partials of 16 rows).
