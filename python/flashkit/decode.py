@@ -122,6 +122,7 @@ class DecodePlan:
         self.max_seqlen_k = max_seqlen_k
         # the cache's dtype when quantized (torch.int8 / torch.float8_e4m3fn), else None
         self.kv_dtype = "" if kv_dtype is None else str(kv_dtype).replace("torch.", "")
+        self._quant_dtypes = (torch.int8, torch.float8_e4m3fn)
         from .ops import _native
 
         nbytes = _native().decode_workspace_size(
@@ -157,6 +158,14 @@ class DecodePlan:
             raise ValueError(
                 "DecodePlan.run: q/k_cache sizes (B, s_q, H_q, H_kv, D) = "
                 f"{got} differ from the plan's {want}")
+        # The plan's shape (split CTAs per SM, rows per item) depends on the cache kind: a plan made
+        # for another kind would only be refused on the GPU (a device error bit), so say it here.
+        kd = getattr(k_cache, "dtype", None)
+        if kd is not None and (str(kd).replace("torch.", "") if kd in self._quant_dtypes else "") != self.kv_dtype:
+            raise ValueError(
+                f"DecodePlan.run: k_cache is {kd}, but the plan was made with kv_dtype="
+                f"{self.kv_dtype or None} (None: a 16-bit cache; torch.int8 / torch.float8_e4m3fn: "
+                "a quantized one)")
         o, l = self._tops.decode_run(q, k_cache, v_cache, block_table, seqlens_k, self.workspace,
                                      bool(causal), _scale(softmax_scale), bool(return_lse),
                                      self.split_size, self.max_seqlen_k, bool(check_inputs),

@@ -15,7 +15,8 @@
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh P")   output pl.tgz
 #   M (~2 min)   main: the decode tests at main's head: 7b0aeba / 7ff93c1 restrict the tiny-grid 16-row rule
 #                (host code only) to 16-bit caches and balanced plans; the batch-invariance test gained GQA 8 x
-#                s_q 4 (32 rows per KV head, fixed split sizes), never run on a GPU yet.
+#                s_q 4 (32 rows per KV head, fixed split sizes), and test_quantized_cache_arguments the host
+#                check of DecodePlan.run against a cache of another kind (0505813): never run on a GPU yet.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh M")   output m.tgz
 #   Q (~2 min)   main: the one s_q row over issue 6's 1.3x (B 1 32/8 4k s_q 4: 16.8 us against 12.4 at s_q 1;
 #                16-row items, 32 splits of 128 tokens per head, the combine merging 32 partials of 16 rows).

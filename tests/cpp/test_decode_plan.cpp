@@ -241,6 +241,24 @@ TEST(DecodePlan, RowsPerItem) {
   EXPECT_EQ(lim.rows_max, 16);
 }
 
+// The fused merge (the last split CTA merges its sequence's partials) takes 2..4 splits whose partials fit
+// the freed ring; more splits, or partials too large, go to the combine kernel.
+TEST(DecodePlan, FusedMergeReach) {
+  DecodePlanArgs a;
+  a.batch = 16, a.s_q = 1, a.num_heads_q = 32, a.num_heads_kv = 8, a.head_dim = 128;
+  DecodePlanLimits lim;
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  ASSERT_EQ(lim.fused_max_splits, 4);  // the default (no FLASHKIT_DECODE_FUSED_MAX_SPLITS in the test's environment)
+  using flashkit::fused_merge;
+  EXPECT_FALSE(fused_merge(1, 4, 128, lim.fused_max_splits));   // not split
+  EXPECT_TRUE(fused_merge(2, 4, 128, lim.fused_max_splits));
+  EXPECT_TRUE(fused_merge(4, 4, 128, lim.fused_max_splits));
+  EXPECT_FALSE(fused_merge(5, 4, 128, lim.fused_max_splits));   // the combine kernel is faster from 5 splits
+  EXPECT_TRUE(fused_merge(3, 16, 128, lim.fused_max_splits));   // 6144 floats fit the 7168 of the ring
+  EXPECT_FALSE(fused_merge(4, 16, 128, lim.fused_max_splits));  // 8192 do not
+  EXPECT_FALSE(fused_merge(2, 32, 128, lim.fused_max_splits));
+}
+
 TEST(DecodePlan, LimitsRefuseBadSizes) {
   DecodePlanArgs a;
   a.batch = 2, a.s_q = 1, a.num_heads_q = 32, a.num_heads_kv = 8, a.head_dim = 128;

@@ -557,3 +557,20 @@ def test_quantized_cache_arguments():
         flashkit.decode(q, kq, vq, bt, sl, k_scale=ks[:, :, :1], v_scale=vs)
     with pytest.raises(ValueError, match="k_cache"):
         flashkit.decode(q, kq.view(torch.uint8), vq.view(torch.uint8), bt, sl, k_scale=ks, v_scale=vs)
+    # a plan is made for one cache kind: the other kinds are refused on the host, before any launch
+    B, s_q, h_q, d = q.shape
+    plan16 = flashkit.DecodePlan(B, s_q, h_q, k.shape[2], d, device="cuda")
+    plan8 = flashkit.DecodePlan(B, s_q, h_q, k.shape[2], d, device="cuda", kv_dtype=torch.int8)
+    plan16.plan(sl)
+    plan8.plan(sl)
+    with pytest.raises(ValueError, match="kv_dtype=None"):
+        plan16.run(q, kq, vq, bt, sl, k_scale=ks, v_scale=vs)
+    with pytest.raises(ValueError, match="kv_dtype=int8"):
+        plan8.run(q, k, v, bt, sl)
+    with pytest.raises(ValueError, match="kv_dtype=int8"):
+        plan8.run(q, kq.view(torch.float8_e4m3fn), vq.view(torch.float8_e4m3fn), bt, sl, k_scale=ks, v_scale=vs)
+    flashkit.device_errors(clear=True)
+    out = plan8.run(q, kq, vq, bt, sl, k_scale=ks, v_scale=vs)  # the matching kinds run
+    torch.testing.assert_close(out, plan16.run(q, k, v, bt, sl), atol=0.1, rtol=0.1)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 0
