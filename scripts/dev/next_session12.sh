@@ -13,6 +13,8 @@
 #                instead of 528 / 1056 that mostly launch only to exit); FLASHKIT_DECODE_COMBINE_FULL_GRID=1
 #                is the old size, a third column of the same A/B.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session12.sh P")   output pl.tgz
+#                (The branch carries main's changes, so its test steps also cover M, and PQ = P then Q's A/B
+#                on the same install: run(command="... next_session12.sh PQ"), ~7 min, outputs pl.tgz, q.tgz.)
 #   M (~2 min)   main: the decode tests at main's head: 7b0aeba / 7ff93c1 restrict the tiny-grid 16-row rule
 #                (host code only) to 16-bit caches and balanced plans; the batch-invariance test gained GQA 8 x
 #                s_q 4 (32 rows per KV head, fixed split sizes), and test_quantized_cache_arguments the host
@@ -35,6 +37,10 @@ set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
 case "${1:-P}" in
+  PQ)
+    bash "$0" P
+    bash "$0" Q
+    ;;
   P)
     O=${OUT:-/tmp}/pl
     . "$D/device_steps.sh"
@@ -101,5 +107,5 @@ case "${1:-P}" in
       --out-dir "$O/bench" --tag d64-fallback --no-plot
     tar -czf "${OUT:-/tmp}/f.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 P|M|Q|F" >&2; exit 2 ;;
+  *) echo "usage: $0 P|PQ|M|Q|F" >&2; exit 2 ;;
 esac
