@@ -80,6 +80,9 @@ case "${1:-P}" in
     install_tree "$TREE"
     cd /tmp
     C="1:4096:32:8 1:8192:32:8 1:16384:32:8 1:4096:64:8 2:4096:32:8"
+    # per-kernel times of the row (s_q 1 against 4: the split kernel gained 0.7 us and the call 4.4 us
+    # in the 2026-11-27 profile, so the rest sits in the combine or between the kernels)
+    step prof 60 python3 "$TREE/scripts/decode_quick_bench.py" --profile --sq 1 2 4 --configs 1:4096:32:8
     for r in 1 2; do
       for m in 128 256 384; do
         step "mc$m-$r" 90 env FLASHKIT_DECODE_MIN_CHUNK=$m python3 "$TREE/scripts/decode_quick_bench.py" --sq 1 2 4 \
