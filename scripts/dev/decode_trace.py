@@ -1,7 +1,7 @@
 """Per-CTA timeline of one decode call from a FLASHKIT_DECODE_TRACE build (the fields are
 documented in src/kernels/decode_params.h; scripts/dev/decode_trace.sh builds and runs it):
 
-    python3 scripts/dev/decode_trace.py [B:S_k:H_q:H_kv:kv ...]      (kv: bf16, int8, fp8)
+    python3 scripts/dev/decode_trace.py [B:S_k:H_q:H_kv:kv[:s_q] ...]      (kv: bf16, int8, fp8; s_q 1 default)
 
 For each case: a plan, warm-up calls, then a CUDA graph of 4 back-to-back calls replayed once
 (the trace keeps the last call's points, each CTA overwriting its own slots). Prints the
@@ -37,9 +37,9 @@ def line(name, vals):
             f"  p90 {pct(vals, .9):7.2f}  max {max(vals):7.2f} us  (n={len(vals)})")
 
 
-def case(B, S, hq, hkv, kv, page=16, d=128):
-    q, k, v, bt, sl, scales, kvd = paged_inputs(B, S, hq, hkv, kv, page, 1, d)
-    plan = flashkit.DecodePlan(B, 1, hq, hkv, d, device="cuda", kv_dtype=None if kv == "bf16" else kvd)
+def case(B, S, hq, hkv, kv, s_q=1, page=16, d=128):
+    q, k, v, bt, sl, scales, kvd = paged_inputs(B, S, hq, hkv, kv, page, s_q, d)
+    plan = flashkit.DecodePlan(B, s_q, hq, hkv, d, device="cuda", kv_dtype=None if kv == "bf16" else kvd)
     plan.plan(sl)
     step = lambda: plan.run(q, k, v, bt, sl, **scales)  # noqa: E731
     for _ in range(3):
@@ -64,7 +64,7 @@ def case(B, S, hq, hkv, kv, page=16, d=128):
     t0 = sp[:, 0].min().item()
     us = lambda x: (x - t0) / 1000.0  # noqa: E731
     kv_bytes = 2 * B * S * hkv * (d * (2 if kv == "bf16" else 1) + (0 if kv == "bf16" else 4))
-    print(f"\n== B={B} S_k={S} {hq}/{hkv} {kv}: graph {t_call:.1f} us/call, {kv_bytes / t_call / 1e6:.0f} GB/s; "
+    print(f"\n== B={B} S_k={S} {hq}/{hkv} s_q={s_q} {kv}: graph {t_call:.1f} us/call, {kv_bytes / t_call / 1e6:.0f} GB/s; "
           f"{len(sp)} split CTAs, {len(cb)} combine CTAs")
     start = [us(x) for x in sp[:, 0].tolist()]
     rel = [us(x) for x in sp[:, 1].tolist()]
@@ -136,8 +136,9 @@ def main():
     cfgs = sys.argv[1:] or ["1:65536:32:8:fp8", "1:65536:32:8:bf16", "1:16384:32:8:fp8", "16:8192:32:8:fp8",
                             "16:8192:32:8:bf16", "64:8192:32:8:fp8"]
     for c in cfgs:
-        B, S, hq, hkv, kv = c.split(":")
-        case(int(B), int(S), int(hq), int(hkv), kv)
+        f = c.split(":")
+        B, S, hq, hkv, kv = f[:5]
+        case(int(B), int(S), int(hq), int(hkv), kv, int(f[5]) if len(f) > 5 else 1)
         torch.cuda.empty_cache()
 
 

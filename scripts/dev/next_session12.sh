@@ -25,6 +25,10 @@
 #                Does a longer shortest split pay where rows are many? FLASHKIT_DECODE_MIN_CHUNK 128 / 256 /
 #                384 (it applies to every call, so the s_q 1 rows show its cost there), two interleaved rounds.
 #   run(command="bash scripts/dev/next_session12.sh Q")                        output q.tgz
+#   T (~5 min; last on its machine: it edits the tree's sources for a trace build) main: where the B 1
+#                32/8 4k s_q 4 row's extra 4.4 us go (per-CTA timeline, split and combine phases):
+#   run(command="DECODE_CASES='1:4096:32:8:bf16:1 1:4096:32:8:bf16:4 1:4096:64:8:bf16:4' bash scripts/dev/decode_trace.sh")
+#                (decode_trace.sh also traces five forward shapes; output trace.tgz)
 #   F (~6 min)   branch wip/fwd-d64-fallback-one-cta (44d0766 + this script): the d64 calls the three-warpgroup
 #                kernel does not take (FLASHKIT_FWD_NO_TMA=1, FLASHKIT_FWD_PERSISTENT=0, FLASHKIT_FWD_D64_WG3=0,
 #                strides no map describes) on the one-CTA kernels instead of the two-CTA one that spills (issue 8:
