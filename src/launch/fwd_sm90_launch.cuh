@@ -23,16 +23,20 @@ namespace fwd_sm90 {
 
 // Tile configuration per head dim: FwdTraits<T, D, kBlockN, kKStages, kMinBlocks>
 // (kBlockM = 128, two warpgroups). See docs/kernels/fwd_sm90.md for the measurements.
-// d64 with windows / softcaps runs 2 CTAs per SM (registers capped at 128: 44 bytes of spills; the
-// other d64 calls run three consumer warpgroups, below; once 10-20%
-// faster than 1 CTA at 184 registers). d192 (three swizzle atom columns) takes d256's
+// d64 calls run three consumer warpgroups (D64Wg3Traits below) wherever the tensor maps can be made;
+// the rest (FLASHKIT_FWD_NO_TMA=1, FLASHKIT_FWD_PERSISTENT=0 / FLASHKIT_FWD_D64_WG3=0, strides no map
+// can describe) runs Config<T, 64> at one CTA per SM: 179-181 registers, no spills, no serialized
+// wgmmas (the two-CTA form, FLASHKIT_FWD_D64_ONE_CTA=0, is capped at 128 registers: 16-40 bytes of
+// spills and C7511; it was 10-20% faster before the producer warpgroup and 0.92-1.04x of the
+// one-CTA kernel after it, fwd_sm90.md "d64 at one CTA per SM, again"). d192 (three swizzle atom columns) takes d256's
 // shape. d96 runs d128's tiles with 32 zero columns (Tr::kPadded): a third more MMA work
 // for Q K^T and P V than the data needs, still on wgmma.
 template <typename T, int D> struct Config;
-// FLASHKIT_FWD_D64_ONE_CTA (tuning switch): 1 = d64 at one CTA per SM, i.e. the producer
-// warpgroup / persistent kernels of the other head dims (fwd_sm90.md "d64 at one CTA per SM").
+// FLASHKIT_FWD_D64_ONE_CTA (1 by default since 2026-11-27; 0 = the two-CTA kernel): the shape of the
+// d64 calls the three-warpgroup kernel does not take; at 1 they run the producer warpgroup /
+// persistent kernels of the other head dims where a map can be made, else the one-CTA cp.async kernel.
 #ifndef FLASHKIT_FWD_D64_ONE_CTA
-#define FLASHKIT_FWD_D64_ONE_CTA 0
+#define FLASHKIT_FWD_D64_ONE_CTA 1
 #endif
 // FLASHKIT_FWD_D64_BLOCK_N / FLASHKIT_FWD_D64_KSTAGES (A/B switches, fwd_sm90.md "d64 with
 // 64-key tiles"): at 128 keys the two-CTA d64 kernel's wgmmas are serialized by ptxas for lack
@@ -51,8 +55,8 @@ template <typename T> struct Config<T, 64>  {
 // kernel; fwd_sm90.md "d64 with three consumer warpgroups"): every d64 call whose maps can be
 // made, windows and softcaps included (its kMods instantiation), causal ones of any length
 // (unlike D 128, whose persistent walk stops at 64 row blocks: here +12% at causal 16k). The
-// rest runs the two-CTA kernel above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0
-// (read once) keeps every d64 call on the two-CTA kernel.
+// rest runs Config<T, 64> above. FLASHKIT_FWD_D64_WG3=0 or FLASHKIT_FWD_PERSISTENT=0 (read once)
+// keeps every d64 call off the three-warpgroup kernel.
 #ifndef FLASHKIT_FWD_D64_WG3
 #define FLASHKIT_FWD_D64_WG3 1
 #endif
@@ -166,7 +170,7 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   const bool mods = launch_util::fwd_needs_mods(p);
   static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
   static const bool use_tma = require_tma || !dispatch::env_flag("FLASHKIT_FWD_NO_TMA");
-  if constexpr (kHeadDim == 64 && Tr::kMinBlocks == 2 && FLASHKIT_FWD_D64_WG3 != 0) {
+  if constexpr (kHeadDim == 64 && FLASHKIT_FWD_D64_WG3 != 0) {
     using Tr3 = fwd_sm90::D64Wg3Traits<typename ElementOf<Tag>::type>;
     static const bool wg3_off = dispatch::env_off("FLASHKIT_FWD_D64_WG3");
     static const bool persistent_off = dispatch::env_off("FLASHKIT_FWD_PERSISTENT");
@@ -180,7 +184,7 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (require_tma) return cudaErrorNotSupported;
     }
   }
-  if constexpr (Tr::kMinBlocks == 1) {  // (D 64 runs 2 CTAs per SM: no producer warpgroup there)
+  if constexpr (Tr::kMinBlocks == 1) {  // (a two-CTA d64 kernel, FLASHKIT_FWD_D64_ONE_CTA=0, has no producer warpgroup)
     using TrP = fwd_sm90::WithProducer<Tr>;
     // Windows and softcaps take the same kernels as the other calls, in their kMods
     // instantiations (since 2026-11-27; before, the cp.async kernel's: fwd_sm90.md

@@ -182,8 +182,9 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
         pytest.skip("no Hopper forward on this GPU / build")
     # the TMA runs must really use TMA where the variant exists (a failed map would silently
-    # fall back). D 64: the two-CTA cp.async kernel in the first two runs, the persistent
-    # kernel of three consumer warpgroups in the others
+    # fall back). D 64: the one-CTA kernels of two consumer warpgroups in the first two runs (the
+    # producer warpgroup's TMA kernel, then the cp.async one), the persistent kernel of three
+    # consumer warpgroups in the others
     drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT",
             "FLASHKIT_FWD_TMA_STORE", "FLASHKIT_FWD_D64_WG3"]
     runs = [run_probe(_TMA_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_PERSISTENT": "0"}, drop).split(),
@@ -260,8 +261,8 @@ print(" ".join(out))
 @pytest.mark.gpu
 def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
     """d64 on Hopper runs 192-row tiles of three consumer warpgroups (windows and softcaps
-    on its kMods instantiation); FLASHKIT_FWD_D64_WG3=0 runs the two-CTA kernel of 128-row
-    tiles instead. Query lengths around both tile sizes and their 64-row warpgroups (warpgroups
+    on its kMods instantiation); FLASHKIT_FWD_D64_WG3=0 runs the one-CTA kernels of two
+    consumer warpgroups and 128-row tiles instead. Query lengths around both tile sizes and their 64-row warpgroups (warpgroups
     whose rows lie past the end, or see no key under a bottom-right causal mask, skip their
     MMAs): each run must pass the reference checks into NaN-poisoned out/lse, and the two
     kernels must agree bitwise (the same MMAs and softmax per row)."""
@@ -273,9 +274,9 @@ def test_sm90_d64_three_warpgroups_edges(flashkit_ext, run_probe):
     drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_REQUIRE_TMA", "FLASHKIT_FWD_PERSISTENT",
             "FLASHKIT_FWD_TMA_STORE", "FLASHKIT_FWD_D64_WG3"]
     three = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
-    two = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_D64_WG3": "0"}, drop).split()
+    two = run_probe(_D64_EDGE_PROBE, {"FLASHKIT_FWD_D64_WG3": "0"}, drop).split()  # two warpgroups
     assert len(three) == 2 * 2 * (2 + 8 * 3) + 2 * 5 * 4  # + windows / softcaps: dtypes x shapes x modes
-    assert three == two, "d64: three-warpgroup kernel != two-CTA kernel"
+    assert three == two, "d64: three-warpgroup kernel != two-warpgroup kernel"
 
 
 _MODS_PROBE = r"""
