@@ -194,6 +194,21 @@ TEST(DecodePlan, ChunkRule) {
   EXPECT_EQ(plan_chunk(0, 8, 264, 0, kMinChunk, kMinChunkTiny), 64);          // nothing to do
   EXPECT_EQ(plan_chunk(100, 8, 264, 4096, kMinChunk, kMinChunkTiny), 4096);   // fixed
   EXPECT_EQ(plan_chunk(int64_t{1} << 40, 64, 1, 0, kMinChunk, kMinChunkTiny), int64_t{1} << 30);  // capped
+  // 16 or more query rows per KV head (ratio x s_q): the shortest split is 256 tokens (the combine's
+  // work per split grows with the rows); the tiny floor stays.
+  struct Case { int64_t s_q, h_q, h_kv; int min_chunk; };
+  for (const Case c : {Case{4, 32, 8, 256}, Case{2, 64, 8, 256}, Case{1, 128, 8, 256}, Case{16, 8, 8, 256},
+                       Case{1, 32, 1, 256}, Case{3, 32, 8, 128}, Case{2, 32, 8, 128}, Case{1, 64, 8, 128},
+                       Case{15, 8, 8, 128}}) {
+    a.s_q = c.s_q, a.num_heads_q = c.h_q, a.num_heads_kv = c.h_kv;
+    ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+    EXPECT_EQ(lim.min_chunk, c.min_chunk) << "s_q " << c.s_q << " " << c.h_q << "/" << c.h_kv;
+    EXPECT_EQ(lim.min_chunk_tiny, 64);
+  }
+  a.s_q = 4, a.num_heads_q = 32, a.num_heads_kv = 8;  // 16 rows, 4k: 124 tokens per CTA, the floor binds
+  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
+  EXPECT_EQ(plan_chunk(4096, int(lim.hr), 264, 0, lim.min_chunk, lim.min_chunk_tiny), 256);
+  EXPECT_EQ(plan_chunk(1024, int(lim.hr), 264, 0, lim.min_chunk, lim.min_chunk_tiny), 64);  // tiny: 31 per CTA
 }
 
 // Item rows: a head's ratio x s_q rows in 16-row items, or 32-row ones where more than 16 are needed,
