@@ -36,14 +36,6 @@ constexpr int kMinChunk = 128;
 // 128 at B 1 1k bf16 10.0 vs 11.9 us, FP8 10.3 vs 13.8; at 2k (62 tokens per CTA) 64 lost
 // (11.4 vs 10.8), so the rule stops short of it. docs/kernels/decode.md "Shortest split".
 constexpr int kMinChunkTiny = 64;
-// The shortest split where a KV head's query rows (ratio x s_q) are 16 or more: the combine merges
-// n partials of that many rows per head, so fewer, longer splits pay where the plan would otherwise
-// cut short sequences into many. H100, 2026-11-28, env A/B of FLASHKIT_DECODE_MIN_CHUNK 128 / 256
-// (docs/kernels/decode.md "Shortest split for many rows"): B 1 GQA 32/8 4k s_q 4 17.0 -> 15.3 us,
-// 64/8 s_q 2 16.9 -> 15.1, 64/8 s_q 4 and every call of 8k or more alike (their splits are longer
-// anyway); with fewer rows 128 stays faster (32/8 s_q 1 12.4 vs 13.7 us).
-constexpr int kMinChunkManyRows = 256;
-constexpr int64_t kManyRows = 16;
 // The most splits the split kernel's fused merge takes (fused_max_splits() below says why).
 constexpr int kFusedMaxSplits = 4;
 // Balanced plans of at most this many (sequence, KV head) pairs over a 16-bit cache take 16-row items
@@ -247,35 +239,23 @@ Status check_workspace(const TensorRef& ws, int32_t device_id, int64_t need) {
   return Status::Ok();
 }
 
-// The balanced plan's shortest splits in tokens (DecodeParams::min_chunk / min_chunk_tiny) for
-// calls of these sizes.
-void shortest_splits(const Dims& m, int* min_chunk_out, int* min_chunk_tiny_out) {
+// The balanced plan's shortest splits in tokens (DecodeParams::min_chunk / min_chunk_tiny).
+void shortest_splits(int* min_chunk_out, int* min_chunk_tiny_out) {
   // FLASHKIT_DECODE_MIN_CHUNK (read once; A/B runs): the balanced plan's shortest split in
-  // tokens, rounded up to whole 64-token tiles, for every call (default kMinChunk, or
-  // kMinChunkManyRows where a KV head has kManyRows query rows or more). Larger only means fewer
+  // tokens, rounded up to whole 64-token tiles (default kMinChunk). Larger only means fewer
   // splits, so the workspace bounds of plan_kernel.cuh hold for any value.
-  static const int env_min_chunk = [] {
+  static const int min_chunk = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK");
     const long v = e != nullptr ? std::atol(e) : 0;
-    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : 0;
+    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunk;
   }();
-  // FLASHKIT_DECODE_MIN_CHUNK_MANY_ROWS (read once; A/B runs): the value for many rows (default
-  // kMinChunkManyRows; 128 = no separate rule).
-  static const int many_rows_min_chunk = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK_MANY_ROWS");
-    const long v = e != nullptr ? std::atol(e) : 0;
-    return v >= 64 && v <= (1L << 20) ? int((v + 63) / 64 * 64) : kMinChunkManyRows;
-  }();
-  const int min_chunk = env_min_chunk != 0 ? env_min_chunk
-                        : m.ratio * m.s_q >= kManyRows ? many_rows_min_chunk
-                                                       : kMinChunk;
   // FLASHKIT_DECODE_MIN_CHUNK_TINY (read once; A/B runs): min_chunk_tiny (default kMinChunkTiny;
   // with FLASHKIT_DECODE_MIN_CHUNK set and this one not, that value for both).
   static const int min_chunk_tiny = [] {
     const char* e = std::getenv("FLASHKIT_DECODE_MIN_CHUNK_TINY");
     const long v = e != nullptr ? std::atol(e) : 0;
     if (v >= 64 && v <= (1L << 20)) return int((v + 63) / 64 * 64);
-    return env_min_chunk != 0 ? env_min_chunk : kMinChunkTiny;
+    return std::getenv("FLASHKIT_DECODE_MIN_CHUNK") != nullptr ? min_chunk : kMinChunkTiny;
   }();
   *min_chunk_out = min_chunk;
   *min_chunk_tiny_out = min_chunk_tiny;
@@ -294,6 +274,16 @@ int fused_max_splits() {
     const char* e = std::getenv("FLASHKIT_DECODE_FUSED_MAX_SPLITS");
     const long x = e != nullptr ? std::atol(e) : 0;
     return x >= 1 && x <= (1L << 20) ? int(x) : kFusedMaxSplits;
+  }();
+  return v;
+}
+
+// DecodeParams::split_cap: 1 (plan_math.h split_cap) unless FLASHKIT_DECODE_SPLIT_CAP=0 (read once;
+// A/B runs). Capping only lowers the split counts, so the workspace bounds hold either way.
+int split_cap_on() {
+  static const int v = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_CAP");
+    return e != nullptr && e[0] == '0' && e[1] == '\0' ? 0 : 1;
   }();
   return v;
 }
@@ -331,8 +321,9 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.softmax_scale_log2 = static_cast<float>(double(scale) * 1.4426950408889634);
   p.causal = a.causal;
   p.split_size = int(m.split_size);
-  shortest_splits(m, &p.min_chunk, &p.min_chunk_tiny);
+  shortest_splits(&p.min_chunk, &p.min_chunk_tiny);
   p.fused_max_splits = fused_max_splits();
+  p.split_cap = split_cap_on();
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {
@@ -534,8 +525,10 @@ FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& a, int target_ct
   Layout L;
   FK_RETURN_IF_ERROR(make_layout(m, target_ctas, &L));
   out->hr = m.hr;
-  shortest_splits(m, &out->min_chunk, &out->min_chunk_tiny);
+  shortest_splits(&out->min_chunk, &out->min_chunk_tiny);
   out->fused_max_splits = fused_max_splits();
+  out->split_cap = split_cap_on();
+  out->h_kv = m.h_kv;
   out->rows_max = std::min(m.rows, m.ratio * m.s_q);
   out->head_dim_v = m.dv;
   out->max_items = L.max_items;

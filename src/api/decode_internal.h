@@ -20,6 +20,8 @@ struct DecodePlanLimits {
   int64_t rows_max = 0;  // valid rows of a head-row group: min(item rows, H_q / H_kv x s_q)
   int min_chunk = 0, min_chunk_tiny = 0;  // DecodeParams' (the env overrides applied)
   int fused_max_splits = 0;               // DecodeParams' (FLASHKIT_DECODE_FUSED_MAX_SPLITS applied)
+  int split_cap = 0;                      // DecodeParams' (FLASHKIT_DECODE_SPLIT_CAP applied)
+  int64_t h_kv = 0;
   int64_t head_dim_v = 0;
   int64_t max_items = 0, max_partials = 0, max_combines = 0;
 };

@@ -34,10 +34,12 @@ Counts plan(const std::vector<int64_t>& lens, const DecodePlanLimits& lim, int t
   for (int64_t l : lens) total += l;
   c.chunk = flashkit::decode_math::plan_chunk(total, int(lim.hr), target_ctas, split_size, lim.min_chunk,
                                                 lim.min_chunk_tiny);
+  const int cap = flashkit::decode_math::split_cap(total, int(lim.hr), target_ctas, split_size, lim.min_chunk,
+                                                   int(lim.rows_max), int(lim.h_kv), lim.split_cap != 0);
   for (int64_t l : lens) {
     int n = 0;
     int64_t chunk_b = 0;
-    flashkit::decode_math::splits_of(l, c.chunk, split_size > 0, &n, &chunk_b);
+    flashkit::decode_math::splits_of(l, c.chunk, split_size > 0, cap, &n, &chunk_b);
     c.items += lim.hr * n;
     if (n > 1) {
       c.partials += lim.hr * n;
@@ -101,6 +103,8 @@ const Shape kShapes[] = {
     {2, 128, 8, 256, DType::kInvalid},  // D 256
     {1, 32, 8, 128, DType::kInt8},
     {3, 48, 4, 128, DType::kFloat8E4M3FN},
+    {8, 32, 8, 128, DType::kFloat8E4M3FN},  // 32 rows: split cap of 16 in short calls
+    {4, 32, 2, 128, DType::kInvalid},       // 64 rows, two 32-row groups
 };
 
 TEST(DecodePlan, BalancedPlansFitTheWorkspace) {
@@ -152,15 +156,20 @@ TEST(DecodePlan, FixedSplitPlansFitTheWorkspace) {
 // sequence's own length only: batch invariance).
 TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
   for (bool fixed : {false, true}) {
+   for (int cap : {0, 1, 5, 16, 32}) {
+    if (fixed && cap > 0) continue;  // fixed split sizes are never capped
     for (int64_t target : {int64_t{64}, int64_t{128}, int64_t{192}, int64_t{4096}, int64_t{1} << 30}) {
       for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{650}, int64_t{1000},
                           int64_t{8191}, int64_t{1} << 20}) {
         int n = 0;
         int64_t chunk = 0;
-        flashkit::decode_math::splits_of(len, target, fixed, &n, &chunk);
+        flashkit::decode_math::splits_of(len, target, fixed, cap, &n, &chunk);
         const std::string what = "len " + std::to_string(len) + " target " + std::to_string(target) +
-                                 (fixed ? " fixed" : " balanced");
+                                 (fixed ? " fixed" : " balanced") + " cap " + std::to_string(cap);
         ASSERT_GE(n, 1) << what;
+        if (cap > 0) {
+          EXPECT_LE(n, cap) << what;
+        }
         EXPECT_GE(int64_t(n) * chunk, len) << what;  // covered
         if (len > 0) {
           EXPECT_LT(int64_t(n - 1) * chunk, len) << what;  // the last split holds a token
@@ -169,11 +178,14 @@ TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
           EXPECT_EQ(chunk, target) << what;
         } else {
           EXPECT_EQ(chunk % 64, 0) << what;
-          // nearest rounding: a split (the critical path) never exceeds 1.5 targets, to 64s
-          EXPECT_LE(chunk, (3 * target / 2 + 1 + 63) / 64 * 64) << what;
+          // nearest rounding: a split (the critical path) never exceeds 1.5 targets, to 64s (or, capped,
+          // the even share of the cap's splits)
+          const int64_t bound = cap > 0 ? std::max(3 * target / 2 + 1, (len + cap - 1) / cap) : 3 * target / 2 + 1;
+          EXPECT_LE(chunk, (bound + 63) / 64 * 64) << what;
         }
       }
     }
+   }
   }
 }
 
@@ -194,21 +206,58 @@ TEST(DecodePlan, ChunkRule) {
   EXPECT_EQ(plan_chunk(0, 8, 264, 0, kMinChunk, kMinChunkTiny), 64);          // nothing to do
   EXPECT_EQ(plan_chunk(100, 8, 264, 4096, kMinChunk, kMinChunkTiny), 4096);   // fixed
   EXPECT_EQ(plan_chunk(int64_t{1} << 40, 64, 1, 0, kMinChunk, kMinChunkTiny), int64_t{1} << 30);  // capped
-  // 16 or more query rows per KV head (ratio x s_q): the shortest split is 256 tokens (the combine's
-  // work per split grows with the rows); the tiny floor stays.
-  struct Case { int64_t s_q, h_q, h_kv; int min_chunk; };
-  for (const Case c : {Case{4, 32, 8, 256}, Case{2, 64, 8, 256}, Case{1, 128, 8, 256}, Case{16, 8, 8, 256},
-                       Case{1, 32, 1, 256}, Case{3, 32, 8, 128}, Case{2, 32, 8, 128}, Case{1, 64, 8, 128},
-                       Case{15, 8, 8, 128}}) {
-    a.s_q = c.s_q, a.num_heads_q = c.h_q, a.num_heads_kv = c.h_kv;
-    ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
-    EXPECT_EQ(lim.min_chunk, c.min_chunk) << "s_q " << c.s_q << " " << c.h_q << "/" << c.h_kv;
-    EXPECT_EQ(lim.min_chunk_tiny, 64);
+}
+
+// The split cap: short balanced calls (more than 32 and at most min_chunk tokens per target CTA) whose
+// items hold >= 16 valid rows take at most min(512 / rows, target / (2 h_kv)) splits per sequence;
+// everything else is uncapped.
+TEST(DecodePlan, SplitCap) {
+  using flashkit::decode_math::split_cap;
+  struct Case {
+    int64_t B, s_q, h_q, h_kv;
+    DType kv;
+    int target;
+    int64_t len;
+    int cap, n;  // the cap, and the splits of a sequence of len tokens
+  };
+  const DType bf = DType::kInvalid, f8 = DType::kFloat8E4M3FN;
+  const Case cases[] = {
+      {1, 4, 32, 8, bf, 264, 4096, 16, 16},    // 16 rows, 124 tokens per CTA: half a wave per KV head
+      {1, 2, 64, 8, bf, 264, 4096, 16, 16},    // the same rows
+      {1, 4, 32, 8, bf, 264, 2048, 16, 16},    // 2k: 16 splits of 128 anyway
+      {1, 8, 32, 2, bf, 264, 4096, 16, 16},    // 128 rows per KV head: 32-row items, one combine round
+      {1, 4, 32, 8, f8, 528, 4096, 32, 32},    // FP8 (twice the CTAs), 16 rows: 32 = one round
+      {1, 4, 32, 8, f8, 528, 8192, 32, 32},    // 8k: 64 splits of 128 -> 32 of 256
+      {1, 8, 32, 8, f8, 528, 4096, 16, 16},    // FP8, 32 rows: one round is 16 splits
+      {1, 1, 32, 8, bf, 264, 4096, 0, 32},     // 4 rows: no cap
+      {1, 2, 32, 2, bf, 264, 4096, 32, 32},    // 32 rows as two 16-row groups (tiny grid): the cap does not bind
+      {1, 1, 32, 2, bf, 264, 4096, 0, 64},     // 16 rows, 31 tokens per CTA (tiny): no cap
+      {1, 4, 32, 8, bf, 264, 65536, 0, 32},    // long: 1986 tokens per CTA, no cap
+      {16, 4, 32, 8, bf, 264, 4096, 0, 2},     // B 16: 1986 tokens per CTA, no cap
+  };
+  for (const Case& c : cases) {
+    DecodePlanArgs a;
+    a.batch = c.B, a.s_q = c.s_q, a.num_heads_q = c.h_q, a.num_heads_kv = c.h_kv, a.head_dim = 128;
+    a.kv_dtype = c.kv;
+    DecodePlanLimits lim;
+    ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, c.target, &lim).ok());
+    ASSERT_EQ(lim.split_cap, 1);  // the default (no FLASHKIT_DECODE_SPLIT_CAP in the test's environment)
+    const int64_t total = c.B * c.len;
+    const std::string what = "B " + std::to_string(c.B) + " s_q " + std::to_string(c.s_q) + " " +
+                             std::to_string(c.h_q) + "/" + std::to_string(c.h_kv) + " len " + std::to_string(c.len);
+    const int cap = split_cap(total, int(lim.hr), c.target, 0, lim.min_chunk, int(lim.rows_max), int(lim.h_kv), true);
+    EXPECT_EQ(cap, c.cap) << what;
+    const int64_t chunk = flashkit::decode_math::plan_chunk(total, int(lim.hr), c.target, 0, lim.min_chunk,
+                                                            lim.min_chunk_tiny);
+    int n = 0;
+    int64_t chunk_b = 0;
+    flashkit::decode_math::splits_of(c.len, chunk, false, cap, &n, &chunk_b);
+    EXPECT_EQ(n, c.n) << what;
+    EXPECT_EQ(split_cap(total, int(lim.hr), c.target, 0, lim.min_chunk, int(lim.rows_max), int(lim.h_kv), false), 0)
+        << what;  // switched off
+    EXPECT_EQ(split_cap(total, int(lim.hr), c.target, 512, lim.min_chunk, int(lim.rows_max), int(lim.h_kv), true), 0)
+        << what;  // fixed split sizes
   }
-  a.s_q = 4, a.num_heads_q = 32, a.num_heads_kv = 8;  // 16 rows, 4k: 124 tokens per CTA, the floor binds
-  ASSERT_TRUE(flashkit::detail::decode_plan_limits(a, 264, &lim).ok());
-  EXPECT_EQ(plan_chunk(4096, int(lim.hr), 264, 0, lim.min_chunk, lim.min_chunk_tiny), 256);
-  EXPECT_EQ(plan_chunk(1024, int(lim.hr), 264, 0, lim.min_chunk, lim.min_chunk_tiny), 64);  // tiny: 31 per CTA
 }
 
 // Item rows: a head's ratio x s_q rows in 16-row items, or 32-row ones where more than 16 are needed,

@@ -191,6 +191,33 @@ def test_combine_many_splits(heads, s_q):
     check(*case, out, lse)
 
 
+@pytest.mark.parametrize("lens,s_q,heads,kind", [([4096], 4, (32, 8), None), ([4096], 8, (32, 2), None),
+                                                  ([4000, 0, 90], 2, (64, 8), None), ([8192], 4, (32, 8), "fp8"),
+                                                  ([4096], 8, (32, 8), "int8")])
+def test_split_cap_of_short_calls_with_many_rows(lens, s_q, heads, kind):
+    # Short balanced calls whose items hold >= 16 rows cap their splits per sequence (plan_math.h
+    # split_cap: at most min(512 / rows, target / (2 h_kv))): a sequence's splits are fewer and longer
+    # than the balanced target's, and must still cover it exactly (poisoned outputs, NaN past the ends).
+    h_q, h_kv = heads
+    q, k, v, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, h_kv=h_kv, seed=("cap", s_q, h_q, kind))
+    if kind is None:
+        out, lse = run_checked(q, k, v, bt, sl)
+        check(q, k, v, bt, sl, out, lse)
+        return
+    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    flashkit.device_errors(clear=True)
+    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 0
+    kf = torch.nan_to_num(dequantized(kq, ks))
+    vf = torch.nan_to_num(dequantized(vq, vs))
+    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
+    assert res.ok, res.message
+
+
 def test_deterministic():
     case = make_case([5000, 12000, 3, 800], h_q=32, h_kv=8, seed=8)
     o1, l1 = run_checked(*case)

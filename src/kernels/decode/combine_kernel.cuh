@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/decode/lse_merge.cuh"
+#include "kernels/decode/plan_math.h"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
 #include "prims/globaltimer.cuh"
@@ -20,6 +21,8 @@ constexpr int kMaxRows = 32;
 constexpr int kCombineCols = 16;      // output columns per work pair
 constexpr int kStageFloats = 8192;    // 32 KB of partial O staged per batch of splits
 constexpr int kLseFloats = 2048;      // 8 KB of partial LSEs staged per batch of splits
+static_assert(kStageFloats / kCombineCols == decode_math::kCombineStageRows,
+              "plan_math.h's split cap counts the combine's staging rounds");
 
 // Persistent: the CTAs loop over the (combine entry, 16-column group) pairs. Latency, not
 // bandwidth, is what a combine costs (the partials were just written and sit in L2), so it

@@ -84,17 +84,19 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
 
   // 2. Chunk.
   const int64_t chunk = decode_math::plan_chunk(total, hr, p.target_ctas, p.split_size, p.min_chunk, p.min_chunk_tiny);
+  const int rows_max = min(p.rows, p.ratio * p.s_q);
+  const int cap = decode_math::split_cap(total, hr, p.target_ctas, p.split_size, p.min_chunk, rows_max, p.h_kv,
+                                         p.split_cap != 0);
 
   // 3. Splits per sequence, scans of items / partial rows / combines; combine entries
   // (sequences the split kernel merges itself get none: their arrival counters are zeroed).
-  const int rows_max = min(p.rows, p.ratio * p.s_q);
   int run_items = 0, run_parts = 0, run_comb = 0;  // in units of splits / splits / sequences
   for (int base = 0; base < B; base += kPlanThreads) {
     const int b = base + tid;
     int n = 0;
     if (b < B) {
       int64_t chunk_b;
-      decode_math::splits_of(clamped_len(p, b), chunk, p.split_size > 0, &n, &chunk_b);
+      decode_math::splits_of(clamped_len(p, b), chunk, p.split_size > 0, cap, &n, &chunk_b);
     }
     const int parts = n > 1 ? n : 0;
     const bool fused = fused_merge(n, rows_max, p.head_dim_v, p.fused_max_splits);  // merged by the split kernel
@@ -144,7 +146,7 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         const int64_t len = clamped_len(p, b);
         int n;
         int64_t chunk_b;
-        decode_math::splits_of(len, chunk, p.split_size > 0, &n, &chunk_b);
+        decode_math::splits_of(len, chunk, p.split_size > 0, cap, &n, &chunk_b);
         DecodeItem it;
         it.batch = b;
         it.hr = h;
