@@ -288,6 +288,16 @@ int split_cap_on() {
   return v;
 }
 
+// DecodeParams::combine_prewait: 1 (combine_kernel.cuh says why it is safe) unless
+// FLASHKIT_DECODE_COMBINE_PREWAIT=0 (read once; A/B runs).
+int combine_prewait_on() {
+  static const int v = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_COMBINE_PREWAIT");
+    return e != nullptr && e[0] == '0' && e[1] == '\0' ? 0 : 1;
+  }();
+  return v;
+}
+
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
@@ -324,6 +334,7 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   shortest_splits(&p.min_chunk, &p.min_chunk_tiny);
   p.fused_max_splits = fused_max_splits();
   p.split_cap = split_cap_on();
+  p.combine_prewait = combine_prewait_on();
   p.target_ctas = L.target_ctas;
   p.max_items = int(L.max_items), p.max_combines = int(L.max_combines), p.max_partials = int(L.max_partials);
   if (a.workspace.defined()) {

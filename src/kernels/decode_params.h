@@ -123,6 +123,7 @@ struct DecodeParams {
   int min_chunk;       // shortest split of the balanced plan (tokens, a multiple of 64)
   int min_chunk_tiny;  // ... where the total work is at most half a tile per CTA (B 1, ~1k)
   int target_ctas;
+  int combine_prewait;   // 1: the combine reads the plan's header / its first entry before griddepcontrol.wait
   int split_cap;         // 1: short balanced calls of many rows cap their splits (plan_math.h split_cap)
   int fused_max_splits;  // sequences of more splits go to the combine kernel (api/decode.cpp: 4)
   int max_items, max_combines, max_partials;

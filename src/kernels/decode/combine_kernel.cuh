@@ -37,14 +37,13 @@ static_assert(kStageFloats / kCombineCols == decode_math::kCombineStageRows,
 // Sums: each output (row, column pair) is shared by `lanes` (1, 2 or 4) adjacent threads that take the
 // splits s = lane (mod kLanes) in order; a fixed shuffle tree adds their sums.
 template <typename T>
-__device__ __forceinline__ void combine_one(const DecodeParams& p, int e, int cg, float* s_lse,
+__device__ __forceinline__ void combine_one(const DecodeParams& p, int4 entry, int cg, float* s_lse,
                                             float* s_o, float* s_l, float* s_w,
                                             unsigned long long* trace = nullptr) {
   // (trace builds: slot i of this CTA's trace record, see FLASHKIT_DECODE_TRACE)
   auto mark = [&](int i) {
     if (trace != nullptr) trace[i] = prims::globaltimer();
   };
-  const int4 entry = p.ws.combines[e];
   const int b = entry.x, hr = entry.y, first = entry.z, n = entry.w;
   if (b < 0 || b >= p.batch || hr < 0 || hr >= p.hr_count) return;
   if (first < 0 || n < 2 || int64_t(first + n) * p.hr_count > p.max_partials) return;
@@ -197,6 +196,20 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
 #else
   unsigned long long* const trace = nullptr;
 #endif
+  // The plan's header and this CTA's first combine entry can be read before the wait (p.combine_prewait,
+  // default 1; FLASHKIT_DECODE_COMBINE_PREWAIT=0 reads them after it): the plan kernel wrote them and
+  // completed before any split CTA passed its own griddepcontrol.wait, and this grid is launched only
+  // once every split CTA has passed it (its launch_dependents comes after the wait), so they are in
+  // memory. Read at L2 (ld.global.cg: no L1 line of an earlier call). This takes two dependent L2
+  // round trips (~0.9 us, the traced "entry read - released") off the call's critical path.
+  // (Only the split kernel's partials need the wait.)
+  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
+  int work = 0;
+  int4 first = make_int4(-1, -1, -1, 0);
+  if (p.combine_prewait != 0) {
+    work = __ldcg(&p.ws.header[kHdrNumCombines]) * col_groups;
+    if (int(blockIdx.x) < work) first = __ldcg(&p.ws.combines[blockIdx.x / col_groups]);
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 1) != 0) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials are complete
@@ -207,11 +220,14 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
     trace[1] = prims::globaltimer();
   }
 #endif
-  const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
-  const int work = p.ws.header[kHdrNumCombines] * col_groups;
+  if (p.combine_prewait == 0) {
+    work = p.ws.header[kHdrNumCombines] * col_groups;
+    if (int(blockIdx.x) < work) first = p.ws.combines[blockIdx.x / col_groups];
+  }
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
     __syncthreads();  // shared buffers of the previous pair are consumed
-    combine_one<T>(p, w / col_groups, w % col_groups, s_lse, s_o, s_l, s_w, w == int(blockIdx.x) ? trace : nullptr);
+    const int4 entry = w == int(blockIdx.x) ? first : p.ws.combines[w / col_groups];
+    combine_one<T>(p, entry, w % col_groups, s_lse, s_o, s_l, s_w, w == int(blockIdx.x) ? trace : nullptr);
 #ifdef FLASHKIT_DECODE_TRACE
     ++traced_pairs;
 #endif
