@@ -68,5 +68,18 @@ case "${1:-S}" in
     grep "Race reported" "$O/racecheck.log" | grep -v nvjet | head -5 >> "$O/summary.txt"
     tar -czf "${OUT:-/tmp}/c.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 S|C" >&2; exit 2 ;;
+  C2)
+    # C's A/B in ABBA order (the first run of a pair tends to be 1-3% slower on short rows)
+    O=${OUT:-/tmp}/c2
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    cd /tmp
+    C="1:1024:32:8 1:4096:32:8 1:16384:32:8 1:65536:32:8 64:8192:32:8"
+    step before-1 120 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --sq 1 4 --configs $C
+    step after-1 120 env FLASHKIT_DECODE_COMBINE_PREWAIT=0 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --sq 1 4 --configs $C
+    step after-2 120 env FLASHKIT_DECODE_COMBINE_PREWAIT=0 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --sq 1 4 --configs $C
+    step before-2 120 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --sq 1 4 --configs $C
+    tar -czf "${OUT:-/tmp}/c2.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 S|C|C2" >&2; exit 2 ;;
 esac
