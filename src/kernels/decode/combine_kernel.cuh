@@ -202,12 +202,13 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   // once every split CTA has passed it (its launch_dependents comes after the wait), so they are in
   // memory. Read at L2 (ld.global.cg: no L1 line of an earlier call). This takes two dependent L2
   // round trips (~0.9 us, the traced "entry read - released") off the call's critical path.
-  // (Only the split kernel's partials need the wait.)
+  // (Only the split kernel's partials need the wait.) The entry count is clamped to the workspace's
+  // bound, so that no header, whatever wrote it, makes the loop read past the combine entries.
   const int col_groups = (p.head_dim_v + kCombineCols - 1) / kCombineCols;
   int work = 0;
   int4 first = make_int4(-1, -1, -1, 0);
   if (p.combine_prewait != 0) {
-    work = __ldcg(&p.ws.header[kHdrNumCombines]) * col_groups;
+    work = min(__ldcg(&p.ws.header[kHdrNumCombines]), p.max_combines) * col_groups;
     if (int(blockIdx.x) < work) first = __ldcg(&p.ws.combines[blockIdx.x / col_groups]);
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   }
 #endif
   if (p.combine_prewait == 0) {
-    work = p.ws.header[kHdrNumCombines] * col_groups;
+    work = min(p.ws.header[kHdrNumCombines], p.max_combines) * col_groups;
     if (int(blockIdx.x) < work) first = p.ws.combines[blockIdx.x / col_groups];
   }
   for (int w = blockIdx.x; w < work; w += gridDim.x) {
