@@ -18,6 +18,7 @@
 #include "launch/decode_dispatch.h"
 #include "launch/decode_launch.h"
 #include "launch/device_errors.h"
+#include "launch/family_dispatch.h"  // env_off
 #include "launch/fwd_dispatch.h"
 
 namespace flashkit {
@@ -278,24 +279,18 @@ int fused_max_splits() {
   return v;
 }
 
-// DecodeParams::split_cap: 1 (plan_math.h split_cap) unless FLASHKIT_DECODE_SPLIT_CAP=0 (read once;
-// A/B runs). Capping only lowers the split counts, so the workspace bounds hold either way.
+// DecodeParams::split_cap: 1 (plan_math.h split_cap) unless FLASHKIT_DECODE_SPLIT_CAP=0 (A/B runs).
+// Capping only lowers the split counts, so the workspace bounds hold either way.
 int split_cap_on() {
-  static const int v = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_CAP");
-    return e != nullptr && e[0] == '0' && e[1] == '\0' ? 0 : 1;
-  }();
-  return v;
+  static const bool off = dispatch::env_off("FLASHKIT_DECODE_SPLIT_CAP");
+  return off ? 0 : 1;
 }
 
 // DecodeParams::combine_prewait: 1 (combine_kernel.cuh says why it is safe) unless
-// FLASHKIT_DECODE_COMBINE_PREWAIT=0 (read once; A/B runs).
+// FLASHKIT_DECODE_COMBINE_PREWAIT=0 (A/B runs).
 int combine_prewait_on() {
-  static const int v = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_COMBINE_PREWAIT");
-    return e != nullptr && e[0] == '0' && e[1] == '\0' ? 0 : 1;
-  }();
-  return v;
+  static const bool off = dispatch::env_off("FLASHKIT_DECODE_COMBINE_PREWAIT");
+  return off ? 0 : 1;
 }
 
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).

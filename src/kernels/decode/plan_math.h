@@ -13,6 +13,14 @@
 
 namespace flashkit::decode_math {
 
+// A balanced call is tiny where its target is at most this many tokens per CTA (half a 64-token tile).
+constexpr int64_t kTinyPerCta = 32;
+
+// The balanced target before rounding: the total work hr * total over target_ctas, in tokens per CTA.
+FLASHKIT_DECODE_PLAN_HD int64_t per_cta_tokens(int64_t total, int hr, int target_ctas) {
+  return (total * hr + target_ctas - 1) / target_ctas;
+}
+
 // Tokens per split (step 2 of the plan). Fixed (split_size > 0): split_size. Balanced: the
 // total work hr * total over target_ctas, rounded up to whole 64-token tiles and at least
 // min_chunk (min_chunk_tiny where that target is at most 32 tokens per CTA). At most 2^30.
@@ -22,11 +30,11 @@ FLASHKIT_DECODE_PLAN_HD int64_t plan_chunk(int64_t total, int hr, int target_cta
   if (split_size > 0) {
     chunk = split_size;
   } else {
-    const int64_t per_cta = (total * hr + target_ctas - 1) / target_ctas;
+    const int64_t per_cta = per_cta_tokens(total, hr, target_ctas);
     chunk = ((per_cta + 63) / 64) * 64;
     // Tiny calls (at most half a 64-token tile per target CTA: B 1 with GQA at ~1k tokens)
     // take one-tile splits: the shortest critical path, still one wave.
-    const int64_t floor = per_cta <= 32 ? min_chunk_tiny : min_chunk;
+    const int64_t floor = per_cta <= kTinyPerCta ? min_chunk_tiny : min_chunk;
     if (chunk < floor) chunk = floor;
   }
   if (chunk > (int64_t{1} << 30)) chunk = int64_t{1} << 30;
@@ -49,8 +57,8 @@ constexpr int kCombineStageRows = 512;
 FLASHKIT_DECODE_PLAN_HD int split_cap(int64_t total, int hr, int target_ctas, int split_size, int min_chunk,
                                       int rows_max, int h_kv, bool enabled) {
   if (!enabled || split_size > 0 || rows_max < 16 || target_ctas < 1 || h_kv < 1) return 0;
-  const int64_t per_cta = (total * hr + target_ctas - 1) / target_ctas;
-  if (per_cta <= 32 || per_cta > min_chunk) return 0;
+  const int64_t per_cta = per_cta_tokens(total, hr, target_ctas);
+  if (per_cta <= kTinyPerCta || per_cta > min_chunk) return 0;
   const int by_combine = kCombineStageRows / rows_max;
   const int by_wave = target_ctas / (2 * h_kv);
   const int cap = by_combine < by_wave ? by_combine : by_wave;
