@@ -155,9 +155,14 @@ TEST(DecodePlan, FixedSplitPlansFitTheWorkspace) {
 // empty), the fixed ones split_size each but the last (a fixed split count depends on the
 // sequence's own length only: batch invariance).
 TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
-  for (bool fixed : {false, true}) {
-   for (int cap : {0, 1, 5, 16, 32}) {
-    if (fixed && cap > 0) continue;  // fixed split sizes are never capped
+  struct Mode {
+    bool fixed;
+    int cap;  // split_cap's value (balanced plans only: fixed split sizes are never capped)
+  };
+  for (const Mode mode : {Mode{false, 0}, Mode{false, 1}, Mode{false, 5}, Mode{false, 16}, Mode{false, 32},
+                          Mode{true, 0}}) {
+    const bool fixed = mode.fixed;
+    const int cap = mode.cap;
     for (int64_t target : {int64_t{64}, int64_t{128}, int64_t{192}, int64_t{4096}, int64_t{1} << 30}) {
       for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{650}, int64_t{1000},
                           int64_t{8191}, int64_t{1} << 20}) {
@@ -185,7 +190,6 @@ TEST(DecodePlan, SplitsCoverEachSequenceOnce) {
         }
       }
     }
-   }
   }
 }
 
