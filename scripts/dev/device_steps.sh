@@ -27,9 +27,13 @@ install_cmd() {
 # into summary.txt, then `step install` of TREE (install_cmd).
 install_tree() {
   install_cmd "$1"
+  device_header
+  step install 400 "${INSTALL[@]}"
+}
+# device_header: the GPU's name and $FLASHKIT_COMMIT (if set) into summary.txt.
+device_header() {
   nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
   if [ -n "${FLASHKIT_COMMIT:-}" ]; then echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"; fi
-  step install 400 "${INSTALL[@]}"
 }
 # install_old OLD: `step install_old` of another tree OLD (an older commit carried as e.g. .carry/old) into
 # /tmp/oldpkg (pip --target, built in OLD/build/gpu): run it with PYTHONPATH=/tmp/oldpkg, this tree without.

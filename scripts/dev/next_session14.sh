@@ -22,8 +22,7 @@ case "${1:-O}" in
   O)
     O=${OUT:-/tmp}/o
     . "$D/device_steps.sh"
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$O/summary.txt"
-    if [ -n "${FLASHKIT_COMMIT:-}" ]; then echo "commit $FLASHKIT_COMMIT" | tee -a "$O/summary.txt"; fi
+    device_header
     if ! grep -q FLASHKIT_DECODE_COMBINE_ONEPASS "$TREE/src/kernels/decode/combine_kernel.cuh"; then
       echo "FAIL this tree has no FLASHKIT_DECODE_COMBINE_ONEPASS (check out wip/decode-combine-onepass)" | tee -a "$O/summary.txt"
       exit 1
