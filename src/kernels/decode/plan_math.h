@@ -47,16 +47,17 @@ FLASHKIT_DECODE_PLAN_HD int64_t plan_chunk(int64_t total, int hr, int target_cta
 constexpr int kCombineStageRows = 512;
 
 // The most splits per sequence of a short balanced call whose item rows are many (0: no cap).
-// Where a KV head has >= 16 valid rows per item and the call's balanced target sits at the shortest
-// split (more than 32 and at most min_chunk tokens per target CTA), n is capped at
+// Where a KV head has >= kCapMinRows valid rows per item and the call's balanced target sits at the
+// shortest split (more than kTinyPerCta and at most min_chunk tokens per target CTA), n is capped at
 //   min(kCombineStageRows / rows_max   -- the combine merges the partials in one staging round,
 //       target_ctas / (2 h_kv))         -- half a wave of split CTAs per KV head,
 // trading split-phase parallelism, which such a call has in excess, for a cheaper combine, where
 // the combine's work grows with rows x splits. Measured (H100, 2026-11-28; docs/kernels/decode.md
 // "Splits of short calls with many rows"). Fixed split sizes are never capped (batch invariance).
+constexpr int kCapMinRows = 16;
 FLASHKIT_DECODE_PLAN_HD int split_cap(int64_t total, int hr, int target_ctas, int split_size, int min_chunk,
                                       int rows_max, int h_kv, bool enabled) {
-  if (!enabled || split_size > 0 || rows_max < 16 || target_ctas < 1 || h_kv < 1) return 0;
+  if (!enabled || split_size > 0 || rows_max < kCapMinRows || target_ctas < 1 || h_kv < 1) return 0;
   const int64_t per_cta = per_cta_tokens(total, hr, target_ctas);
   if (per_cta <= kTinyPerCta || per_cta > min_chunk) return 0;
   const int by_combine = kCombineStageRows / rows_max;
