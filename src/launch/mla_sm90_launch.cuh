@@ -28,15 +28,32 @@ inline int gcd_int(int a, int b) {
 // TMA boxes of 64 columns x gcd(page_size, 64) tokens: one box never crosses a page or a
 // 64-token block. Page sizes that are not multiples of 16 (boxes of < 16 rows: too many
 // copies per block) and caches the map cannot describe keep the cp.async loads (0).
+//
+// Pages of 16 or 32 tokens also get the run map (MlaParams::kv_tmap_run): boxes of one page x
+// 64 / page_size consecutive page ids, which land in shared memory exactly as one 64-row box
+// does (rows of 128 bytes, one after another, the same swizzle). The kernel uses it for every
+// block whose pages have consecutive ids: 9 copies per block instead of 36 (page 16) or 18
+// (page 32). FLASHKIT_MLA_PAGE_RUNS=0 (read once) leaves it out (A/B runs).
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
+  p.tma_run_pages = 0;
   const int box = gcd_int(p.page_size, kMlaBlockN);
   if (box < 16) return 0;
   const int64_t dims[4] = {kMlaHeadDim, p.page_size, p.h_kv, p.num_pages};
-  return launch_util::make_tma_map_4d<T>(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
-                                         p.kv_page_stride, box)
-             ? box
-             : 0;
+  if (!launch_util::make_tma_map_4d<T>(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                       p.kv_page_stride, box)) {
+    return 0;
+  }
+  static const bool runs_off = [] {
+    const char* e = std::getenv("FLASHKIT_MLA_PAGE_RUNS");
+    return e != nullptr && e[0] == '0';
+  }();
+  if (!runs_off && box == p.page_size && box < kMlaBlockN &&
+      launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                      p.kv_page_stride, box, kMlaBlockN / box)) {
+    p.tma_run_pages = kMlaBlockN / box;
+  }
+  return box;
 }
 
 template <class Tr>
