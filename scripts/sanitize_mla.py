@@ -8,7 +8,7 @@ Every tensor has its own cudaMalloc, so a read or write past any tensor is seen.
 bf16/fp16; h_q 16 and 72 (two m-blocks, a partial one) with h_kv 1 and 2; s_q 1 and 3
 causal; page sizes 1, 16 and 64 with a permuted block table and NaN in every unused slot;
 lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); pages of
-16 and 32 tokens with consecutive ids (the Hopper kernel's one-copy runs, bf16, in --quick too); the
+16 and 32 tokens with consecutive ids (the Hopper kernel's one-copy runs at page 16, bf16, in --quick too); the
 FP8 cache (FlashMLA's layout, 0xFF bytes in unused slots) with fp16/bf16 q; the
 metadata kernel for B = 1 and 3000; out-of-range block ids and lengths (error bits, no
 fault). Each result is checked against the float32 reference. ``--quick`` keeps six cases

@@ -7,7 +7,7 @@
 #               a 512-token shortest split, 64k unchanged (its splits are ~1000 tokens), bf16 unchanged or
 #               worse. Env runs in ABBA order (default, 256, 512, 1024, 1024, 512, 256, default).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh M")   output m.tgz
-#   R (~7 min)  branch wip/mla-page-runs: MLA pages of 16 / 32 tokens whose ids are consecutive within a
+#   R (~4 min)  branch wip/mla-page-runs: MLA pages of 16 (first run: also 32) tokens whose ids are consecutive within a
 #               64-token block are loaded by one TMA box per chunk (a second tensor map whose boxes span
 #               64 / page consecutive page ids) instead of one per page. Prediction: page 16 / page 64 time
 #               from 1.01-1.18 (median 1.04) to within 1-2% on the bench's sequential block tables; page

@@ -29,11 +29,13 @@ inline int gcd_int(int a, int b) {
 // 64-token block. Page sizes that are not multiples of 16 (boxes of < 16 rows: too many
 // copies per block) and caches the map cannot describe keep the cp.async loads (0).
 //
-// Pages of 16 or 32 tokens also get the run map (MlaParams::kv_tmap_run): boxes of one page x
-// 64 / page_size consecutive page ids, which land in shared memory exactly as one 64-row box
-// does (rows of 128 bytes, one after another, the same swizzle). The kernel uses it for every
-// block whose pages have consecutive ids: 9 copies per block instead of 36 (page 16) or 18
-// (page 32). FLASHKIT_MLA_PAGE_RUNS=0 (read once) leaves it out (A/B runs).
+// Pages of 16 tokens also get the run map (MlaParams::kv_tmap_run): boxes of one page x 4
+// consecutive page ids, which land in shared memory exactly as one 64-row box does (rows of
+// 128 bytes, one after another, the same swizzle). The kernel uses it for every block whose
+// pages have consecutive ids: 9 copies per block instead of 36. Measured (H100, 2026-11-28,
+// mla.md "Page runs"): page 16 / page 64 time 1.03-1.11 -> 1.01-1.03; at page 32 the two-page
+// boxes were 7% slower at h_q 128 s_q 2 (and level elsewhere), so page 32 keeps one box per
+// page. FLASHKIT_MLA_PAGE_RUNS=0 (read once) leaves the map out (A/B runs).
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
   p.tma_run_pages = 0;
@@ -48,7 +50,7 @@ int make_kv_tensor_map(MlaParams& p) {
     const char* e = std::getenv("FLASHKIT_MLA_PAGE_RUNS");
     return e != nullptr && e[0] == '0';
   }();
-  if (!runs_off && box == p.page_size && box < kMlaBlockN &&
+  if (!runs_off && box == p.page_size && box == 16 &&
       launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
                                       p.kv_page_stride, box, kMlaBlockN / box)) {
     p.tma_run_pages = kMlaBlockN / box;

@@ -275,7 +275,7 @@ struct Piece {
         }
         return;
       }
-      // Pages of 16 / 32 tokens whose ids in this block are consecutive (lanes 0 .. n - 1 of
+      // Pages of 16 tokens whose ids in this block are consecutive (lanes 0 .. n - 1 of
       // the warpgroup's first warp each resolved one: all in range, holding tokens, id of lane
       // k = id of lane 0 + k): one box of n pages per chunk from the run map, which lands as
       // the n one-page boxes would. Warp-uniform: the other warps' lanes resolve no page, so
