@@ -16,6 +16,8 @@
 #               flashkit-only MLA bench (8k, h_q 16/64/128, s_q 1/2, pages 16/32/64), env A/B against
 #               FLASHKIT_MLA_PAGE_RUNS=0 in ABBA order.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh R")   output r.tgz
+#   P (~4 min)  the same branch: the whole MLA matrix, flashkit only, pages 16 / 64 / 128, runs on and off.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh P")   output p.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -55,5 +57,17 @@ case "${1:-M}" in
     done
     tar -czf "${OUT:-/tmp}/r.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 M|R" >&2; exit 2 ;;
+  P)
+    # The whole MLA matrix (48 configurations), flashkit only, pages 16 / 64 / 128: the page-size bar of
+    # issue 7 with the page runs on, then with FLASHKIT_MLA_PAGE_RUNS=0.
+    O=${OUT:-/tmp}/p
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step matrix-runs 200 python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 64 128 \
+      --out-dir "$O/runs" --no-plot)
+    (cd /tmp && step matrix-off 200 env FLASHKIT_MLA_PAGE_RUNS=0 python3 -m flashkit.bench --op mla --impls flashkit \
+      --page-sizes 16 64 128 --out-dir "$O/off" --no-plot)
+    tar -czf "${OUT:-/tmp}/p.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 M|R|P" >&2; exit 2 ;;
 esac
