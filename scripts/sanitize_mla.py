@@ -7,11 +7,12 @@
 Every tensor has its own cudaMalloc, so a read or write past any tensor is seen. Cases:
 bf16/fp16; h_q 16 and 72 (two m-blocks, a partial one) with h_kv 1 and 2; s_q 1 and 3
 causal; page sizes 1, 16 and 64 with a permuted block table and NaN in every unused slot;
-lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); the
+lengths 0, 1, 63, 65 and a sequence split over many parts (metadata + split + combine); pages of
+16 and 32 tokens with consecutive ids (the Hopper kernel's one-copy runs at page 16, bf16, in --quick too); the
 FP8 cache (FlashMLA's layout, 0xFF bytes in unused slots) with fp16/bf16 q; the
 metadata kernel for B = 1 and 3000; out-of-range block ids and lengths (error bits, no
-fault). Each result is checked against the float32 reference. ``--quick`` keeps four cases
-(one 16-bit and one FP8 per dtype; racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
+fault). Each result is checked against the float32 reference. ``--quick`` keeps six cases
+(one 16-bit and one FP8 per dtype, the two run cases; racecheck is slow). FLASHKIT_MLA_PORTABLE=1 in the environment sanitizes the portable
 kernel. Exit 0 when all pass, 1 otherwise, 2 when it cannot run.
 """
 
@@ -42,8 +43,15 @@ def main(argv=None) -> int:
     gen = torch.Generator(device="cuda")
     gen.manual_seed(4321)
 
-    def case(lens, s_q, h_q, h_kv, page, dtype):
+    def case(lens, s_q, h_q, h_kv, page, dtype, runs=False):
         num_pages, bt, slots = paged_pool(lens, page, 2, gen, junk=-3)
+        if runs:  # consecutive page ids per sequence: its 64-token blocks are runs (the run map)
+            flat = bt[bt >= 0]
+            new_id = torch.zeros(num_pages, dtype=torch.int32, device="cuda")
+            new_id[flat.long()] = torch.arange(flat.numel(), dtype=torch.int32, device="cuda")
+            bt = torch.where(bt >= 0, new_id[bt.clamp(min=0).long()], bt)
+            slots = [None if n <= 0 else (bt[b].long()[torch.arange(n, device="cuda") // page],
+                                          torch.arange(n, device="cuda") % page) for b, n in enumerate(lens)]
         kv = torch.full((num_pages, page, h_kv, 576), float("nan"), dtype=dtype, device="cuda")
         for n, at in zip(lens, slots):
             if at is not None:
@@ -95,6 +103,11 @@ def main(argv=None) -> int:
             "a", *case([0, 1, 63, 65, 3000], 1, 16, 1, 16, d), causal=False)))
         cases.append((f"{dtype} FP8 cache h16 s_q2 page16 causal", lambda d=dtype: run(
             "fp8", *fp8(*case([0, 1, 63, 65, 2000], 2, 16, 1, 16, d)))))
+        if dtype == torch.bfloat16:
+            cases.append(("bf16 h16 s_q1 page16 runs", lambda d=dtype: run(
+                "runs16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 16, d, runs=True), causal=False)))
+            cases.append(("bf16 h128 s_q2 page32 runs causal", lambda d=dtype: run(
+                "runs32", *case([64, 100, 1500], 2, 128, 1, 32, d, runs=True))))
         if args.quick:
             continue
         cases.append((f"{dtype} h72x2 s_q3 page1 causal", lambda d=dtype: run(

@@ -7,6 +7,17 @@
 #               a 512-token shortest split, 64k unchanged (its splits are ~1000 tokens), bf16 unchanged or
 #               worse. Env runs in ABBA order (default, 256, 512, 1024, 1024, 512, 256, default).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh M")   output m.tgz
+#   R (~4 min)  branch wip/mla-page-runs: MLA pages of 16 (first run: also 32) tokens whose ids are consecutive within a
+#               64-token block are loaded by one TMA box per chunk (a second tensor map whose boxes span
+#               64 / page consecutive page ids) instead of one per page. Prediction: page 16 / page 64 time
+#               from 1.01-1.18 (median 1.04) to within 1-2% on the bench's sequential block tables; page
+#               32 likewise; page 64 / 128 unchanged; random block tables unchanged (no runs). Runs: MLA GPU
+#               tests, memcheck and synccheck of sanitize_mla.py --quick (now with two run cases), then the
+#               flashkit-only MLA bench (8k, h_q 16/64/128, s_q 1/2, pages 16/32/64), env A/B against
+#               FLASHKIT_MLA_PAGE_RUNS=0 in ABBA order.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh R")   output r.tgz
+#   P (~4 min)  the same branch: the whole MLA matrix, flashkit only, pages 16 / 64 / 128, runs on and off.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh P")   output p.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -27,5 +38,36 @@ case "${1:-M}" in
     done
     tar -czf "${OUT:-/tmp}/m.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 M" >&2; exit 2 ;;
+  R)
+    O=${OUT:-/tmp}/r
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      "$TREE/tests/python/test_mla_gpu.py" "$TREE/tests/python/test_mla_fp8_gpu.py")
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 200 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
+    step synccheck 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    i=0
+    for v in runs off off runs; do
+      i=$((i + 1))
+      env_v=""; [ $v = off ] && env_v="FLASHKIT_MLA_PAGE_RUNS=0"
+      (cd /tmp && step "bench-$i-$v" 150 env $env_v python3 -m flashkit.bench --op mla --impls flashkit --seqlens 8192 \
+        --heads 16 64 128 --sq 1 2 --modes fixed --page-sizes 16 32 64 --out-dir "$O/bench-$i-$v" --no-plot)
+    done
+    tar -czf "${OUT:-/tmp}/r.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  P)
+    # The whole MLA matrix (48 configurations), flashkit only, pages 16 / 64 / 128: the page-size bar of
+    # issue 7 with the page runs on, then with FLASHKIT_MLA_PAGE_RUNS=0.
+    O=${OUT:-/tmp}/p
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step matrix-runs 200 python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 64 128 \
+      --out-dir "$O/runs" --no-plot)
+    (cd /tmp && step matrix-off 200 env FLASHKIT_MLA_PAGE_RUNS=0 python3 -m flashkit.bench --op mla --impls flashkit \
+      --page-sizes 16 64 128 --out-dir "$O/off" --no-plot)
+    tar -czf "${OUT:-/tmp}/p.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 M|R|P" >&2; exit 2 ;;
 esac

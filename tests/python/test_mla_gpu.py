@@ -178,6 +178,68 @@ def test_page_sizes(kernel, page, causal):
     check(*case, out, lse, causal=causal)
 
 
+def _run_layout(lens, page, h_q, s_q, dtype, seed):
+    """A cache whose sequences own consecutive page ids (every 64-token block of pages is a
+    run), with two blocks broken on purpose (sequence 0: two pages of one block swapped;
+    sequence 2: its pages in descending order), NaN in unused slots and pages. Returns q, kv,
+    bt, sl."""
+    g = _gen(("runs", tuple(lens), page, h_q, s_q, dtype, seed))
+    pages_per = [max(1, math.ceil(n / page)) for n in lens]
+    num_pages = sum(pages_per) + 5
+    bt = torch.full((len(lens), max(pages_per) + 1), -7, dtype=torch.int32)
+    at = 3  # the first id: runs need not start at a multiple of 64 / page
+    for b, n in enumerate(pages_per):
+        bt[b, :n] = torch.arange(at, at + n, dtype=torch.int32)
+        at += n
+    per_block = 64 // page
+    if pages_per[0] >= 2 * per_block:
+        bt[0, per_block], bt[0, per_block + 1] = bt[0, per_block + 1].item(), bt[0, per_block].item()
+    if len(lens) > 2:
+        bt[2, :pages_per[2]] = bt[2, :pages_per[2]].flip(0)
+    bt = bt.cuda()
+    kv = torch.full((num_pages, page, 1, D), float("nan"), dtype=dtype, device="cuda")
+    for b, n in enumerate(lens):
+        pos = torch.arange(n, device="cuda")
+        kv[bt[b].long()[pos // page], pos % page] = torch.randn((n, 1, D), generator=g, device="cuda").to(dtype)
+    q = torch.randn((len(lens), s_q, h_q, D), generator=g, device="cuda").to(dtype)
+    return q, kv, bt, torch.tensor(lens, dtype=torch.int32, device="cuda")
+
+
+@pytest.mark.parametrize("page", [16, 32])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("h_q,s_q,causal", [(16, 1, False), (128, 2, True)])
+def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, s_q, causal):
+    """Pages of 16 tokens: a 64-token block whose pages have consecutive ids is loaded by one
+    TMA copy per chunk (the run map, docs/kernels/mla.md); any other block (and every block of
+    32-token pages) by one copy per page.
+    The same cache with its pages moved to random ids (no runs) must give the same bits, and
+    both pass the reference check. Lengths end mid-page, mid-block and on block edges."""
+    lens = [1000, 64 * 5, 777, 64 * 10 + page * 3 + 5, 1, 64]
+    q, kv, bt, sl = _run_layout(lens, page, h_q, s_q, DT[dtype], seed=(page, h_q))
+    out, lse = run(q, kv, bt, sl, causal=causal)
+    check(q, kv, bt, sl, out, lse, causal=causal)
+    perm = torch.randperm(kv.shape[0], generator=_gen(("scatter", page, dtype)), device="cuda")
+    kv2 = torch.empty_like(kv)
+    kv2[perm] = kv
+    bt2 = torch.where(bt >= 0, perm.int()[bt.clamp(min=0).long()], bt)
+    out2, lse2 = run(q, kv2, bt2, sl, causal=causal)
+    assert torch.equal(out, out2), "out: the run copies and the per-page copies differ"
+    assert torch.equal(lse, lse2), "lse: the run copies and the per-page copies differ"
+
+
+@pytest.mark.parametrize("page", [16, 32])
+def test_page_runs_with_a_bad_id_inside(page):
+    """A block otherwise a run, with one page id out of range: that block goes page by page,
+    its bad page's tokens are left out and reported (bit 4), the other blocks stay runs."""
+    lens = [600, 300]
+    q, kv, bt, sl = _run_layout(lens, page, 16, 1, torch.bfloat16, seed=("bad", page))
+    bad = bt.clone()
+    bad[0, 64 // page + 1] = kv.shape[0] + 3
+    bad[1, 0] = -2
+    out, lse = run(q, kv, bad, sl, expect_errors=4)
+    check(q, kv, bad, sl, out, lse)
+
+
 @pytest.mark.parametrize("mean", [300, 4096])
 def test_variable_lengths(kernel, mean):
     rng = random.Random(mean)

@@ -275,6 +275,23 @@ struct Piece {
         }
         return;
       }
+      // Pages of 16 tokens whose ids in this block are consecutive (lanes 0 .. n - 1 of
+      // the warpgroup's first warp each resolved one: all in range, holding tokens, id of lane
+      // k = id of lane 0 + k): one box of n pages per chunk from the run map, which lands as
+      // the n one-page boxes would. Warp-uniform: the other warps' lanes resolve no page, so
+      // their `run` is false and they take the loop below, predicated off as before.
+      if (p.tma_run_pages > 0) {
+        const int id0 = __shfl_sync(0xffffffffu, id, 0);
+        const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
+        if (__all_sync(0xffffffffu, mine)) {
+#pragma unroll
+          for (int c = c0; c < c1; ++c) {
+            prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, id0,
+                                  bar_k(buf, c), policy);
+          }
+          return;
+        }
+      }
 #pragma unroll
       for (int c = c0; c < c1; ++c) {
         prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
