@@ -18,6 +18,8 @@
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh R")   output r.tgz
 #   P (~4 min)  the same branch: the whole MLA matrix, flashkit only, pages 16 / 64 / 128, runs on and off.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh P")   output p.tgz
+#   T (~3 min)  main: page 32 with two-page run boxes (FLASHKIT_MLA_PAGE_RUNS=32) against one box per page, ABBA x2.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh T")   output t.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -69,5 +71,20 @@ case "${1:-M}" in
       --page-sizes 16 64 128 --out-dir "$O/off" --no-plot)
     tar -czf "${OUT:-/tmp}/p.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 M|R|P" >&2; exit 2 ;;
+  T)
+    # Page 32 with two-page run boxes (FLASHKIT_MLA_PAGE_RUNS=32) against one box per page, on the rows where
+    # the first call saw it 7% slower (h_q 128 s_q 2) and two memory-bound ones; ABBA twice.
+    O=${OUT:-/tmp}/t
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    i=0
+    for v in r32 def def r32 r32 def def r32; do
+      i=$((i + 1))
+      env_v=""; [ $v = r32 ] && env_v="FLASHKIT_MLA_PAGE_RUNS=32"
+      (cd /tmp && step "bench-$i-$v" 100 env $env_v python3 -m flashkit.bench --op mla --impls flashkit \
+        --seqlens 4096 16384 --heads 16 128 --sq 2 --modes fixed --page-sizes 32 64 --out-dir "$O/b$i" --no-plot)
+    done
+    tar -czf "${OUT:-/tmp}/t.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 M|R|P|T" >&2; exit 2 ;;
 esac

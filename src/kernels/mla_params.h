@@ -98,7 +98,8 @@ struct MlaParams {
   MlaTmaDesc kv_tmap;
   // Pages of 16 tokens: a second map of the same cache whose boxes span tma_run_pages = 4
   // consecutive page ids, so a 64-token block whose pages have consecutive ids (a run) is one
-  // copy per chunk instead of 4. 0: no such map (other page sizes, or FLASHKIT_MLA_PAGE_RUNS=0).
+  // copy per chunk instead of 4. 0: no such map (other page sizes, or FLASHKIT_MLA_PAGE_RUNS=0;
+  // FLASHKIT_MLA_PAGE_RUNS=32 also makes it for page 32, 2 pages a box, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
 };

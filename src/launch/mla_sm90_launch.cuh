@@ -35,7 +35,8 @@ inline int gcd_int(int a, int b) {
 // pages have consecutive ids: 9 copies per block instead of 36. Measured (H100, 2026-11-28,
 // mla.md "Page runs"): page 16 / page 64 time 1.03-1.11 -> 1.01-1.03; at page 32 the two-page
 // boxes were 7% slower at h_q 128 s_q 2 (and level elsewhere), so page 32 keeps one box per
-// page. FLASHKIT_MLA_PAGE_RUNS=0 (read once) leaves the map out (A/B runs).
+// page. FLASHKIT_MLA_PAGE_RUNS (read once, A/B runs): 0 leaves the map out, 32 makes it for page 32
+// too (two-page boxes).
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
   p.tma_run_pages = 0;
@@ -46,11 +47,12 @@ int make_kv_tensor_map(MlaParams& p) {
                                        p.kv_page_stride, box)) {
     return 0;
   }
-  static const bool runs_off = [] {
+  static const int runs_max = [] {  // the largest page size that gets a run map
     const char* e = std::getenv("FLASHKIT_MLA_PAGE_RUNS");
-    return e != nullptr && e[0] == '0';
+    if (e == nullptr) return 16;
+    return e[0] == '0' ? 0 : (std::atoi(e) == 32 ? 32 : 16);
   }();
-  if (!runs_off && box == p.page_size && box == 16 &&
+  if (box == p.page_size && box <= runs_max && box < kMlaBlockN &&
       launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
                                       p.kv_page_stride, box, kMlaBlockN / box)) {
     p.tma_run_pages = kMlaBlockN / box;

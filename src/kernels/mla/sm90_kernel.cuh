@@ -275,11 +275,12 @@ struct Piece {
         }
         return;
       }
-      // Pages of 16 tokens whose ids in this block are consecutive (lanes 0 .. n - 1 of
-      // the warpgroup's first warp each resolved one: all in range, holding tokens, id of lane
-      // k = id of lane 0 + k): one box of n pages per chunk from the run map, which lands as
-      // the n one-page boxes would. Warp-uniform: the other warps' lanes resolve no page, so
-      // their `run` is false and they take the loop below, predicated off as before.
+      // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
+      // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
+      // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
+      // from the run map, which lands as the n one-page boxes would. Warp-uniform: the other
+      // warps' lanes resolve no page, so `mine` is false on some lane and they take the loop
+      // below, predicated off as before.
       if (p.tma_run_pages > 0) {
         const int id0 = __shfl_sync(0xffffffffu, id, 0);
         const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
