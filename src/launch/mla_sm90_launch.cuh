@@ -33,10 +33,10 @@ inline int gcd_int(int a, int b) {
 // consecutive page ids, which land in shared memory exactly as one 64-row box does (rows of
 // 128 bytes, one after another, the same swizzle). The kernel uses it for every block whose
 // pages have consecutive ids: 9 copies per block instead of 36. Measured (H100, 2026-11-28,
-// mla.md "Page runs"): page 16 / page 64 time 1.03-1.11 -> 1.01-1.03; at page 32 the two-page
-// boxes were 7% slower at h_q 128 s_q 2 (and level elsewhere), so page 32 keeps one box per
-// page. FLASHKIT_MLA_PAGE_RUNS (read once, A/B runs): 0 leaves the map out, 32 makes it for page 32
-// too (two-page boxes).
+// mla.md "Page runs"): page 16 / page 64 time, median over FlashMLA's matrix, 1.043 -> 1.008; at
+// page 32 two-page boxes were ~2% slower where the kernel is compute-bound and level elsewhere,
+// so page 32 keeps one box per page. FLASHKIT_MLA_PAGE_RUNS (read once, A/B runs): 0 leaves the
+// map out, 32 makes it for page 32 too.
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
   p.tma_run_pages = 0;

@@ -55,12 +55,11 @@ inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void
 }
 
 // A 4-D map of a 16-bit tensor with dims (innermost first) cols, rows, heads, batch and
-// element strides row_s, head_s, batch_s, for boxes of 64 columns x box_rows rows (x 1 head x
-// box_batches consecutive batch indices: they land one after another, box_batches * box_rows rows
-// of 128 bytes) with the 128-byte swizzle (tiles::Swizzle128Tile's layout), zeros outside the
-// tensor. False when
-// it cannot be described (an unaligned base, a stride that is 0, not a multiple of 16
-// bytes or >= 2^40 on a dim of size > 1) or there is no encoder.
+// element strides row_s, head_s, batch_s, for boxes of 64 columns x box_rows rows x 1 head x
+// box_batches consecutive batch indices (they land one after another: box_batches * box_rows
+// rows of 128 bytes) with the 128-byte swizzle (tiles::Swizzle128Tile's layout), zeros outside
+// the tensor. False when it cannot be described (an unaligned base, a stride that is 0, not a
+// multiple of 16 bytes or >= 2^40 on a dim of size > 1) or there is no encoder.
 template <typename T>
 bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
                      int64_t batch_s, int box_rows, int box_batches = 1) {
