@@ -246,10 +246,37 @@ def test_cli_dry_run_and_quick():
 @pytest.mark.parametrize("bad", [["--impls", "flashinfer"], ["--modes", "ragged"],
                                  ["--sq", "0"], ["--sq", "17"], ["--page-sizes", "512"],
                                  ["--seqlens", "x"], ["--cos-tol", "0"],
-                                 ["--sets", "0"], ["--sets", "9"]])
+                                 ["--sets", "0"], ["--sets", "9"], ["--block-table", "random"]])
 def test_cli_bad_arguments(bad):
     r = _run(["--op", "mla", *bad, "--dry-run"])
     assert r.returncode == 2, (bad, r.stdout)
+
+
+def test_shuffled_block_tables_keep_every_token():
+    """--block-table shuffled: per page size the pages move to a permutation of the ids and the
+    table follows, so each sequence reads its own tokens (CPU torch where installed)."""
+    torch = pytest.importorskip("torch")
+    import importlib
+
+    runner = importlib.import_module(f"{bench.__name__}.mla_runner")
+    cfg = ms.MlaConfig(B=3, s_q=1, S_k=100, H_q=16, mode="fixed")
+    lengths = [100, 37, 64]
+    seq = runner.MlaData(torch, cfg, lengths, 128, seed=5, device="cpu")
+    shf = runner.MlaData(torch, cfg, lengths, 128, seed=5, device="cpu", shuffled=True)
+    assert torch.equal(seq.cache.nan_to_num(7.0), shf.cache.nan_to_num(7.0))
+    for page in (16, 64):
+        k0, bt0 = seq.paged(page)
+        k1, bt1 = shf.paged(page)
+        n = seq.max_pad // page
+        assert torch.equal(bt0, torch.arange(3 * n, dtype=torch.int32).view(3, n))
+        assert sorted(bt1.flatten().tolist()) == list(range(3 * n)) and not torch.equal(bt0, bt1)
+        for b, L in enumerate(lengths):
+            pos = torch.arange(L)
+            a = k0[bt0[b].long()[pos // page], pos % page]
+            c = k1[bt1[b].long()[pos // page], pos % page]
+            assert torch.equal(a, c), (page, b)
+        assert torch.equal(shf.page_perm(page), shf.page_perm(page))  # the FP8 impl redraws it
+    assert seq.page_perm(16) is None
 
 
 def test_cli_no_gpu_exit_status():

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="max cos_diff (FlashMLA's measure) vs the fp32 reference and flashkit vs "
                         "flashmla (default 1e-5, FlashMLA's test)")
     p.add_argument("--seed", type=int, default=0, help="base seed of lengths and data")
+    p.add_argument("--block-table", choices=("sequential", "shuffled"), default="sequential",
+                   help="sequential: sequence b owns pages b*n .. b*n+n-1 (FlashMLA's test, "
+                        "default); shuffled: the pages moved to random ids (a fragmented pool)")
     p.add_argument("--warmup-ms", type=float, help="GPU warm-up per measurement")
     p.add_argument("--rep-ms", type=float, help="GPU time of the timed samples per measurement")
     add_output_args(p)
@@ -150,7 +153,8 @@ def main(argv: Sequence[str]) -> int:
         configs=s.configs, impls=sel["impls"], flashkit_pages=s.flashkit_pages,
         out_dir=args.out_dir, tag=args.tag, plot=not args.no_plot, quick=args.quick,
         cos_tol=args.cos_tol, flashmla_path=args.flashmla_path, timer=args.timer,
-        seed=args.seed, min_sets=args.sets, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+        seed=args.seed, block_table=args.block_table, min_sets=args.sets, warmup_ms=args.warmup_ms,
+        rep_ms=args.rep_ms,
         argv=list(argv))
     return mla_runner.run(opts)
 

@@ -142,6 +142,11 @@ class FlashKitFp8Impl(FlashKitImpl):
         if q8 is None:
             q8 = data._fp8_cache = self.mod.quantize_kv_cache_fp8(data.cache)
         k8 = q8.view(-1, page, cfg.H_kv, mla_sweeps.FP8_TOKEN_BYTES)
+        perm = data.page_perm(page)
+        if perm is not None:  # shuffled tables: the pages move as data.paged moved them
+            moved = data.torch.empty_like(k8)
+            moved[perm] = k8
+            k8 = moved
         meta, splits = self.mod.get_mla_metadata(data.seqlens, cfg.s_q * cfg.H_q // cfg.H_kv,
                                                  cfg.H_kv)
         q, seq, dv, fn = data.q, data.seqlens, cfg.Dv, self.mod.flash_mla_with_kvcache

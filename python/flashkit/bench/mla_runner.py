@@ -9,6 +9,11 @@ FlashMLA's API takes only k_cache), and a sequential block table (sequence b own
 b*n .. b*n+n-1). The cache is contiguous, so the same bytes viewed as
 ``[num_blocks, P, 1, 576]`` with ``block_table = arange(B * max_seqlen_pad / P)`` serve every
 page size P: flashkit (P = 16, 32, 64, 128) and FlashMLA (P = 64) read identical inputs.
+``--block-table shuffled`` (MlaOptions.block_table) measures a fragmented pool instead: per page
+size, the pages are moved to a random permutation of the ids (a copy of the cache, made when that
+page size is measured, only one page size's copy kept at a time) and the block table follows them,
+so every sequence reads the same tokens and the outputs stay comparable; consecutive ids within a
+64-token block (what lets flashkit fetch four 16-token pages with one TMA box) become rare.
 
 Timing (the decode bench's ``timing.rotating_median_ms``): R >= 2 such data sets with the same
 lengths (R so that together they are at least 4x the L2 size), called in turn, back to back,
@@ -61,6 +66,7 @@ class MlaOptions:
     min_sets: int = 2              # ... and are at least this many (see the module doc)
     max_sets: int = 8
     seed: int = 0
+    block_table: str = "sequential"  # sequential | shuffled (see the module doc)
     warmup_ms: Optional[float] = None
     rep_ms: Optional[float] = None
     argv: Sequence[str] = field(default_factory=list)
@@ -77,8 +83,10 @@ class MlaData:
     """One configuration's inputs, as FlashMLA's test makes them (see the module doc)."""
 
     def __init__(self, torch, cfg, lengths: Sequence[int], pad_multiple: int, seed: int,
-                 device) -> None:
+                 device, shuffled: bool = False) -> None:
         self.torch = torch
+        self.shuffled = shuffled
+        self.seed = seed
         self.cfg = cfg
         self.lengths = list(lengths)
         self.total = sum(self.lengths)
@@ -95,6 +103,15 @@ class MlaData:
         self.cache.view(B, self.max_pad, hkv, d)[past] = float("nan")
         self._tables: dict = {}
 
+    def page_perm(self, page: int):
+        """Shuffled tables: the new id of each page of `page` tokens (a permutation seeded by the
+        data set's seed and the page size); None for sequential tables."""
+        if not self.shuffled:
+            return None
+        n = self.cfg.B * (self.max_pad // page)
+        gen = self.torch.Generator(device=self.q.device).manual_seed(self.seed * 1009 + page)
+        return self.torch.randperm(n, generator=gen, device=self.q.device)
+
     def paged(self, page: int):
         """(k_cache [num_blocks, page, h_kv, d], block_table [B, max_pad / page] int32)."""
         if page not in self._tables:
@@ -104,6 +121,12 @@ class MlaData:
             bt = self.torch.arange(self.cfg.B * n, dtype=self.torch.int32,
                                    device=self.q.device).view(self.cfg.B, n)
             k = self.cache.view(-1, page, self.cfg.H_kv, self.cfg.D)
+            perm = self.page_perm(page)
+            if perm is not None:
+                self._tables.clear()  # one page size's shuffled copy at a time (memory)
+                moved = self.torch.empty_like(k)
+                moved[perm] = k
+                k, bt = moved, perm.int()[bt.long()]
             self._tables[page] = (k, bt)
         return self._tables[page]
 
@@ -217,6 +240,8 @@ class MlaRunner(BaseRunner):
         lengths = mla_sweeps.seqlens(cfg, self.opts.seed)
         max_pad = -(-max(lengths) // self.pad_multiple) * self.pad_multiple
         one = mla_sweeps.cache_bytes(cfg, max_pad)
+        if self.opts.block_table == "shuffled":
+            one *= 2  # each set also holds one page size's moved copy
         free, _ = torch.cuda.mem_get_info()
         label = cfg.label()
         R = 1
@@ -236,7 +261,8 @@ class MlaRunner(BaseRunner):
                     self.skip(i.name, reason, f"{label} page={p}")
             return
         sets = [MlaData(torch, cfg, lengths, self.pad_multiple,
-                        cfg.seed(self.opts.seed) + 1 + 7919 * r, self.device) for r in range(R)]
+                        cfg.seed(self.opts.seed) + 1 + 7919 * r, self.device,
+                        shuffled=self.opts.block_table == "shuffled") for r in range(R)]
         data = sets[0]
         longest = max(range(cfg.B), key=lambda b: lengths[b])
         check_ids = sorted({0, cfg.B // 2, cfg.B - 1, longest})
@@ -357,7 +383,8 @@ class MlaRunner(BaseRunner):
             + ("" if self.opts.timer == "do_bench" else
                f" sets>={self.opts.min_sets} covering >={self.opts.l2_rotate:g}x L2 "
                f"({self.l2_bytes} B)"),
-            f"seed: {self.opts.seed}; max_seqlen_pad multiple: {self.pad_multiple}",
+            f"seed: {self.opts.seed}; max_seqlen_pad multiple: {self.pad_multiple}; "
+            f"block tables: {self.opts.block_table}",
             f"rows: {len(self.rows)}"]
         for key, text in self.checks.items():
             impl, mode, S, hq, sq, page = key
