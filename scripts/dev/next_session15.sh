@@ -20,6 +20,8 @@
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh P")   output p.tgz
 #   T (~3 min)  main: page 32 with two-page run boxes (FLASHKIT_MLA_PAGE_RUNS=32) against one box per page, ABBA x2.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh T")   output t.tgz
+#   U (~3 min, NOT RUN YET)  main: the MLA matrix at pages 16 / 64 / 128 on shuffled block tables.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh U")   output u.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -86,5 +88,16 @@ case "${1:-M}" in
     done
     tar -czf "${OUT:-/tmp}/t.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 M|R|P|T" >&2; exit 2 ;;
+  U)
+    # Not run yet (prepared after the 2026-11-28 budget was spent): the whole MLA matrix, flashkit only, pages
+    # 16 / 64 / 128 on shuffled block tables (--block-table shuffled: a fragmented pool, where the page-16 run
+    # boxes do not apply). Expected: page 16 / page 64 as with the runs off on sequential tables (median ~1.04).
+    O=${OUT:-/tmp}/u
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step matrix-shuffled 300 python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 64 128 \
+      --block-table shuffled --out-dir "$O/shuffled" --no-plot)
+    tar -czf "${OUT:-/tmp}/u.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 M|R|P|T|U" >&2; exit 2 ;;
 esac
