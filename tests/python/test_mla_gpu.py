@@ -178,12 +178,12 @@ def test_page_sizes(kernel, page, causal):
     check(*case, out, lse, causal=causal)
 
 
-def _run_layout(lens, page, h_q, s_q, dtype, seed):
+def _run_layout(lens, page, h_q, s_q, dtype, seed, h_kv=1):
     """A cache whose sequences own consecutive page ids (every 64-token block of pages is a
     run), with two blocks broken on purpose (sequence 0: two pages of one block swapped;
     sequence 2: its pages in descending order), NaN in unused slots and pages. Returns q, kv,
     bt, sl."""
-    g = _gen(("runs", tuple(lens), page, h_q, s_q, dtype, seed))
+    g = _gen(("runs", tuple(lens), page, h_q, s_q, dtype, seed, h_kv))
     pages_per = [max(1, math.ceil(n / page)) for n in lens]
     num_pages = sum(pages_per) + 5
     bt = torch.full((len(lens), max(pages_per) + 1), -7, dtype=torch.int32)
@@ -197,25 +197,25 @@ def _run_layout(lens, page, h_q, s_q, dtype, seed):
     if len(lens) > 2:
         bt[2, :pages_per[2]] = bt[2, :pages_per[2]].flip(0)
     bt = bt.cuda()
-    kv = torch.full((num_pages, page, 1, D), float("nan"), dtype=dtype, device="cuda")
+    kv = torch.full((num_pages, page, h_kv, D), float("nan"), dtype=dtype, device="cuda")
     for b, n in enumerate(lens):
         pos = torch.arange(n, device="cuda")
-        kv[bt[b].long()[pos // page], pos % page] = torch.randn((n, 1, D), generator=g, device="cuda").to(dtype)
+        kv[bt[b].long()[pos // page], pos % page] = torch.randn((n, h_kv, D), generator=g, device="cuda").to(dtype)
     q = torch.randn((len(lens), s_q, h_q, D), generator=g, device="cuda").to(dtype)
     return q, kv, bt, torch.tensor(lens, dtype=torch.int32, device="cuda")
 
 
 @pytest.mark.parametrize("page", [16, 32])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-@pytest.mark.parametrize("h_q,s_q,causal", [(16, 1, False), (128, 2, True)])
-def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, s_q, causal):
+@pytest.mark.parametrize("h_q,h_kv,s_q,causal", [(16, 1, 1, False), (128, 1, 2, True), (32, 2, 1, True)])
+def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, h_kv, s_q, causal):
     """Pages of 16 tokens: a 64-token block whose pages have consecutive ids is loaded by one
     TMA copy per chunk (the run map, docs/kernels/mla.md); any other block (and every block of
-    32-token pages) by one copy per page.
-    The same cache with its pages moved to random ids (no runs) must give the same bits, and
-    both pass the reference check. Lengths end mid-page, mid-block and on block edges."""
+    32-token pages) by one copy per page. The same cache with its pages moved to random ids (no
+    runs) must give the same bits, and both pass the reference check. Lengths end mid-page,
+    mid-block and on block edges; h_kv 2 puts the head between the slot and page coordinates."""
     lens = [1000, 64 * 5, 777, 64 * 10 + page * 3 + 5, 1, 64]
-    q, kv, bt, sl = _run_layout(lens, page, h_q, s_q, DT[dtype], seed=(page, h_q))
+    q, kv, bt, sl = _run_layout(lens, page, h_q, s_q, DT[dtype], seed=(page, h_q), h_kv=h_kv)
     out, lse = run(q, kv, bt, sl, causal=causal)
     check(q, kv, bt, sl, out, lse, causal=causal)
     perm = torch.randperm(kv.shape[0], generator=_gen(("scatter", page, dtype)), device="cuda")
