@@ -20,7 +20,8 @@
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh P")   output p.tgz
 #   T (~3 min)  main: page 32 with two-page run boxes (FLASHKIT_MLA_PAGE_RUNS=32) against one box per page, ABBA x2.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh T")   output t.tgz
-#   U (~3 min, NOT RUN YET)  main: the MLA matrix at pages 16 / 64 / 128 on shuffled block tables.
+#   U (~4 min, NOT RUN YET)  main: the page-run tests (their h_kv 2 case is new since the last GPU run), then
+#               the MLA matrix at pages 16 / 64 / 128 on shuffled block tables.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session15.sh U")   output u.tgz
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
@@ -95,6 +96,8 @@ case "${1:-M}" in
     O=${OUT:-/tmp}/u
     . "$D/device_steps.sh"
     install_tree "$TREE"
+    (cd /tmp && step page_run_tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      "$TREE/tests/python/test_mla_gpu.py" -k "page_runs or page_sizes")
     (cd /tmp && step matrix-shuffled 300 python3 -m flashkit.bench --op mla --impls flashkit --page-sizes 16 64 128 \
       --block-table shuffled --out-dir "$O/shuffled" --no-plot)
     tar -czf "${OUT:-/tmp}/u.tgz" -C "$(dirname "$O")" "$(basename "$O")"
