@@ -44,14 +44,8 @@ def main(argv=None) -> int:
     gen.manual_seed(4321)
 
     def case(lens, s_q, h_q, h_kv, page, dtype, runs=False):
-        num_pages, bt, slots = paged_pool(lens, page, 2, gen, junk=-3)
-        if runs:  # consecutive page ids per sequence: its 64-token blocks are runs (the run map)
-            flat = bt[bt >= 0]
-            new_id = torch.zeros(num_pages, dtype=torch.int32, device="cuda")
-            new_id[flat.long()] = torch.arange(flat.numel(), dtype=torch.int32, device="cuda")
-            bt = torch.where(bt >= 0, new_id[bt.clamp(min=0).long()], bt)
-            slots = [None if n <= 0 else (bt[b].long()[torch.arange(n, device="cuda") // page],
-                                          torch.arange(n, device="cuda") % page) for b, n in enumerate(lens)]
+        # runs: consecutive page ids per sequence, so its 64-token blocks are runs (the run map)
+        num_pages, bt, slots = paged_pool(lens, page, 2, gen, junk=-3, ordered=runs)
         kv = torch.full((num_pages, page, h_kv, 576), float("nan"), dtype=dtype, device="cuda")
         for n, at in zip(lens, slots):
             if at is not None:

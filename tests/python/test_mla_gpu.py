@@ -184,19 +184,13 @@ def _run_layout(lens, page, h_q, s_q, dtype, seed, h_kv=1):
     sequence 2: its pages in descending order), NaN in unused slots and pages. Returns q, kv,
     bt, sl."""
     g = _gen(("runs", tuple(lens), page, h_q, s_q, dtype, seed, h_kv))
+    num_pages, bt, _ = paged_pool(lens, page, 5, g, ordered=True)
     pages_per = [max(1, math.ceil(n / page)) for n in lens]
-    num_pages = sum(pages_per) + 5
-    bt = torch.full((len(lens), max(pages_per) + 1), -7, dtype=torch.int32)
-    at = 3  # the first id: runs need not start at a multiple of 64 / page
-    for b, n in enumerate(pages_per):
-        bt[b, :n] = torch.arange(at, at + n, dtype=torch.int32)
-        at += n
     per_block = 64 // page
     if pages_per[0] >= 2 * per_block:
-        bt[0, per_block], bt[0, per_block + 1] = bt[0, per_block + 1].item(), bt[0, per_block].item()
+        bt[0, [per_block, per_block + 1]] = bt[0, [per_block + 1, per_block]].clone()
     if len(lens) > 2:
         bt[2, :pages_per[2]] = bt[2, :pages_per[2]].flip(0)
-    bt = bt.cuda()
     kv = torch.full((num_pages, page, h_kv, D), float("nan"), dtype=dtype, device="cuda")
     for b, n in enumerate(lens):
         pos = torch.arange(n, device="cuda")

@@ -211,9 +211,11 @@ def run_mla_decode_poisoned(q, kv, block_table, seqlens, causal=False, scale=Non
     return out, lse
 
 
-def paged_pool(lens, page, extra_pages, generator, junk=-7, device="cuda"):
+def paged_pool(lens, page, extra_pages, generator, junk=-7, device="cuda", ordered=False):
     """The page layout of a paged test case: sequences of ``lens`` tokens on a shuffled pool
-    of pages (every sequence owns at least one page, ``extra_pages`` stay unused).
+    of pages (every sequence owns at least one page, ``extra_pages`` stay unused); with
+    ``ordered`` the pool is not shuffled: each sequence owns consecutive page ids, in order
+    (what a fresh allocator gives; the MLA Hopper kernel's page runs), and nothing is drawn.
 
     Returns ``(num_pages, block_table, slots)``: the block table is int32 ``[B, max pages +
     1]`` with ``junk`` past each sequence's pages (never read by a correct kernel);
@@ -225,7 +227,10 @@ def paged_pool(lens, page, extra_pages, generator, junk=-7, device="cuda"):
 
     pages_per = [max(1, math.ceil(max(n, 0) / page)) for n in lens]
     num_pages = sum(pages_per) + extra_pages
-    perm = torch.randperm(num_pages, generator=generator, device=device).int()
+    if ordered:
+        perm = torch.arange(num_pages, dtype=torch.int32, device=device)
+    else:
+        perm = torch.randperm(num_pages, generator=generator, device=device).int()
     bt = torch.full((len(lens), max(pages_per) + 1), junk, dtype=torch.int32, device=device)
     slots, i = [], 0
     for b, n in enumerate(lens):
