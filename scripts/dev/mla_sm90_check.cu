@@ -23,7 +23,7 @@ int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear);
 int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piece, int* pairs);
 }
 // The last launch's CTA start / end spread and the traced CTAs' pieces (globaltimer, us).
-static void print_pieces(int n_ctas) {
+static void print_pieces(int n_ctas, int m_blocks) {
   std::vector<unsigned long long> cta(2048 * 2), piece(4 * 8 * 5);
   std::vector<int> pairs(4 * 8);
   if (flashkit::mla_sm90_trace_read_pieces(cta.data(), piece.data(), pairs.data()) < 0) return;
@@ -38,6 +38,24 @@ static void print_pieces(int n_ctas) {
   const size_t n = en.size();
   printf("  ctas %zu: start max %.1f us | end min %.1f p10 %.1f p50 %.1f p90 %.1f max %.1f us\n", n, st.back(), en[0],
          en[n / 10], en[n / 2], en[n * 9 / 10], en.back());
+  // CTAs of one part and kv head (the m-blocks, which read the same K): the spread of their
+  // end times, us (their start times are printed above as a whole).
+  if (m_blocks > 1) {
+    std::vector<double> spread;
+    for (int g = 0; g + m_blocks <= std::min(n_ctas, 2048); g += m_blocks) {
+      double lo = 1e30, hi = -1e30;
+      bool ok = true;
+      for (int i = g; i < g + m_blocks; ++i) {
+        if (!cta[2 * i] || !cta[2 * i + 1]) { ok = false; break; }
+        lo = std::min(lo, (cta[2 * i + 1] - t0) * 1e-3); hi = std::max(hi, (cta[2 * i + 1] - t0) * 1e-3);
+      }
+      if (ok) spread.push_back(hi - lo);
+    }
+    std::sort(spread.begin(), spread.end());
+    if (!spread.empty())
+      printf("  m-block siblings' end spread over %zu groups: p50 %.1f p90 %.1f max %.1f us\n", spread.size(),
+             spread[spread.size() / 2], spread[spread.size() * 9 / 10], spread.back());
+  }
   for (int k = 0; k < 4; ++k) {
     printf("  traced cta %d:", k);
     for (int pc = 0; pc < 8; ++pc) {
@@ -259,7 +277,7 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
          (tokens * 576.0 * 2 + c.B * c.s_q * c.h_q * 1088.0 * 2) / ms / 1e6);
 #if FLASHKIT_MLA_TRACE
   print_trace();
-  print_pieces(parts * p.m_blocks * h_kv);
+  print_pieces(parts * p.m_blocks * h_kv, p.m_blocks);
 #endif
   cudaFree(dq); cudaFree(dkv); cudaFree(dout); cudaFree(dlse); cudaFree(dpo); cudaFree(dpl); cudaFree(dbt);
   cudaFree(dlen); cudaFree(dsched); cudaFree(dns); cudaFree(derr);
@@ -272,7 +290,9 @@ int main(int argc, char** argv) {
   if (argc == 5 || argc == 6) {  // one config: hq sq mean [page]
     const int hq = atoi(argv[2]), sq = atoi(argv[3]), mean = atoi(argv[4]), page = argc == 6 ? atoi(argv[5]) : 64;
     const int mb = (hq * sq + 63) / 64;
-    return run_case({128, sq, hq, page, mean, true, std::max(1, 132 / mb), false}, 7, false);
+    // MLA_SMS: the SMs the parts are sized for (default 132: one CTA per SM of an H100 SXM).
+    const int sms = std::getenv("MLA_SMS") ? std::atoi(std::getenv("MLA_SMS")) : 132;
+    return run_case({128, sq, hq, page, mean, true, std::max(1, sms / mb), false}, 7, false);
   }
   if (!perf) {
     const Case cases[] = {
