@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device run: does keeping the m-block CTAs of a part in step (clusters + a per-pair cluster barrier,
 # FLASHKIT_MLA_LOCKSTEP) cut the MLA split kernel's DRAM re-reads of K and its chunk waits?
-# (docs/kernels/mla.md "Lockstep".) Binaries from scripts/dev/mla_build_variants.sh in .carry/mlabin:
+# (docs/kernels/mla.md "Lockstep": negative; the switch was removed after the run, it is in commit efe6ecb.) Binaries from scripts/dev/mla_build_variants.sh in .carry/mlabin:
 #   mla_base, mla_lock4, mla_lock2 (FLASHKIT_MLA_LOCKSTEP=4 / 2), mla_trace, mla_tlock4 (+ FLASHKIT_MLA_TRACE=1).
 # Optional: .carry/flashmla (FlashMLA's sources, bench/peers/flashmla/build.sh sources) is compiled in the
 # background and packed to $OUT/flashmla_built.tar.

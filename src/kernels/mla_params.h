@@ -102,10 +102,6 @@ struct MlaParams {
   // FLASHKIT_MLA_PAGE_RUNS=32 also makes it for page 32, 2 pages a box, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
-  // Launched in clusters of `cluster_lock` m-block CTAs (1 = no cluster) whose CTAs meet at a
-  // cluster barrier once per pair of blocks, so that the CTAs reading the same K stay in step
-  // and the later ones hit the L2 (FLASHKIT_MLA_LOCKSTEP builds only; mla.md "Lockstep").
-  int cluster_lock;
 };
 
 }  // namespace flashkit

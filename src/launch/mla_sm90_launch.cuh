@@ -4,7 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "kernels/mla/sm90_kernel.cuh"
@@ -68,30 +67,8 @@ cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t strea
   if (err != cudaSuccess) return err;
   // Programmatic dependent launch: the kernel waits (griddepcontrol.wait) before it reads
   // anything, so its prologue overlaps the previous kernel's tail.
-#if FLASHKIT_MLA_LOCKSTEP
-  // Clusters of FLASHKIT_MLA_LOCKSTEP m-blocks (or of all of them, if fewer); the kernel's
-  // per-pair cluster barrier keeps their K reads together. A/B builds of the dev harness only.
-  MlaParams q = p;
-  q.cluster_lock = 1;
-  if (p.m_blocks > 1) {
-    int c = FLASHKIT_MLA_LOCKSTEP < p.m_blocks ? FLASHKIT_MLA_LOCKSTEP : p.m_blocks;
-    while (c > 1 && p.m_blocks % c != 0) --c;
-    q.cluster_lock = c;
-  }
-  static int reported = 0;
-  if (q.cluster_lock > 1 && reported != q.cluster_lock) {
-    reported = q.cluster_lock;
-    const int fit = launch_util::max_active_clusters(kernel, dim3(p.m_blocks, p.h_kv, p.num_parts), Tr::kThreads,
-                                                     Tr::kSmemBytes, unsigned(q.cluster_lock));
-    std::fprintf(stderr, "[mla lockstep] clusters of %d: %d resident at once, grid has %d\n", q.cluster_lock, fit,
-                 p.m_blocks * p.h_kv * p.num_parts / q.cluster_lock);
-  }
-  return launch_util::launch_cluster(kernel, dim3(p.m_blocks, p.h_kv, p.num_parts), dim3(Tr::kThreads),
-                                     Tr::kSmemBytes, stream, unsigned(q.cluster_lock), true, q);
-#else
   return launch_util::launch_pdl(kernel, dim3(p.m_blocks, p.h_kv, p.num_parts), dim3(Tr::kThreads),
                                  Tr::kSmemBytes, stream, true, p);
-#endif
 }
 
 }  // namespace mla_sm90

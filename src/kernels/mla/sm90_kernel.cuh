@@ -75,14 +75,6 @@
 #endif
 // FLASHKIT_MLA_STAGED_O: the epilogue writes O through shared memory with one bulk copy
 //   per row (1) or with register stores (0).
-// FLASHKIT_MLA_LOCKSTEP = c > 1: the launcher makes clusters of c m-block CTAs (those that
-//   read the same K blocks) and every thread meets the cluster at a barrier once per pair
-//   (arrive at the top of pair i, wait at the top of pair i + 1), so the CTAs of a cluster stay
-//   within one pair of each other and read each block from the L2 within microseconds of the
-//   first one. A/B switch of the dev harness (mla.md "Lockstep").
-#ifndef FLASHKIT_MLA_LOCKSTEP
-#define FLASHKIT_MLA_LOCKSTEP 0
-#endif
 #ifndef FLASHKIT_MLA_STAGED_O
 #define FLASHKIT_MLA_STAGED_O 1
 #endif
@@ -806,24 +798,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     prims::cp_async_mbarrier_arrive(bar_q);
   };
   uint32_t bad = 0;
-#if FLASHKIT_MLA_LOCKSTEP
-  // p.cluster_lock is uniform over the cluster, and every CTA of a cluster walks the same pieces
-  // and pairs (only its rows differ), so all threads arrive equally often: once here, once per
-  // pair (after waiting for the previous arrival's phase), and the last phase is waited for
-  // before the exit.
-  if (p.cluster_lock > 1) asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
-#define MLA_LOCK_STEP()                                                \
-  do {                                                                 \
-    if (p.cluster_lock > 1) {                                          \
-      asm volatile("barrier.cluster.wait;\n" ::: "memory");            \
-      asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");  \
-    }                                                                  \
-  } while (0)
-#else
-#define MLA_LOCK_STEP() \
-  do {                  \
-  } while (0)
-#endif
 
   for (int b = begin_b; b <= end_b; ++b) {
     int len = p.seqlens_k[b];
@@ -925,15 +899,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         if (tr_cta < 0 || tr_cta >= kTraceCtas || k < 0 || k >= kTracePairs) return nullptr;
         return g_mla_trace + ((tr_cta * 2 + wg) * kTracePairs + k) * kTracePoints;
       };
-#define MLA_TRACE_PAIR(i) \
-  do {                    \
-    MLA_LOCK_STEP();      \
-    pc.tr = trace_at(i);  \
-  } while (0)
+#define MLA_TRACE_PAIR(i) pc.tr = trace_at(i)
 #else
 #define MLA_TRACE_PAIR(i) \
   do {                    \
-    MLA_LOCK_STEP();      \
   } while (0)
 #endif
       if (wg == 0) {
@@ -1071,12 +1040,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
 #if FLASHKIT_MLA_TRACE
   if (tid == 0 && tr_cta_id < kTraceMaxCtas) g_mla_cta[tr_cta_id * 2 + 1] = mla_gtime();
 #endif
-#if FLASHKIT_MLA_LOCKSTEP
-  if (p.cluster_lock > 1) asm volatile("barrier.cluster.wait;\n" ::: "memory");
-#endif
   if (bad != 0) report_device_error(p.errors, bad);
 #undef MLA_TRACE_PAIR
-#undef MLA_LOCK_STEP
 #endif  // FLASHKIT_MLA_SM90_BODY
 }
 
