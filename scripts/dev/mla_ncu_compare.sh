@@ -11,7 +11,7 @@ CFG=${CFG:-128 2 8192}
 VAR=${VAR:-staged}
 FM=$R/.carry/flashmla_built
 NCU=/usr/local/cuda/bin/ncu
-M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second,dram__sectors_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__thread_inst_executed_per_inst_executed.ratio
+M=${M:-gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second,dram__sectors_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__thread_inst_executed_per_inst_executed.ratio}
 for who in fk fm; do
   if [ $who = fk ]; then cmd=("$R/.carry/mlabin/mla_$VAR" perf $CFG); k=regex:mla_split
   else cmd=(python3 "$R/scripts/dev/mla_profile.py" --flashmla "$CFG"); k=regex:splitkv; fi
