@@ -546,6 +546,19 @@ struct Descs {
 
 // Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
 // next pair (nothing to prefetch, no next Q K^T).
+// FLASHKIT_MLA_RELOAD_FIRST (A/B builds): where warpgroup 0 reloads buffer 1's columns
+// 0..255 at the end of a pair. 0: after queueing the first part of the next Q K^T behind its
+// last P V (which blocks until that part's chunks have landed); 1: before it, always; 2:
+// before it where the kernel is memory-bound (at most 64 query rows per KV head).
+#ifndef FLASHKIT_MLA_RELOAD_FIRST
+#define FLASHKIT_MLA_RELOAD_FIRST 0
+#endif
+__device__ __forceinline__ bool reload_first(const MlaParams& p) {
+  if constexpr (FLASHKIT_MLA_RELOAD_FIRST == 1) return true;
+  if constexpr (FLASHKIT_MLA_RELOAD_FIRST == 2) return p.rows_per_kv <= 64;
+  return false;
+}
+
 template <class Tr, bool kLast>
 __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk, float (&s)[8][4],
                                          float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
@@ -627,6 +640,22 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   if constexpr (kLast) {
     prims::wgmma_wait<0>();
     fence_o(o);
+  } else if (reload_first(pc.p)) {
+    // Memory-bound calls: the chunks of S_A' have not landed by now, so waiting for them
+    // before this reload (the branch below) would hold buffer 1's columns 0..255 back by a
+    // memory latency, and warpgroup 1's next Q K^T waits for exactly those. Reload first.
+    prims::wgmma_wait<0>();
+    fence_o(o);
+    MLA_TR(pc, 5);
+    MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
+    prims::fence_operands(s);
+    prims::wgmma_fence();
+    issue_qk_part<Tr, 0, 0, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
+    prims::wgmma_commit();
+    prims::wgmma_wait<0>();
+    prims::fence_operands(s);
+    MLA_TR(pc, 6);
+    ph0 ^= 1;
   } else {
     // S_A' = Q K_A'^T for the next pair: its chunks 0-3 (loaded early in this pair) queue
     // behind O_L += P_B V_B[:, L]; once that is done, buffer 1's columns 0..255 are free.
