@@ -546,17 +546,19 @@ struct Descs {
 
 // Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
 // next pair (nothing to prefetch, no next Q K^T).
-// FLASHKIT_MLA_RELOAD_FIRST (A/B builds): where warpgroup 0 reloads buffer 1's columns
-// 0..255 at the end of a pair. 0: after queueing the first part of the next Q K^T behind its
-// last P V (which blocks until that part's chunks have landed); 1: before it, always; 2:
-// before it where the kernel is memory-bound (at most 64 query rows per KV head).
-#ifndef FLASHKIT_MLA_RELOAD_FIRST
-#define FLASHKIT_MLA_RELOAD_FIRST 0
+// Where warpgroup 0 reloads buffer 1's columns 0..255 at the end of a pair: calls with at most
+// FLASHKIT_MLA_RELOAD_FIRST_ROWS query rows per KV head (two m-blocks) reload them before the
+// next Q K^T, whose first chunks have not landed yet there (waiting for them first held the
+// reload back by a memory latency, and warpgroup 1's next Q K^T waits for that reload); larger
+// ones queue the first part of the next Q K^T behind the last P V and reload after it, which
+// keeps the tensor pipe fed where the kernel is compute-bound. Measured (H200, mla.md "Reload
+// first"): 4-8 % less time at <= 64 rows, ~2 % at 128, +1..6 % at 256 if taken there. 0 = never
+// (A/B builds).
+#ifndef FLASHKIT_MLA_RELOAD_FIRST_ROWS
+#define FLASHKIT_MLA_RELOAD_FIRST_ROWS 128
 #endif
 __device__ __forceinline__ bool reload_first(const MlaParams& p) {
-  if constexpr (FLASHKIT_MLA_RELOAD_FIRST == 1) return true;
-  if constexpr (FLASHKIT_MLA_RELOAD_FIRST == 2) return p.rows_per_kv <= 64;
-  return false;
+  return p.rows_per_kv <= FLASHKIT_MLA_RELOAD_FIRST_ROWS;
 }
 
 template <class Tr, bool kLast>
@@ -641,9 +643,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     prims::wgmma_wait<0>();
     fence_o(o);
   } else if (reload_first(pc.p)) {
-    // Memory-bound calls: the chunks of S_A' have not landed by now, so waiting for them
-    // before this reload (the branch below) would hold buffer 1's columns 0..255 back by a
-    // memory latency, and warpgroup 1's next Q K^T waits for exactly those. Reload first.
+    // Up to two m-blocks (reload_first): buffer 1's columns 0..255 first, then S_A'.
     prims::wgmma_wait<0>();
     fence_o(o);
     MLA_TR(pc, 5);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Device calls of the twenty-third session (2026-11-28).
+#   V (~6 min)  main: the MLA kernel with warpgroup 0's reload before the next Q K^T at <= 128 rows per KV
+#               head (FLASHKIT_MLA_RELOAD_FIRST_ROWS): MLA GPU tests, memcheck and synccheck of
+#               sanitize_mla.py --quick, then the whole FlashMLA matrix with FlashMLA in the same process
+#               (pages 16 / 32 / 64 / 128 for flashkit, 64 for FlashMLA).
+#   run(carry=[".carry/flashmla_built"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh V")
+set -u -o pipefail
+D=$(cd "$(dirname "$0")" && pwd)
+TREE=$(cd "$D/../.." && pwd)
+case "${1:-V}" in
+  V)
+    O=${OUT:-/tmp}/v
+    . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      "$TREE/tests/python/test_mla_gpu.py" "$TREE/tests/python/test_mla_fp8_gpu.py")
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    step memcheck 200 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
+    step synccheck 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    (cd /tmp && step matrix 300 python3 -m flashkit.bench --op mla --flashmla-path "$TREE/.carry/flashmla_built" \
+      --out-dir "$O/matrix")
+    tar -czf "${OUT:-/tmp}/v.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 V" >&2; exit 2 ;;
+esac
