@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/tma_desc.h"
+#include "prims/fastdiv.h"
 
 namespace flashkit {
 
@@ -102,6 +103,11 @@ struct MlaParams {
   // FLASHKIT_MLA_PAGE_RUNS=32 also makes it for page 32, 2 pages a box, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
+  // Hopper kernel only (set by its launcher): page_size as a multiply-high divisor, and
+  // 64 / tma_box_rows (the boxes, one per page, of a 64-token block; 0 without TMA), so the
+  // per-pair page lookups divide by neither at run time.
+  prims::FastDiv page_div;
+  int tma_boxes;
 };
 
 }  // namespace flashkit

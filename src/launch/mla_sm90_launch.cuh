@@ -84,6 +84,8 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   }();
   MlaParams p = params;
   p.tma_box_rows = no_tma ? 0 : mla_sm90::make_kv_tensor_map<T>(p);
+  p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;
+  p.page_div = prims::FastDiv::make(p.page_size);
   if (p.tma_box_rows > 0) return mla_sm90::launch<mla_sm90::Traits<T, true>>(p, dev, stream);
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);
 }

@@ -188,7 +188,7 @@ struct Piece {
   // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each.
   __device__ __forceinline__ int lookup_row() const {
     if constexpr (Tr::kTma) {
-      return lt < kMlaBlockN / p.tma_box_rows ? lt * p.tma_box_rows : kMlaBlockN;
+      return lt < p.tma_boxes ? lt * p.tma_box_rows : kMlaBlockN;
     } else {
       return lt >> 1;
     }
@@ -199,7 +199,7 @@ struct Piece {
   __device__ __forceinline__ int page_id(int block) const {
     const int row = lookup_row();
     const int tok = block * kMlaBlockN + row;
-    return row < kMlaBlockN && tok < load_end ? bt[tok / p.page_size] : -1;
+    return row < kMlaBlockN && tok < load_end ? bt[p.page_div.div(tok)] : -1;
   }
 
   // Loads chunks [c0, c1) of `block` into buffer `buf`; `id` from page_id(block). Rows past
@@ -239,7 +239,7 @@ struct Piece {
           const int tk = block * kMlaBlockN + r;
           bad_row[h] = false;
           if (tk < load_end) {
-            const int pid = bt[tk / p.page_size];
+            const int pid = bt[p.page_div.div(tk)];
             bad_row[h] = pid < 0 || pid >= p.num_pages;
           }
         }
@@ -250,10 +250,15 @@ struct Piece {
         if (lt == 0) prims::mbarrier_arrive(bar_k(buf, 0));
       }
     }
-    const int slot = tok - (tok / p.page_size) * p.page_size;
+    const int slot = tok - p.page_div.div(tok) * p.page_size;
     // Evict-first even where several m-blocks read the block (evict-normal / evict-last in
     // all but the last m-block measured 1-13 % slower, v16).
+#if FLASHKIT_MLA_K_EVICT_NORMAL  // A/B builds only
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+#else
     const uint64_t policy = prims::l2_evict_first_policy();
+#endif
     const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
     if constexpr (Tr::kTma) {
       // Predicated, not branched: no thread-divergent branch among the in-flight wgmmas.
