@@ -253,12 +253,7 @@ struct Piece {
     const int slot = tok - p.page_div.div(tok) * p.page_size;
     // Evict-first even where several m-blocks read the block (evict-normal / evict-last in
     // all but the last m-block measured 1-13 % slower, v16).
-#if FLASHKIT_MLA_K_EVICT_NORMAL  // A/B builds only
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
-#else
     const uint64_t policy = prims::l2_evict_first_policy();
-#endif
     const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
     if constexpr (Tr::kTma) {
       // Predicated, not branched: no thread-divergent branch among the in-flight wgmmas.
