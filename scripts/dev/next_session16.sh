@@ -5,6 +5,9 @@
 #               sanitize_mla.py --quick, then the whole FlashMLA matrix with FlashMLA in the same process
 #               (pages 16 / 32 / 64 / 128 for flashkit, 64 for FlashMLA).
 #   run(carry=[".carry/flashmla_built"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh V")
+#   H (~5 min, an H100)  V, then the dev-harness A/B of the reload-first threshold (FLASHKIT_MLA_RELOAD_FIRST_ROWS
+#               0 / 128 / 256: binaries mla_rf0, mla_rf128, mla_rf256 in .carry/mlabin), chosen on the H200.
+#   run(kind="nvidia-h100-x1", carry=[".carry/flashmla_built", ".carry/mlabin"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh H")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -23,5 +26,10 @@ case "${1:-V}" in
       --out-dir "$O/matrix")
     tar -czf "${OUT:-/tmp}/v.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 V" >&2; exit 2 ;;
+  H)
+    bash "$0" V
+    NCU= FM_BUILT= ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;64 2 8192;128 2 16384;128 2 4096" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
+    ;;
+  *) echo "usage: $0 V|H" >&2; exit 2 ;;
 esac
