@@ -8,6 +8,8 @@
 #   H (~5 min, an H100)  V, then the dev-harness A/B of the reload-first threshold (FLASHKIT_MLA_RELOAD_FIRST_ROWS
 #               0 / 128 / 256: binaries mla_rf0, mla_rf128, mla_rf256 in .carry/mlabin), chosen on the H200.
 #   run(kind="nvidia-h100-x1", carry=[".carry/flashmla_built", ".carry/mlabin"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh H")
+#   D (~4 min)  wip/decode-fastdiv (.carry/cur) against main (.carry/old), bf16 decode graph times, ABAB.
+#   run(kind="nvidia-h100-x1", carry=[".carry/cur", ".carry/old"], command="bash scripts/dev/next_session16.sh D")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -31,5 +33,22 @@ case "${1:-V}" in
     NCU= FM_BUILT= ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;64 2 8192;128 2 16384;128 2 4096" \
       bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
     ;;
-  *) echo "usage: $0 V|H" >&2; exit 2 ;;
+  D)
+    # Decode bf16 page lookups by FastDiv (branch wip/decode-fastdiv, carried as .carry/cur) against main
+    # (.carry/old): both trees installed at once, then graph time ABAB on bf16 rows; a decode test subset last.
+    O=${OUT:-/tmp}/d
+    . "$D/device_steps.sh"
+    device_header
+    ( install_old "$TREE/.carry/old" ) &
+    ( install_cmd "$TREE/.carry/cur"; step install_new 400 "${INSTALL[@]}" ) &
+    wait
+    CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 16:4096:32:32 1:65536:32:8"
+    for i in 1 2; do
+      (cd /tmp && PYTHONPATH=/tmp/oldpkg step bench_old_$i 60 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF)
+      (cd /tmp && step bench_new_$i 60 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF)
+    done
+    (cd /tmp && step tests 90 python3 -m pytest -q -m gpu -n 6 -x -p no:cacheprovider "$TREE/.carry/cur/tests/python/test_decode_gpu.py")
+    tar -czf "${OUT:-/tmp}/d.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 V|H|D" >&2; exit 2 ;;
 esac
