@@ -316,6 +316,7 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.batch = int(m.B), p.s_q = int(m.s_q), p.h_q = int(m.h_q), p.h_kv = int(m.h_kv), p.ratio = int(m.ratio);
   p.head_dim = int(m.d), p.head_dim_v = int(m.dv);
   p.page_size = int(a.k_cache.shape[1]);
+  p.page_div = prims::FastDiv::make(p.page_size);
   p.max_pages = int(a.block_table.shape[1]);
   p.num_pages = int(a.k_cache.shape[0]);
   p.capacity = int64_t(p.max_pages) * p.page_size;

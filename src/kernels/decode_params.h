@@ -14,6 +14,8 @@
 
 #include <vector_types.h>  // int4
 
+#include "prims/fastdiv.h"
+
 namespace flashkit {
 
 // One work item of the split kernel, written by the plan kernel.
@@ -108,6 +110,7 @@ struct DecodeParams {
   int batch, s_q, h_q, h_kv, ratio;  // ratio = h_q / h_kv
   int head_dim, head_dim_v;
   int page_size, max_pages, num_pages;
+  prims::FastDiv page_div;  // page_size as a multiply-high divisor: the split kernel's per-tile lookups
   int64_t capacity;  // max_pages * page_size: longest length the block table can describe
   int rows;          // kRows of the kernel configuration (16 or 32)
   int row_groups;    // ceil(ratio * s_q / rows)

@@ -240,9 +240,19 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 
   // --- block table -> per-token element offsets (threads 0..kBlockN-1, one token each) ---
   // page_of: the block id of this thread's token of `tile` (-1 past the chunk's end).
+  // tok / page_size: a multiply-high for the 16-bit caches; the 8-bit kernels keep the
+  // division, because holding the FastDiv's fields took them from 128 to 143 registers
+  // (4 -> 3 CTAs per SM).
+  auto page_index = [&](int tok) -> int {
+    if constexpr (kQuant != 0) {
+      return tok / p.page_size;
+    } else {
+      return p.page_div.div(tok);
+    }
+  };
   auto page_of = [&](int tile) -> int {
     const int tok = t_begin + tile * kBlockN + tid;
-    return (tile < n_tiles && tok < t_end) ? bt_row[tok / p.page_size] : -1;
+    return (tile < n_tiles && tok < t_end) ? bt_row[page_index(tok)] : -1;
   };
   // Writes the offsets of `tile` into its ring slot; a block id out of range is never
   // dereferenced: offset -1 (zero-filled and masked) and the error bit.
@@ -253,7 +263,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const bool ok = page >= 0 && page < p.num_pages;
     int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
     if (in_range && ok) {
-      const int in_page = tok - (tok / p.page_size) * p.page_size;
+      const int in_page = tok - page_index(tok) * p.page_size;
       ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
       ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
       if constexpr (kQuant != 0) {
