@@ -10,6 +10,9 @@
 #   run(kind="nvidia-h100-x1", carry=[".carry/flashmla_built", ".carry/mlabin"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh H")
 #   D (~4 min)  wip/decode-fastdiv (.carry/cur) against main (.carry/old), bf16 decode graph times, ABAB.
 #   run(kind="nvidia-h100-x1", carry=[".carry/cur", ".carry/old"], command="bash scripts/dev/next_session16.sh D")
+#   Q (~4 min, NOT RUN YET)  wip/decode-q-shift against main, FP8 / int8 rows (.carry/cur = git archive wip/decode-q-shift,
+#               .carry/old = git archive main).
+#   run(kind="nvidia-h100-x1", carry=[".carry/cur", ".carry/old"], command="bash scripts/dev/next_session16.sh Q")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -50,5 +53,24 @@ case "${1:-V}" in
     (cd /tmp && step tests 90 python3 -m pytest -q -m gpu -n 6 -x -p no:cacheprovider "$TREE/.carry/cur/tests/python/test_decode_gpu.py")
     tar -czf "${OUT:-/tmp}/d.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 V|H|D" >&2; exit 2 ;;
+  Q)
+    # NOT RUN YET. Branch wip/decode-q-shift (.carry/cur) against main (.carry/old): the 8-bit kernels look up
+    # power-of-two pages by a shift instead of a division (registers stay 128 at D 128). Prediction: FP8 / int8
+    # 0-1% less time (the bf16 kernels' FastDiv gave 0.3-0.7%). Then the decode tests on the branch.
+    O=${OUT:-/tmp}/q
+    . "$D/device_steps.sh"
+    device_header
+    ( install_old "$TREE/.carry/old" ) &
+    ( install_cmd "$TREE/.carry/cur"; step install_new 400 "${INSTALL[@]}" ) &
+    wait
+    CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 1:16384:32:8"
+    for i in 1 2; do
+      (cd /tmp && PYTHONPATH=/tmp/oldpkg step bench_old_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv fp8 int8 --configs $CF)
+      (cd /tmp && step bench_new_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv fp8 int8 --configs $CF)
+    done
+    (cd /tmp && step tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "$TREE/.carry/cur/tests/python/test_decode_gpu.py" \
+      "$TREE/.carry/cur/tests/python/test_kvcache_gpu.py")
+    tar -czf "${OUT:-/tmp}/q.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 V|H|D|Q" >&2; exit 2 ;;
 esac
