@@ -13,6 +13,8 @@
 #   Q (~4 min, NOT RUN YET)  wip/decode-q-shift against main, FP8 / int8 rows (.carry/cur = git archive wip/decode-q-shift,
 #               .carry/old = git archive main).
 #   run(kind="nvidia-h100-x1", carry=[".carry/cur", ".carry/old"], command="bash scripts/dev/next_session16.sh Q")
+#   N (~2 min, NOT RUN YET)  ncu of MLA v19 against FlashMLA at h_q 128 s_q 2 8k (mla_ncu_compare.sh).
+#   run(carry=[".carry/mlabin", ".carry/flashmla_built"], command="bash scripts/dev/next_session16.sh N")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -72,5 +74,11 @@ case "${1:-V}" in
       "$TREE/.carry/cur/tests/python/test_kvcache_gpu.py")
     tar -czf "${OUT:-/tmp}/q.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 V|H|D|Q" >&2; exit 2 ;;
+  N)
+    # NOT RUN YET. ncu of the v19 MLA split kernel against FlashMLA's at a compute-bound shape: per-opcode
+    # instructions, warp states and source-level stall samples of both (mla.md "What is left"). Needs
+    # .carry/mlabin/mla_v19 (scripts/dev/mla_build_variants.sh with VARIANTS="v19:") and .carry/flashmla_built.
+    CFG=${CFG:-128 2 8192} VAR=v19 bash "$D/mla_ncu_compare.sh"
+    ;;
+  *) echo "usage: $0 V|H|D|Q|N" >&2; exit 2 ;;
 esac
