@@ -38,41 +38,30 @@ case "${1:-V}" in
     NCU= FM_BUILT= ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;64 2 8192;128 2 16384;128 2 4096" \
       bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
     ;;
-  D)
-    # Decode bf16 page lookups by FastDiv (branch wip/decode-fastdiv, carried as .carry/cur) against main
-    # (.carry/old): both trees installed at once, then graph time ABAB on bf16 rows; a decode test subset last.
-    O=${OUT:-/tmp}/d
+  D | Q)
+    # Two trees, main (.carry/old) and a branch (.carry/cur), installed at once, then graph time in ABAB order
+    # and the branch's decode tests. D: wip/decode-fastdiv (bf16 page lookups by FastDiv; run 2026-11-28 and
+    # merged). Q (NOT RUN YET): wip/decode-q-shift, the 8-bit kernels look up power-of-two pages by a shift
+    # (registers stay 128 at D 128); prediction: FP8 / int8 0-1% less time.
+    O=${OUT:-/tmp}/$(echo "$1" | tr 'DQ' 'dq')
     . "$D/device_steps.sh"
     device_header
     ( install_old "$TREE/.carry/old" ) &
     ( install_cmd "$TREE/.carry/cur"; step install_new 400 "${INSTALL[@]}" ) &
     wait
-    CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 16:4096:32:32 1:65536:32:8"
+    if [ "$1" = D ]; then
+      KV="bf16"; CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 16:4096:32:32 1:65536:32:8"
+      TESTS=("$TREE/.carry/cur/tests/python/test_decode_gpu.py")
+    else
+      KV="fp8 int8"; CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 1:16384:32:8"
+      TESTS=("$TREE/.carry/cur/tests/python/test_decode_gpu.py" "$TREE/.carry/cur/tests/python/test_kvcache_gpu.py")
+    fi
     for i in 1 2; do
-      (cd /tmp && PYTHONPATH=/tmp/oldpkg step bench_old_$i 60 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF)
-      (cd /tmp && step bench_new_$i 60 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF)
+      (cd /tmp && PYTHONPATH=/tmp/oldpkg step bench_old_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv $KV --configs $CF)
+      (cd /tmp && step bench_new_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv $KV --configs $CF)
     done
-    (cd /tmp && step tests 90 python3 -m pytest -q -m gpu -n 6 -x -p no:cacheprovider "$TREE/.carry/cur/tests/python/test_decode_gpu.py")
-    tar -czf "${OUT:-/tmp}/d.tgz" -C "$(dirname "$O")" "$(basename "$O")"
-    ;;
-  Q)
-    # NOT RUN YET. Branch wip/decode-q-shift (.carry/cur) against main (.carry/old): the 8-bit kernels look up
-    # power-of-two pages by a shift instead of a division (registers stay 128 at D 128). Prediction: FP8 / int8
-    # 0-1% less time (the bf16 kernels' FastDiv gave 0.3-0.7%). Then the decode tests on the branch.
-    O=${OUT:-/tmp}/q
-    . "$D/device_steps.sh"
-    device_header
-    ( install_old "$TREE/.carry/old" ) &
-    ( install_cmd "$TREE/.carry/cur"; step install_new 400 "${INSTALL[@]}" ) &
-    wait
-    CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 1:16384:32:8"
-    for i in 1 2; do
-      (cd /tmp && PYTHONPATH=/tmp/oldpkg step bench_old_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv fp8 int8 --configs $CF)
-      (cd /tmp && step bench_new_$i 90 python3 "$TREE/scripts/decode_quick_bench.py" --kv fp8 int8 --configs $CF)
-    done
-    (cd /tmp && step tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "$TREE/.carry/cur/tests/python/test_decode_gpu.py" \
-      "$TREE/.carry/cur/tests/python/test_kvcache_gpu.py")
-    tar -czf "${OUT:-/tmp}/q.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    (cd /tmp && step tests 200 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "${TESTS[@]}")
+    tar -czf "$O.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
   N)
     # NOT RUN YET. ncu of the v19 MLA split kernel against FlashMLA's at a compute-bound shape: per-opcode

@@ -544,8 +544,6 @@ struct Descs {
   uint64_t q, k[2], v[2], p0, p1;
 };
 
-// Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
-// next pair (nothing to prefetch, no next Q K^T).
 // Where warpgroup 0 reloads buffer 1's columns 0..255 at the end of a pair: calls with at most
 // FLASHKIT_MLA_RELOAD_FIRST_ROWS query rows per KV head (two m-blocks) reload them before the
 // next Q K^T, whose first chunks have not landed yet there (waiting for them first held the
@@ -561,6 +559,8 @@ __device__ __forceinline__ bool reload_first(const MlaParams& p) {
   return p.rows_per_kv <= FLASHKIT_MLA_RELOAD_FIRST_ROWS;
 }
 
+// Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
+// next pair (nothing to prefetch, no next Q K^T).
 template <class Tr, bool kLast>
 __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk, float (&s)[8][4],
                                          float (&o)[4][8][4], float (&l)[2], const uint32_t (&rope)[4][4],
