@@ -15,6 +15,8 @@
 #   run(kind="nvidia-h100-x1", carry=[".carry/cur", ".carry/old"], command="bash scripts/dev/next_session16.sh Q")
 #   N (~2 min, NOT RUN YET)  ncu of MLA v19 against FlashMLA at h_q 128 s_q 2 8k (mla_ncu_compare.sh).
 #   run(carry=[".carry/mlabin", ".carry/flashmla_built"], command="bash scripts/dev/next_session16.sh N")
+#   W (~2 min, NOT RUN YET)  wip/mla-load-warp0 against v19 in the dev harness (binaries mla_v19 / mla_w0 in .carry/mlabin).
+#   run(carry=[".carry/mlabin"], command="bash scripts/dev/next_session16.sh W")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -69,5 +71,13 @@ case "${1:-V}" in
     # .carry/mlabin/mla_v19 (scripts/dev/mla_build_variants.sh with VARIANTS="v19:") and .carry/flashmla_built.
     CFG=${CFG:-128 2 8192} VAR=v19 bash "$D/mla_ncu_compare.sh"
     ;;
-  *) echo "usage: $0 V|H|D|Q|N" >&2; exit 2 ;;
+  W)
+    # NOT RUN YET. Branch wip/mla-load-warp0: warps 1-3 of a warpgroup skip the TMA load_chunks (a retry of a
+    # v15-era negative, now that v19 showed issue slots matter in the compute-bound rows). Prediction: -2..-5%
+    # at h_q 128, 0 at h_q 16. .carry/mlabin: mla_v19 (main) and mla_w0 (the branch with
+    # -DFLASHKIT_MLA_LOAD_WARP0=1); checks, two interleaved rounds, ncu instruction counts of both.
+    ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;128 2 16384;128 2 4096" NCU_CFGS="128 2 8192" \
+      bash "$D/mla_ab_ncu.sh"
+    ;;
+  *) echo "usage: $0 V|H|D|Q|N|W" >&2; exit 2 ;;
 esac
