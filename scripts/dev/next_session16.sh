@@ -72,10 +72,13 @@ case "${1:-V}" in
     CFG=${CFG:-128 2 8192} VAR=v19 bash "$D/mla_ncu_compare.sh"
     ;;
   W)
-    # NOT RUN YET. Branch wip/mla-load-warp0: warps 1-3 of a warpgroup skip the TMA load_chunks (a retry of a
-    # v15-era negative, now that v19 showed issue slots matter in the compute-bound rows). Prediction: -2..-5%
-    # at h_q 128, 0 at h_q 16. .carry/mlabin: mla_v19 (main) and mla_w0 (the branch with
-    # -DFLASHKIT_MLA_LOAD_WARP0=1); checks, two interleaved rounds, ncu instruction counts of both.
+    # NOT RUN YET. Branch wip/mla-load-warp0, two A/B defines against v19 (main), binaries in .carry/mlabin:
+    #   mla_w0    -DFLASHKIT_MLA_LOAD_WARP0=1: warps 1-3 of a warpgroup skip the TMA load_chunks (a retry of a
+    #             v15-era negative, now that v19 showed issue slots matter). Prediction: -2..-5% at h_q 128, 0 at 16.
+    #   mla_erall -DFLASHKIT_MLA_EARLY_RELOAD_ROWS=-1: FlashMLA's warpgroup-0 order (reload buffer 0's first chunks
+    #             before the scale barrier) in every call (-2..+9% at v15). If it wins at <= 128 rows it needs its
+    #             own instantiation there: a run-time row test serializes the wgmmas (ptxas C7511).
+    # Checks, two interleaved rounds, ncu instruction counts of each.
     ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;128 2 16384;128 2 4096" NCU_CFGS="128 2 8192" \
       bash "$D/mla_ab_ncu.sh"
     ;;
