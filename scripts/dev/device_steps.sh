@@ -57,3 +57,13 @@ restore_inst() {
   find "${2%/src/*}/build" -name "$(basename "$2").o" -delete 2>/dev/null
   return 0
 }
+# mla_checks TREE: the MLA GPU tests (bf16 / fp16 and FP8 caches), then memcheck and synccheck of
+# sanitize_mla.py --quick, as steps mla_tests / memcheck / synccheck.
+mla_checks() {
+  (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+    "$1/tests/python/test_mla_gpu.py" "$1/tests/python/test_mla_fp8_gpu.py")
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  step memcheck 200 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$1/scripts/sanitize_mla.py" --quick
+  step synccheck 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$1/scripts/sanitize_mla.py" --quick
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+}
