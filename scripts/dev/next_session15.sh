@@ -47,12 +47,7 @@ case "${1:-M}" in
     O=${OUT:-/tmp}/r
     . "$D/device_steps.sh"
     install_tree "$TREE"
-    (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
-      "$TREE/tests/python/test_mla_gpu.py" "$TREE/tests/python/test_mla_fp8_gpu.py")
-    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-    step memcheck 200 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
-    step synccheck 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
-    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    mla_checks "$TREE"
     i=0
     for v in runs off off runs; do
       i=$((i + 1))
