@@ -15,5 +15,15 @@ case "${1:-B}" in
     python3 "$D/ncu_stall_diff.py" <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") \
       > "${OUT:-/tmp}/stalls_box64.txt" 2>&1
     ;;
-  *) echo "usage: $0 B" >&2; exit 2 ;;
+  R)
+    # The whole-box / run copies with lane 0's coordinates by __reduce_max_sync (uniform registers) instead of
+    # shuffles (FLASHKIT_MLA_REDUX): mla_v19 (main), mla_box64 (REDUX=0), mla_redux. Pages 64 and 16.
+    # Prediction: -0.5..-1% where compute-bound (ELECT / BRA.U.ANY loops around each copy gone).
+    for b in .carry/mlabin/mla_*; do
+      echo "$b: ELECT $(/usr/local/cuda/bin/cuobjdump -sass "$b" | grep -c ELECT) BRA.U.ANY $(/usr/local/cuda/bin/cuobjdump -sass "$b" | grep -c 'BRA.U.ANY') UTMALDG $(/usr/local/cuda/bin/cuobjdump -sass "$b" | grep -c UTMALDG)"
+    done > "${OUT:-/tmp}/sass_counts.txt" 2>&1
+    ROUNDS=2 CFGS="16 1 16384;64 1 16384;128 1 8192;128 2 16384;128 2 4096;64 2 8192 16;128 2 8192 16;16 1 16384 16" \
+      NCU_CFGS="128 2 8192" bash "$D/mla_ab_ncu.sh"
+    ;;
+  *) echo "usage: $0 B|R" >&2; exit 2 ;;
 esac
