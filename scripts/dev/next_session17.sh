@@ -25,5 +25,19 @@ case "${1:-B}" in
     ROUNDS=2 CFGS="16 1 16384;64 1 16384;128 1 8192;128 2 16384;128 2 4096;64 2 8192 16;128 2 8192 16;16 1 16384 16" \
       NCU_CFGS="128 2 8192" bash "$D/mla_ab_ncu.sh"
     ;;
-  *) echo "usage: $0 B|R" >&2; exit 2 ;;
+  P)
+    # mla_box64b: the page-16/32 kernel keeps v19's run-time whole-box branch (box64 measured 1-3 % slower at
+    # page 16 without it). Its SASS against v19's (should be the same), then timings at pages 64 and 16.
+    CU=/usr/local/cuda/bin/cuobjdump
+    for b in v19 box64b; do
+      $CU -sass -fun '_ZN8flashkit8mla_sm9016mla_split_kernelINS0_6TraitsI13__nv_bfloat16Lb1ELb0EEEEEvNS_9MlaParamsE' \
+        .carry/mlabin/mla_$b | grep -E '^ +/\*[0-9a-f]{4}\*/' | sed 's@/\*[0-9a-f]*\*/@@; s@;.*@@' > /tmp/sass_$b.txt
+      $CU -sass .carry/mlabin/mla_$b | grep -c ':' > /dev/null
+      echo "$b: $(wc -l < /tmp/sass_$b.txt) instructions in the Traits<bf16, true, false> kernel"
+    done > "${OUT:-/tmp}/sass_p16.txt" 2>&1
+    diff /tmp/sass_v19.txt /tmp/sass_box64b.txt | head -40 >> "${OUT:-/tmp}/sass_p16.txt"
+    NCU= ROUNDS=3 CFGS="16 1 16384 16;64 2 8192 16;128 2 8192 16;128 1 8192 16;16 1 16384;128 1 8192;128 2 16384" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
+    ;;
+  *) echo "usage: $0 B|R|P" >&2; exit 2 ;;
 esac

@@ -78,11 +78,6 @@
 #ifndef FLASHKIT_MLA_STAGED_O
 #define FLASHKIT_MLA_STAGED_O 1
 #endif
-// FLASHKIT_MLA_REDUX: the whole-block boxes and page runs take lane 0's coordinates by a warp reduction
-//   (uniform registers, one instruction per copy) (1) or by shuffles (0).
-#ifndef FLASHKIT_MLA_REDUX
-#define FLASHKIT_MLA_REDUX 1
-#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -276,24 +271,13 @@ struct Piece {
 #pragma unroll
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
-      if constexpr (Tr::kWholeBox) {
+      const bool issue = lt < 32 && row < kMlaBlockN;
+      // (The kernel for pages of 16 / 32 keeps this branch too: without it, its block loop was laid out
+      // differently and measured 1-3 % slower at page 16, H200 2026-11-28.)
+      if (Tr::kWholeBox || p.tma_box_rows == kMlaBlockN) {
         // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
         // the coordinates are warp-uniform and each copy is one predicated instruction (with
         // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
-#if FLASHKIT_MLA_REDUX
-        // Lane 0's coordinates through a warp reduction: its result is a uniform register, so
-        // each copy is one instruction (a shuffle's result is not known to be warp-uniform, and
-        // ptxas wraps each copy in a loop over the lanes' distinct operands).
-        const bool first = (lt & 31) == 0;
-        const int y0 = __reduce_max_sync(0xffffffffu, first && ok ? slot : 0);
-        const int page0 = __reduce_max_sync(0xffffffffu, first ? (ok ? id : p.num_pages) : 0);
-        const uint32_t dst0 = prims::smem_addr(buf_ptr(buf));
-#pragma unroll
-        for (int c = c0; c < c1; ++c) {
-          prims::tma_load_4d_if(lt == 0, dst0 + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, y0, kvh, page0, bar_k(buf, c),
-                                policy);
-        }
-#else
         const int ok0 = __shfl_sync(0xffffffffu, int(ok), 0);
         const int slot0 = __shfl_sync(0xffffffffu, slot, 0);
         const int id0 = __shfl_sync(0xffffffffu, id, 0);
@@ -302,8 +286,9 @@ struct Piece {
           prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, ok0 ? slot0 : 0, kvh,
                                 ok0 ? id0 : p.num_pages, bar_k(buf, c), policy);
         }
-#endif
-      } else {
+        return;
+      }
+      if constexpr (!Tr::kWholeBox) {
         // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
         // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
         // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
@@ -314,23 +299,15 @@ struct Piece {
           const int id0 = __shfl_sync(0xffffffffu, id, 0);
           const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
           if (__all_sync(0xffffffffu, mine)) {
-#if FLASHKIT_MLA_REDUX
-            const int page0 = __reduce_max_sync(0xffffffffu, (lt & 31) == 0 ? id : 0);  // >= 0: lane 0 is ok
-            const uint32_t dst0 = prims::smem_addr(buf_ptr(buf));
-#else
-            const int page0 = id0;
-            const uint32_t dst0 = dst;
-#endif
 #pragma unroll
             for (int c = c0; c < c1; ++c) {
-              prims::tma_load_4d_if(lt == 0, dst0 + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, page0,
+              prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, id0,
                                     bar_k(buf, c), policy);
             }
             return;
           }
         }
-        // One box per page (any box size; the launcher sends pages of >= 64 tokens to kWholeBox).
-        const bool issue = lt < 32 && row < kMlaBlockN;
+        // One box per page.
 #pragma unroll
         for (int c = c0; c < c1; ++c) {
           prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0,
