@@ -3,6 +3,7 @@
 // (direct or partial) is compared with a double-precision reference over its block range.
 // Build: nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
 //        -Iinclude -Isrc scripts/dev/mla_sm90_check.cu src/kernels/mla/inst/mla_sm90_bf16.cu
+//        src/kernels/mla/inst/mla_sm90_bf16_box64.cu
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -1,6 +1,6 @@
 // Declarations of the MLA decoding launchers (src/kernels/mla/). All return cudaError_t as
 // int. The split kernels exist per dtype: the Hopper one (sm_90a, wgmma) in
-// src/kernels/mla/inst/mla_sm90_<dtype>.cu, the portable one (sm_80+, mma.sync) in
+// src/kernels/mla/inst/mla_sm90_<dtype>.cu (+ _box64.cu), the portable one (sm_80+, mma.sync) in
 // src/kernels/mla/inst/mla_sm80_<dtype>.cu; metadata and combine in
 // src/kernels/mla/inst/mla_aux.cu.
 #pragma once

@@ -1,5 +1,6 @@
 // Launcher of the Hopper MLA split kernel. Included only by the instantiation files
-// src/kernels/mla/inst/mla_sm90_<dtype>.cu.
+// src/kernels/mla/inst/mla_sm90_<dtype>.cu (the launcher, the cp.async and one-box-per-page
+// kernels) and mla_sm90_<dtype>_box64.cu (the kernel for pages of >= 64 tokens).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -71,6 +72,12 @@ cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t strea
                                  Tr::kSmemBytes, stream, true, p);
 }
 
+// The whole-block-box kernels (pages of >= 64 tokens) are compiled in their own files
+// (inst/mla_sm90_<dtype>_box64.cu), in parallel with the others.
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true>>(const MlaParams&, const DeviceInfo&,
+                                                                      cudaStream_t);
+extern template cudaError_t launch<Traits<__half, true, true>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
+
 }  // namespace mla_sm90
 
 // FLASHKIT_MLA_NO_TMA=1 (read once) forces the cp.async loads (for comparisons).
@@ -86,6 +93,7 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   p.tma_box_rows = no_tma ? 0 : mla_sm90::make_kv_tensor_map<T>(p);
   p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;
   p.page_div = prims::FastDiv::make(p.page_size);
+  if (p.tma_box_rows == kMlaBlockN) return mla_sm90::launch<mla_sm90::Traits<T, true, true>>(p, dev, stream);
   if (p.tma_box_rows > 0) return mla_sm90::launch<mla_sm90::Traits<T, true>>(p, dev, stream);
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);
 }
@@ -117,6 +125,10 @@ int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piec
 #endif
 
 }  // namespace flashkit
+
+#define FLASHKIT_INSTANTIATE_MLA_SM90_BOX64(T)                                                                \
+  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true>>(                  \
+      const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90(TAG)                                                  \
   template int flashkit::launch_mla_split_sm90<flashkit::TAG>(const flashkit::MlaParams&,   \

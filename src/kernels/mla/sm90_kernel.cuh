@@ -111,10 +111,15 @@ __device__ __forceinline__ unsigned long long mla_gtime() {
 #endif
 
 // kTma: K blocks arrive by TMA (page sizes that are multiples of 16), else by cp.async.
-template <typename T_, bool kTma_>
+// kWholeBox (TMA only): pages are multiples of 64 tokens, every chunk of a block is one box
+// resolved by lane 0; the other load paths (one box per page, runs of pages) are compiled
+// out, so the block loop's code holds only what runs (mla.md "One box per chunk at compile time").
+template <typename T_, bool kTma_, bool kWholeBox_ = false>
 struct Traits {
   using T = T_;
   static constexpr bool kTma = kTma_;
+  static constexpr bool kWholeBox = kWholeBox_;
+  static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
   static constexpr int kThreads = 256;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
@@ -187,7 +192,9 @@ struct Piece {
   // The row of a block this thread resolves a page for: cp.async: its own copy row
   // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each.
   __device__ __forceinline__ int lookup_row() const {
-    if constexpr (Tr::kTma) {
+    if constexpr (Tr::kWholeBox) {
+      return lt == 0 ? 0 : kMlaBlockN;
+    } else if constexpr (Tr::kTma) {
       return lt < p.tma_boxes ? lt * p.tma_box_rows : kMlaBlockN;
     } else {
       return lt >> 1;
@@ -225,11 +232,15 @@ struct Piece {
       uint64_t inv = 0;
       if constexpr (Tr::kTma) {
         const uint32_t segs = __ballot_sync(0xffffffffu, row < kMlaBlockN && tok < load_end && !ok);
-        const int box = p.tma_box_rows;
-        const uint64_t seg_bits = box == 64 ? ~uint64_t(0) : ((uint64_t(1) << box) - 1);
+        if constexpr (Tr::kWholeBox) {
+          inv = (segs & 1u) ? ~uint64_t(0) : uint64_t(0);
+        } else {
+          const int box = p.tma_box_rows;
+          const uint64_t seg_bits = box == 64 ? ~uint64_t(0) : ((uint64_t(1) << box) - 1);
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
-          if (segs & (1u << k)) inv |= seg_bits << (k * box);
+          for (int k = 0; k < 4; ++k)
+            if (segs & (1u << k)) inv |= seg_bits << (k * box);
+        }
       } else {
         // Warp 0 checks rows lane and lane + 32 itself (the copy rows are lt / 2).
         bool bad_row[2];
@@ -261,10 +272,12 @@ struct Piece {
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
       const bool issue = lt < 32 && row < kMlaBlockN;
-      // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
-      // the coordinates are warp-uniform and each copy is one predicated instruction (with
-      // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
-      if (p.tma_box_rows == kMlaBlockN) {
+      // (The kernel for pages of 16 / 32 keeps this branch too: without it, its block loop was laid out
+      // differently and measured 1-3 % slower at page 16, H200 2026-11-28.)
+      if (Tr::kWholeBox || p.tma_box_rows == kMlaBlockN) {
+        // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
+        // the coordinates are warp-uniform and each copy is one predicated instruction (with
+        // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
         const int ok0 = __shfl_sync(0xffffffffu, int(ok), 0);
         const int slot0 = __shfl_sync(0xffffffffu, slot, 0);
         const int id0 = __shfl_sync(0xffffffffu, id, 0);
@@ -275,28 +288,31 @@ struct Piece {
         }
         return;
       }
-      // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
-      // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
-      // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
-      // from the run map, which lands as the n one-page boxes would. Warp-uniform: the other
-      // warps' lanes resolve no page, so `mine` is false on some lane and they take the loop
-      // below, predicated off as before.
-      if (p.tma_run_pages > 0) {
-        const int id0 = __shfl_sync(0xffffffffu, id, 0);
-        const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
-        if (__all_sync(0xffffffffu, mine)) {
+      if constexpr (!Tr::kWholeBox) {
+        // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
+        // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
+        // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
+        // from the run map, which lands as the n one-page boxes would. Warp-uniform: the other
+        // warps' lanes resolve no page, so `mine` is false on some lane and they take the loop
+        // below, predicated off as before.
+        if (p.tma_run_pages > 0) {
+          const int id0 = __shfl_sync(0xffffffffu, id, 0);
+          const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
+          if (__all_sync(0xffffffffu, mine)) {
 #pragma unroll
-          for (int c = c0; c < c1; ++c) {
-            prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, id0,
-                                  bar_k(buf, c), policy);
+            for (int c = c0; c < c1; ++c) {
+              prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, id0,
+                                    bar_k(buf, c), policy);
+            }
+            return;
           }
-          return;
         }
-      }
+        // One box per page.
 #pragma unroll
-      for (int c = c0; c < c1; ++c) {
-        prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0, kvh,
-                              ok ? id : p.num_pages, bar_k(buf, c), policy);
+        for (int c = c0; c < c1; ++c) {
+          prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0,
+                                kvh, ok ? id : p.num_pages, bar_k(buf, c), policy);
+        }
       }
     } else {
       // Each thread: half a 128-byte chunk row (4 x 16 bytes) per chunk.
