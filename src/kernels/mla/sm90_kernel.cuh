@@ -274,7 +274,10 @@ struct Piece {
       const bool issue = lt < 32 && row < kMlaBlockN;
       // (The kernel for pages of 16 / 32 keeps this branch too: without it, its block loop was laid out
       // differently and measured 1-3 % slower at page 16, H200 2026-11-28.)
-      if (Tr::kWholeBox || p.tma_box_rows == kMlaBlockN) {
+#ifndef FLASHKIT_MLA_P16_LAYOUT
+#define FLASHKIT_MLA_P16_LAYOUT 0
+#endif
+      if (Tr::kWholeBox || ((FLASHKIT_MLA_P16_LAYOUT & 1) == 0 && p.tma_box_rows == kMlaBlockN)) {
         // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
         // the coordinates are warp-uniform and each copy is one predicated instruction (with
         // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
@@ -298,7 +301,9 @@ struct Piece {
         if (p.tma_run_pages > 0) {
           const int id0 = __shfl_sync(0xffffffffu, id, 0);
           const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
-          if (__all_sync(0xffffffffu, mine)) {
+          bool run = __all_sync(0xffffffffu, mine);
+          if constexpr ((FLASHKIT_MLA_P16_LAYOUT & 2) != 0) run = __builtin_expect(run, 1);
+          if (run) {
 #pragma unroll
             for (int c = c0; c < c1; ++c) {
               prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap_run, c * 64, 0, kvh, id0,
