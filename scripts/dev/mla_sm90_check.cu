@@ -125,7 +125,8 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
   const int num_pages = c.B * max_pages + 3;
   std::vector<int> perm(num_pages);
   for (int i = 0; i < num_pages; ++i) perm[i] = i;
-  std::shuffle(perm.begin(), perm.end(), rng);
+  // MLA_SEQ=1: consecutive page ids (the bench's default tables; page 16 then takes the run copies).
+  if (!(std::getenv("MLA_SEQ") && std::getenv("MLA_SEQ")[0] == '1')) std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<int> bt(c.B * max_pages);
   for (int i = 0; i < c.B * max_pages; ++i) bt[i] = perm[i];
   const size_t kv_elems = size_t(num_pages) * c.page * D;

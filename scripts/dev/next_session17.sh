@@ -39,5 +39,14 @@ case "${1:-B}" in
     NCU= ROUNDS=3 CFGS="16 1 16384 16;64 2 8192 16;128 2 8192 16;128 1 8192 16;16 1 16384;128 1 8192;128 2 16384" \
       bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
     ;;
-  *) echo "usage: $0 B|R|P" >&2; exit 2 ;;
+  L)
+    # Page-16/32 kernel layouts (branch wip/mla-p16-layout, FLASHKIT_MLA_P16_LAYOUT, removed after the run: l1 shipped): mla_v20 (main), l1 (no
+    # whole-box branch), l2 (the run copy marked likely), l3 (both). Prediction: 0..-3 % at page 16 for l2/l3.
+    NCU= ROUNDS=3 CFGS="16 1 16384 16;64 2 8192 16;128 2 8192 16;128 1 8192 16;32 2 4096 16;64 1 16384 32;128 2 8192 32" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
+    mv "${OUT:-/tmp}/mla/perf.txt" "${OUT:-/tmp}/mla/perf_shuffled.txt"
+    MLA_SEQ=1 CHECK= NCU= ROUNDS=3 CFGS="16 1 16384 16;64 2 8192 16;128 2 8192 16;128 1 8192 16;32 2 4096 16;64 1 16384 32" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants_seq.log" 2>&1
+    ;;
+  *) echo "usage: $0 B|R|P|L" >&2; exit 2 ;;
 esac

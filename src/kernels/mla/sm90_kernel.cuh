@@ -272,9 +272,10 @@ struct Piece {
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
       const bool issue = lt < 32 && row < kMlaBlockN;
-      // (The kernel for pages of 16 / 32 keeps this branch too: without it, its block loop was laid out
-      // differently and measured 1-3 % slower at page 16, H200 2026-11-28.)
-      if (Tr::kWholeBox || p.tma_box_rows == kMlaBlockN) {
+      // (The kernel for pages of 16 / 32 leaves this copy out: its block loop is then laid out
+      // differently, 1-3.6 % faster with consecutive page ids (run copies), 0.6-2.4 % slower with
+      // scattered ones, H200 2026-11-28, mla.md "One box per chunk at compile time".)
+      if constexpr (Tr::kWholeBox) {
         // One box per chunk (pages of >= 64 tokens): its page was resolved by lane 0; broadcast,
         // the coordinates are warp-uniform and each copy is one predicated instruction (with
         // per-lane operands ptxas loops over the lanes' distinct values, in every warp).
