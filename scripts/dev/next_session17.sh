@@ -48,5 +48,19 @@ case "${1:-B}" in
     MLA_SEQ=1 CHECK= NCU= ROUNDS=3 CFGS="16 1 16384 16;64 2 8192 16;128 2 8192 16;128 1 8192 16;32 2 4096 16;64 1 16384 32" \
       bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants_seq.log" 2>&1
     ;;
-  *) echo "usage: $0 B|R|P|L" >&2; exit 2 ;;
+  A)
+    # Branch wip/mla-arrive-first (FLASHKIT_MLA_ARRIVE_FIRST): ptxas had scheduled each softmax's 32 MUFU.EX2
+    # (and warpgroup 0's O rescale) ahead of the scale barrier's BAR.ARV, so the other warpgroup waited at its
+    # BAR.SYNC for them (7.3 k stall_barrier samples on the two instructions after them, 7.5 %). With a shared
+    # load of 0 after the arrival feeding them, they cannot move. mla_v21 (0), mla_arv (1).
+    # Prediction: -2..-5 % where compute-bound, 0..-1 % memory-bound.
+    for b in v21 arv; do
+      /usr/local/cuda/bin/cuobjdump -sass .carry/mlabin/mla_$b | awk -v B=$b '
+        /Function :/ {fn=$3} {line[NR]=$0}
+        /BAR.ARV/ && fn ~ /Lb1ELb1/ { n=0; for (i=NR-80;i<NR;i++) if (line[i] ~ /MUFU.EX2/) n++; print B, "MUFU.EX2 in the 80 lines before", $0, ":", n }'
+    done > "${OUT:-/tmp}/sass_arv.txt" 2>&1
+    NCU= ROUNDS=3 CFGS="128 2 16384;128 2 4096;128 1 8192;64 2 8192;16 1 16384;32 2 4096" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1
+    ;;
+  *) echo "usage: $0 B|R|P|L|A" >&2; exit 2 ;;
 esac

@@ -78,6 +78,12 @@
 #ifndef FLASHKIT_MLA_STAGED_O
 #define FLASHKIT_MLA_STAGED_O 1
 #endif
+// FLASHKIT_MLA_ARRIVE_FIRST: the exponentials and the O rescale of a softmax wait for a shared
+//   load issued after the scale barrier's arrival (1), so that ptxas cannot schedule them ahead of
+//   it (0: it did, and the other warpgroup waited for them).
+#ifndef FLASHKIT_MLA_ARRIVE_FIRST
+#define FLASHKIT_MLA_ARRIVE_FIRST 1
+#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -140,7 +146,8 @@ struct Traits {
   static constexpr int kSmemInv = kSmemL + 512;           // uint64[2]: rows of bad block ids
   static constexpr int kSmemBar = kSmemInv + 16;          // mbarriers: K0 chunks, K1 chunks, Q
   static constexpr int kNumBars = 2 * kChunks + 1;
-  static constexpr int kSmemBytes = kSmemBar + 8 * kNumBars + 1024;  // + alignment slack
+  static constexpr int kSmemZero = kSmemBar + 8 * kNumBars;  // float 0 (see zero_after_arrive)
+  static constexpr int kSmemBytes = kSmemZero + 16 + 1024;     // + alignment slack
   // Epilogue staging of O in the K buffers (free then): rows padded by 16 bytes so the
   // fragment stores of a warp's 8 rows hit distinct banks; every row start 16-byte aligned.
   static constexpr int kORowBytesOut = kMlaHeadDimV * int(sizeof(T)) + 16;  // q's dtype
@@ -556,6 +563,21 @@ __device__ __forceinline__ void update_running_max(const Piece<Tr>& pc, const fl
   }
 }
 
+// A 0.0f read from shared memory after a barrier arrival: values that depend on it (the
+// softmax's exponentials and rescale factors) are computed after the arrival. ptxas otherwise
+// hoists that arithmetic above the BAR.ARV (nothing orders them), delaying the other warpgroup,
+// which waits at the matching BAR.SYNC (mla.md "Arrive first").
+template <class Tr>
+__device__ __forceinline__ float zero_after_arrive(const Piece<Tr>& pc) {
+#if FLASHKIT_MLA_ARRIVE_FIRST
+  float z;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(z) : "r"(prims::smem_addr(pc.smem + Tr::kSmemZero)) : "memory");
+  return z;
+#else
+  return 0.f;
+#endif
+}
+
 // Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
 struct Descs {
   uint64_t q, k[2], v[2], p0, p1;
@@ -601,6 +623,13 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   row_max(s, sl2, mx);
   update_running_max(pc, mx, sScale0, m_new, sc, t);
   prims::bar_arrive(kBarScale0, Tr::kThreads);  // warpgroup 1 may start its softmax
+  {
+    const float z = zero_after_arrive(pc);
+    m_new[0] += z;
+    m_new[1] += z;
+    sc[0] += z;
+    sc[1] += z;
+  }
   exp_rows(s, sl2, m_new, sum);
   l[0] = l[0] * sc[0] + sum[0];
   l[1] = l[1] * sc[1] + sum[1];
@@ -718,6 +747,13 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   f[0] = sc[0] * sScale0[r0];  // O_R still holds the max before warpgroup 0's update
   f[1] = sc[1] * sScale0[r1];
   prims::bar_arrive(kBarScale1, Tr::kThreads);
+  {
+    const float z = zero_after_arrive(pc);
+    m_new[0] += z;
+    m_new[1] += z;
+    f[0] += z;
+    f[1] += z;
+  }
   exp_rows(s, sl2, m_new, sum);
   l[0] = l[0] * f[0] + sum[0];
   l[1] = l[1] * f[1] + sum[1];
@@ -781,6 +817,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
 
   if (tid == 0) {
+    *reinterpret_cast<float*>(smem + Tr::kSmemZero) = 0.f;
     // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals
     // (+1 on chunk 0: the bad-row mask, see load_chunks).
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
