@@ -81,6 +81,9 @@
 // FLASHKIT_MLA_ARRIVE_FIRST: the exponentials and the O rescale of a softmax wait for a shared
 //   load issued after the scale barrier's arrival (1), so that ptxas cannot schedule them ahead of
 //   it (0: it did, and the other warpgroup waited for them).
+#ifndef FLASHKIT_MLA_LATE_IDS
+#define FLASHKIT_MLA_LATE_IDS 0
+#endif
 #ifndef FLASHKIT_MLA_ARRIVE_FIRST
 #define FLASHKIT_MLA_ARRIVE_FIRST 1
 #endif
@@ -611,7 +614,9 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   const int r0 = pc.row0, r1 = pc.row0 + 8;
 
   int id_a = -1, id_b = -1;  // the next pair's pages (prefetched)
-  if constexpr (!kLast) {
+  // FLASHKIT_MLA_LATE_IDS: warpgroup 0 looks them up after its scale arrival (off its softmax's
+  // path to that arrival, which warpgroup 1 waits for) instead of first.
+  if constexpr (!kLast && !FLASHKIT_MLA_LATE_IDS) {
     id_a = pc.page_id(blk + 2);
     id_b = pc.page_id(blk + 3);
   }
@@ -623,6 +628,10 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   row_max(s, sl2, mx);
   update_running_max(pc, mx, sScale0, m_new, sc, t);
   prims::bar_arrive(kBarScale0, Tr::kThreads);  // warpgroup 1 may start its softmax
+  if constexpr (!kLast && FLASHKIT_MLA_LATE_IDS) {
+    id_a = pc.page_id(blk + 2);
+    id_b = pc.page_id(blk + 3);
+  }
   {
     const float z = zero_after_arrive(pc);
     m_new[0] += z;
