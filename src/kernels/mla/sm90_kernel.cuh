@@ -81,6 +81,11 @@
 // FLASHKIT_MLA_ARRIVE_FIRST: the exponentials and the O rescale of a softmax wait for a shared
 //   load issued after the scale barrier's arrival (1), so that ptxas cannot schedule them ahead of
 //   it (0: it did, and the other warpgroup waited for them).
+// FLASHKIT_MLA_SPIN_WAIT: the chunk waits of Q K^T spin (prims::mbarrier_wait, FlashMLA's form)
+//   instead of suspending (0, v14: -1.5 % compute-bound on an H100, memory-bound neutral there).
+#ifndef FLASHKIT_MLA_SPIN_WAIT
+#define FLASHKIT_MLA_SPIN_WAIT 0
+#endif
 #ifndef FLASHKIT_MLA_LATE_IDS
 #define FLASHKIT_MLA_LATE_IDS 0
 #endif
@@ -380,7 +385,13 @@ __device__ __forceinline__ void issue_qk_part(const Piece<Tr>& pc, int buf, uint
 #pragma unroll
   for (int i = kFrom; i < kTo; ++i) {
     const int c = (kFirst + i) % Tr::kChunks;
-    if constexpr ((FLASHKIT_MLA_ABL & 1) == 0) prims::mbarrier_wait_sleep(pc.bar_k(buf, c), phase);
+    if constexpr ((FLASHKIT_MLA_ABL & 1) == 0) {
+      if constexpr (FLASHKIT_MLA_SPIN_WAIT) {
+        prims::mbarrier_wait(pc.bar_k(buf, c), phase);
+      } else {
+        prims::mbarrier_wait_sleep(pc.bar_k(buf, c), phase);
+      }
+    }
     // cp.async writes through the generic proxy: make them visible to wgmma. TMA writes
     // are async-proxy already, ordered by the transaction barrier.
     if constexpr (!Tr::kTma) prims::fence_proxy_async_smem();
