@@ -6,7 +6,10 @@
 #   M (~2 min): dev harness (.carry/mlabin: mla_v21 = main, mla_lateids = FLASHKIT_MLA_LATE_IDS=1, mla_spin =
 #       FLASHKIT_MLA_SPIN_WAIT=1: spinning chunk waits, FlashMLA's form; on the H200 the memory-bound rows are
 #       3-4 % behind FlashMLA while they are at parity on the H100, and v14's suspending waits were measured
-#       on an H100 only. Prediction: spin 0..-3 % at h_q 16-32 on the H200, +0..1.5 % compute-bound), three
+#       on an H100 only. Prediction: spin 0..-3 % at h_q 16-32 on the H200, +0..1.5 % compute-bound;
+#       mla_pvsplit = FLASHKIT_MLA_PV_SPLIT=1: warpgroup 0's last P V as two n128 quarters, buffer 1's chunks 0-1
+#       reloaded after the first; warpgroup 1's next Q K^T waited 4.2 % of all samples on chunk 0 at h_q 128
+#       s_q 2. Prediction: -1..-2 % at 256 rows, 0..-1 % at 128), three
 #       interleaved rounds at page 64; then page 32 with consecutive page ids (MLA_SEQ=1), one box per page
 #       (default) against the page-run copies (FLASHKIT_MLA_PAGE_RUNS=32, read by the launcher; ~2 % slower at
 #       v17, worth a retry with v20's page-16/32 layout). Predictions: lateids 0..-0.5 %; runs at page 32 -1..-3 %.

@@ -284,6 +284,24 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], con
   }
 }
 
+#define FLASHKIT_WGMMA_N128_SS_TNSPB(TY, d, desc_a, desc_b)                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", %64, %65, p, 1, 1, 0, 1;\n}\n"                                                \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+
+// d (64 x 128) += A (64 x 16, shared, K-major) * B (16 x 128, shared, MN-major: 2 atom columns
+// `lbo` bytes apart in the descriptor). Always accumulates.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_tnspb(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_SS_TNSPB("f16", d, desc_a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N128_SS_TNSPB("bf16", d, desc_a, desc_b);
+  }
+}
+
 // m64n256k16 (128 accumulators per thread, d[j][e] as for n64 over 32 column tiles): used
 // where one A tile multiplies a 256-column B (MLA's P V halves), so A is read once per
 // k-step instead of four times.

@@ -83,6 +83,12 @@
 //   it (0: it did, and the other warpgroup waited for them).
 // FLASHKIT_MLA_SPIN_WAIT: the chunk waits of Q K^T spin (prims::mbarrier_wait, FlashMLA's form)
 //   instead of suspending (0, v14: -1.5 % compute-bound on an H100, memory-bound neutral there).
+// FLASHKIT_MLA_PV_SPLIT: warpgroup 0's last P V of a pair as two 128-column quarters, so that
+//   at > 128 rows per KV head buffer 1's chunks 0-1 are reloaded after the first (0: one n256).
+//   Pages of >= 64 tokens only.
+#ifndef FLASHKIT_MLA_PV_SPLIT
+#define FLASHKIT_MLA_PV_SPLIT 0
+#endif
 #ifndef FLASHKIT_MLA_SPIN_WAIT
 #define FLASHKIT_MLA_SPIN_WAIT 0
 #endif
@@ -454,6 +460,21 @@ __device__ __forceinline__ void issue_pv_smem(float (&o)[4][8][4], uint64_t desc
   }
 }
 
+// O_half[:, 128 q ..] += P V[:, half, 128 q ..]: one 128-column quarter of issue_pv_smem
+// (o[2q], o[2q + 1]: accumulator column tiles 16 q .. 16 q + 15 of the n256 form).
+template <class Tr>
+__device__ __forceinline__ void issue_pv_smem_quarter(float (&o)[4][8][4], uint64_t desc_p, uint64_t desc_v, int half,
+                                                      int q) {
+  desc_p = prims::opaque(desc_p);
+  desc_v = prims::opaque(desc_v);
+  float(&oq)[16][4] = *reinterpret_cast<float(*)[16][4]>(&o[2 * q][0][0]);
+#pragma unroll
+  for (int ps = 0; ps < 4; ++ps) {
+    const uint64_t off = uint64_t((half * 4 + 2 * q) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
+    prims::wgmma_m64n128k16_ss_tnspb<typename Tr::T>(oq, desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
+  }
+}
+
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -623,6 +644,8 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   float* sScale1 = reinterpret_cast<float*>(pc.smem + Tr::kSmemScale1);
   const float sl2 = pc.p.softmax_scale_log2;
   const int r0 = pc.row0, r1 = pc.row0 + 8;
+  // (the page-16/32 kernel spilled 4 bytes with the split: pages of >= 64 tokens only)
+  constexpr bool kPvSplit = FLASHKIT_MLA_PV_SPLIT != 0 && Tr::kWholeBox;
 
   int id_a = -1, id_b = -1;  // the next pair's pages (prefetched)
   // FLASHKIT_MLA_LATE_IDS: warpgroup 0 looks them up after its scale arrival (off its softmax's
@@ -703,17 +726,34 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 0, 0);
   fence_o(o);
   prims::wgmma_fence();
-  issue_pv_smem<Tr>(o, d.p1, d.v[1], 0);
+  if constexpr (kPvSplit && !kLast) {
+    // Two 128-column quarters, one commit group each: buffer 1's chunks 0-1 can be reloaded as
+    // soon as the first is done (warpgroup 1's next Q K^T waits for them).
+    issue_pv_smem_quarter<Tr>(o, d.p1, d.v[1], 0, 0);
+    prims::wgmma_commit();
+    issue_pv_smem_quarter<Tr>(o, d.p1, d.v[1], 0, 1);
+  } else {
+    issue_pv_smem<Tr>(o, d.p1, d.v[1], 0);
+  }
   prims::wgmma_commit();
   if constexpr (kLast) {
     prims::wgmma_wait<0>();
     fence_o(o);
   } else if (reload_first(pc.p)) {
     // Up to two m-blocks (reload_first): buffer 1's columns 0..255 first, then S_A'.
-    prims::wgmma_wait<0>();
-    fence_o(o);
-    MLA_TR(pc, 5);
-    MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
+    if constexpr (kPvSplit) {
+      prims::wgmma_wait<1>();
+      MLA_LOOP_LOAD(pc, 0, 2, 1, blk + 3, id_b);
+      prims::wgmma_wait<0>();
+      fence_o(o);
+      MLA_TR(pc, 5);
+      MLA_LOOP_LOAD(pc, 2, 4, 1, blk + 3, id_b);
+    } else {
+      prims::wgmma_wait<0>();
+      fence_o(o);
+      MLA_TR(pc, 5);
+      MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
+    }
     prims::fence_operands(s);
     prims::wgmma_fence();
     issue_qk_part<Tr, 0, 0, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
@@ -728,10 +768,19 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     prims::fence_operands(s);
     issue_qk_part<Tr, 0, 0, 4>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
-    prims::wgmma_wait<1>();
-    fence_o(o);
-    MLA_TR(pc, 5);
-    MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
+    if constexpr (kPvSplit) {
+      prims::wgmma_wait<2>();  // the first quarter: columns 0-127 of buffer 1 are free
+      MLA_LOOP_LOAD(pc, 0, 2, 1, blk + 3, id_b);
+      prims::wgmma_wait<1>();
+      fence_o(o);
+      MLA_TR(pc, 5);
+      MLA_LOOP_LOAD(pc, 2, 4, 1, blk + 3, id_b);
+    } else {
+      prims::wgmma_wait<1>();
+      fence_o(o);
+      MLA_TR(pc, 5);
+      MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
+    }
     issue_qk_part<Tr, 0, 4, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
     prims::wgmma_wait<0>();
