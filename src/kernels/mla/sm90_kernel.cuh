@@ -633,6 +633,25 @@ __device__ __forceinline__ bool reload_first(const MlaParams& p) {
   return p.rows_per_kv <= FLASHKIT_MLA_RELOAD_FIRST_ROWS;
 }
 
+// Buffer 1's columns 0..255 reloaded with block `block` once warpgroup 0's last P V of the pair
+// (one commit group, or two quarters with kSplit) has read them; kYounger commit groups were
+// issued after it. With kSplit, chunks 0-1 go as soon as the first quarter is done.
+template <int kYounger, bool kSplit, class Tr>
+__device__ __forceinline__ void reload_after_last_pv(Piece<Tr>& pc, float (&o)[4][8][4], int block, int id) {
+  if constexpr (kSplit) {
+    prims::wgmma_wait<kYounger + 1>();
+    MLA_LOOP_LOAD(pc, 0, 2, 1, block, id);
+  }
+  prims::wgmma_wait<kYounger>();
+  fence_o(o);
+  MLA_TR(pc, 5);
+  if constexpr (kSplit) {
+    MLA_LOOP_LOAD(pc, 2, 4, 1, block, id);
+  } else {
+    MLA_LOOP_LOAD(pc, 0, 4, 1, block, id);
+  }
+}
+
 // Warpgroup 0's half of one pair (blocks blk in buffer 0, blk + 1 in buffer 1). kLast: no
 // next pair (nothing to prefetch, no next Q K^T).
 template <class Tr, bool kLast>
@@ -741,19 +760,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     fence_o(o);
   } else if (reload_first(pc.p)) {
     // Up to two m-blocks (reload_first): buffer 1's columns 0..255 first, then S_A'.
-    if constexpr (kPvSplit) {
-      prims::wgmma_wait<1>();
-      MLA_LOOP_LOAD(pc, 0, 2, 1, blk + 3, id_b);
-      prims::wgmma_wait<0>();
-      fence_o(o);
-      MLA_TR(pc, 5);
-      MLA_LOOP_LOAD(pc, 2, 4, 1, blk + 3, id_b);
-    } else {
-      prims::wgmma_wait<0>();
-      fence_o(o);
-      MLA_TR(pc, 5);
-      MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
-    }
+    reload_after_last_pv<0, kPvSplit>(pc, o, blk + 3, id_b);
     prims::fence_operands(s);
     prims::wgmma_fence();
     issue_qk_part<Tr, 0, 0, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
@@ -768,19 +775,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     prims::fence_operands(s);
     issue_qk_part<Tr, 0, 0, 4>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
-    if constexpr (kPvSplit) {
-      prims::wgmma_wait<2>();  // the first quarter: columns 0-127 of buffer 1 are free
-      MLA_LOOP_LOAD(pc, 0, 2, 1, blk + 3, id_b);
-      prims::wgmma_wait<1>();
-      fence_o(o);
-      MLA_TR(pc, 5);
-      MLA_LOOP_LOAD(pc, 2, 4, 1, blk + 3, id_b);
-    } else {
-      prims::wgmma_wait<1>();
-      fence_o(o);
-      MLA_TR(pc, 5);
-      MLA_LOOP_LOAD(pc, 0, 4, 1, blk + 3, id_b);
-    }
+    reload_after_last_pv<1, kPvSplit>(pc, o, blk + 3, id_b);
     issue_qk_part<Tr, 0, 4, Tr::kChunks>(pc, 0, ph0, s, d.q, d.k[0], rope);
     prims::wgmma_commit();
     prims::wgmma_wait<0>();
