@@ -12,7 +12,7 @@ case "${1:-B}" in
     ROUNDS=2 CFGS="16 1 16384;32 2 4096;64 1 16384;128 1 8192;128 2 16384;128 2 4096" NCU_CFGS="128 2 8192" \
       bash "$D/mla_ab_ncu.sh"
     CFG="128 2 8192" VAR=box64 FMSRC= bash "$D/mla_ncu_compare.sh" > "${OUT:-/tmp}/ncu_box64.log" 2>&1
-    python3 "$D/ncu_stall_diff.py" <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") \
+    python3 "$D/ncu_source_diff.py" <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") <(zcat "${OUT:-/tmp}/ncu/src.csv.gz") \
       > "${OUT:-/tmp}/stalls_box64.txt" 2>&1
     ;;
   R)
