@@ -308,9 +308,7 @@ struct Piece {
           prims::tma_load_4d_if(lt == 0, dst + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, ok0 ? slot0 : 0, kvh,
                                 ok0 ? id0 : p.num_pages, bar_k(buf, c), policy);
         }
-        return;
-      }
-      if constexpr (!Tr::kWholeBox) {
+      } else {
         // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
         // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
         // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
