@@ -3,7 +3,7 @@
 #   V (~3 min; H200, then the same on an H100 with kind="nvidia-h100-x1"): main at v21 (arrive first):
 #       MLA GPU tests, memcheck, synccheck, then the whole FlashMLA matrix (the v20 files are in bench/results).
 #   run(carry=[".carry/flashmla_built"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session16.sh V")
-#   M (~2 min): dev harness (.carry/mlabin: mla_v21 = main, mla_lateids = FLASHKIT_MLA_LATE_IDS=1, mla_spin =
+#   M (~4 min): dev harness (.carry/mlabin: mla_v21 = main, mla_lateids = FLASHKIT_MLA_LATE_IDS=1, mla_spin =
 #       FLASHKIT_MLA_SPIN_WAIT=1: spinning chunk waits, FlashMLA's form; on the H200 the memory-bound rows are
 #       3-4 % behind FlashMLA while they are at parity on the H100, and v14's suspending waits were measured
 #       on an H100 only. Prediction: spin 0..-3 % at h_q 16-32 on the H200, +0..1.5 % compute-bound;
