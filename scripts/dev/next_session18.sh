@@ -14,7 +14,8 @@
 #       (default) against the page-run copies (FLASHKIT_MLA_PAGE_RUNS=32, read by the launcher; ~2 % slower at
 #       v17, worth a retry with v20's page-16/32 layout). Predictions: lateids 0..-0.5 %; runs at page 32 -1..-3 %.
 #   run(carry=[".carry/mlabin"], command="bash scripts/dev/next_session18.sh M")
-#   Q (~4 min): wip/decode-q-shift against main (see next_session16.sh Q; rebuild .carry/cur and .carry/old first).
+#   Q (~4 min): wip/decode-q-shift against main (next_session16.sh Q). .carry/cur (= the branch) and .carry/old (= main
+#       at 9b484b3; decode code unchanged since) were rebuilt on 2026-11-28.
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 O=${OUT:-/tmp}/m; mkdir -p "$O"
