@@ -35,20 +35,8 @@ out=$(printf '%s\n' "$sass" | awk '
   /Function :/{ finish(); fn = $3; n = 0; next }
   /\/\*[0-9a-f]+\*\// { n++; kind[n] = ($0 ~ /MUFU\.EX2/) ? "M" : (($0 ~ /[ \t]BRA[ \t.]/) ? "B" : "") }
   END { finish(); printf "checked %d\n", checked; printf "sm90a %d\n", h90 }')
-bad=$(printf '%s\n' "$out" | grep -v '^checked \|^sm90a ')
-h90=$(printf '%s\n' "$out" | sed -n 's/^sm90a //p')
-checked=$(printf '%s\n' "$out" | sed -n 's/^checked //p')
-if [ -n "$bad" ]; then
-  echo "backward exp2 loops fragmented by branches (arch, kernel, counts):"
-  echo "$bad"
-  exit 1
-fi
-if [ "${checked:-0}" = 0 ]; then
-  if [ "${h90:-0}" = 0 ] && printf '%s\n' "$sass" | grep -q "arch = "; then
-    echo "no sm_90a code in $f: nothing to check"
-    exit 0
-  fi
-  echo "no backward ping-pong / key-split kernel without softcap found in the sm_90a code of $f (nothing checked)"
-  exit 1
-fi
-echo "backward exp2 loops unfragmented in $checked kernels of $f"
+. "$(dirname "$0")/sass_check_report.sh"
+sass_check_report "$out" "$sass" "$f" \
+  "backward exp2 loops fragmented by branches (arch, kernel, counts):" \
+  "no backward ping-pong / key-split kernel without softcap found in the sm_90a code of $f (nothing checked)" \
+  "backward exp2 loops unfragmented"

@@ -32,20 +32,8 @@ out=$(printf '%s\n' "$sass" | awk '
     else if ($0 ~ /BAR\.SYNC|BAR\.ARV|WARPGROUP\.DEPBAR|HGMMA/) kind[n] = "S"
   }
   END { finish(); printf "checked %d\n", checked; printf "sm90a %d\n", h90 }')
-bad=$(printf '%s\n' "$out" | grep -v '^checked \|^sm90a ')
-h90=$(printf '%s\n' "$out" | sed -n 's/^sm90a //p')
-checked=$(printf '%s\n' "$out" | sed -n 's/^checked //p')
-if [ -n "$bad" ]; then
-  echo "MLA softmax exponentials scheduled ahead of the scale-barrier arrival (arch, kernel, count):"
-  echo "$bad"
-  exit 1
-fi
-if [ "${checked:-0}" = 0 ]; then
-  if [ "${h90:-0}" = 0 ] && printf '%s\n' "$sass" | grep -q "arch = "; then
-    echo "no sm_90a code in $f: nothing to check"
-    exit 0
-  fi
-  echo "no Hopper MLA split kernel found in the sm_90a code of $f (nothing checked)"
-  exit 1
-fi
-echo "MLA scale-barrier arrivals ahead of the exponentials in $checked kernels of $f"
+. "$(dirname "$0")/sass_check_report.sh"
+sass_check_report "$out" "$sass" "$f" \
+  "MLA softmax exponentials scheduled ahead of the scale-barrier arrival (arch, kernel, count):" \
+  "no Hopper MLA split kernel found in the sm_90a code of $f (nothing checked)" \
+  "MLA scale-barrier arrivals ahead of the exponentials"
