@@ -284,10 +284,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], con
   }
 }
 
-#define FLASHKIT_WGMMA_N128_SS_TNSPB(TY, d, desc_a, desc_b)                                      \
+// m64n128k16, both operands in shared memory, B MN-major, A K-major (TA 0) or MN-major (TA 1).
+#define FLASHKIT_WGMMA_N128_SS_TB(TY, d, desc_a, desc_b, TA)                                      \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", %64, %65, p, 1, 1, 0, 1;\n}\n"                                                \
+               ", %64, %65, p, 1, 1, " #TA ", 1;\n}\n"                                           \
                : FLASHKIT_WGMMA_D64(d)                                                          \
                : "l"(desc_a), "l"(desc_b), "r"(1))
 
@@ -296,9 +297,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], con
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_ss_tnspb(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_SS_TNSPB("f16", d, desc_a, desc_b);
+    FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, 0);
   } else {
-    FLASHKIT_WGMMA_N128_SS_TNSPB("bf16", d, desc_a, desc_b);
+    FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, 0);
   }
 }
 
@@ -377,18 +378,12 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[4][4], uint64_t de
 // d (64 x 128) += A (64 x 16, shared, MN-major) * B (16 x 128, shared, MN-major: 2 atom
 // columns `lbo` bytes apart): the key-split backward's dV += P^T dO and dK += dS^T Q with
 // P and dS stored [row][key] (A read once per k-step for both 64-column halves).
-#define FLASHKIT_WGMMA_N128_SS_TNSPAB(TY, d, desc_a, desc_b)                                     \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", %64, %65, p, 1, 1, 1, 1;\n}\n"                                                \
-               : FLASHKIT_WGMMA_D64(d)                                                          \
-               : "l"(desc_a), "l"(desc_b), "r"(1))
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_ss_tnspab(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_SS_TNSPAB("f16", d, desc_a, desc_b);
+    FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, 1);
   } else {
-    FLASHKIT_WGMMA_N128_SS_TNSPAB("bf16", d, desc_a, desc_b);
+    FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, 1);
   }
 }
 
