@@ -245,7 +245,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // (4 -> 3 CTAs per SM).
   auto page_index = [&](int tok) -> int {
     if constexpr (kQuant != 0) {
-      return tok / p.page_size;
+      // Powers of two (FastDiv mul == 1): a shift, read at use (128 registers kept, D 128).
+      return p.page_div.mul == 1u ? tok >> p.page_div.shift : tok / p.page_size;
     } else {
       return p.page_div.div(tok);
     }
