@@ -22,12 +22,18 @@ using namespace flashkit;
 namespace flashkit {
 int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear);
 int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piece, int* pairs);
+// the page >= 64 kernel's translation unit has its own trace arrays and readers
+int mla_sm90_trace_read_box64(unsigned long long* dst, int n, bool clear);
+int mla_sm90_trace_read_pieces_box64(unsigned long long* cta, unsigned long long* piece, int* pairs);
 }
+static bool g_box64 = false;  // the last case ran the page >= 64 kernel
 // The last launch's CTA start / end spread and the traced CTAs' pieces (globaltimer, us).
 static void print_pieces(int n_ctas, int m_blocks) {
   std::vector<unsigned long long> cta(2048 * 2), piece(4 * 8 * 5);
   std::vector<int> pairs(4 * 8);
-  if (flashkit::mla_sm90_trace_read_pieces(cta.data(), piece.data(), pairs.data()) < 0) return;
+  if ((g_box64 ? flashkit::mla_sm90_trace_read_pieces_box64 : flashkit::mla_sm90_trace_read_pieces)(
+          cta.data(), piece.data(), pairs.data()) < 0)
+    return;
   unsigned long long t0 = ~0ull;
   std::vector<double> st, en;
   for (int i = 0; i < std::min(n_ctas, 2048); ++i)
@@ -75,7 +81,10 @@ static void print_pieces(int n_ctas, int m_blocks) {
 static void print_trace() {
   const int C = 4, P = 16, K = 8;
   std::vector<unsigned long long> tr(C * 2 * P * K);
-  if (flashkit::mla_sm90_trace_read(tr.data(), int(tr.size()), true) < 0) { printf("trace read failed\n"); return; }
+  if ((g_box64 ? flashkit::mla_sm90_trace_read_box64 : flashkit::mla_sm90_trace_read)(tr.data(), int(tr.size()), true) < 0) {
+    printf("trace read failed\n");
+    return;
+  }
   for (int wg = 0; wg < 2; ++wg) {
     double seg[K] = {}, period = 0; int nseg[K] = {}, nper = 0;
     for (int c = 0; c < C; ++c)
@@ -278,6 +287,7 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
          c.B, c.s_q, c.h_q, c.page, c.mean, c.causal, parts, c.varlen, max_err, max_lse_err, bad, err, ms, flops / ms / 1e9,
          (tokens * 576.0 * 2 + c.B * c.s_q * c.h_q * 1088.0 * 2) / ms / 1e6);
 #if FLASHKIT_MLA_TRACE
+  g_box64 = c.page % 64 == 0;
   print_trace();
   print_pieces(parts * p.m_blocks * h_kv, p.m_blocks);
 #endif

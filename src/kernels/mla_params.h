@@ -97,10 +97,10 @@ struct MlaParams {
   // 576] with boxes of 64 columns x tma_box_rows tokens; tma_box_rows = 0: cp.async loads.
   int tma_box_rows;
   MlaTmaDesc kv_tmap;
-  // Pages of 16 tokens: a second map of the same cache whose boxes span tma_run_pages = 4
+  // Pages of 16 / 32 tokens: a second map of the same cache whose boxes span tma_run_pages = 4 / 2
   // consecutive page ids, so a 64-token block whose pages have consecutive ids (a run) is one
-  // copy per chunk instead of 4. 0: no such map (other page sizes, or FLASHKIT_MLA_PAGE_RUNS=0;
-  // FLASHKIT_MLA_PAGE_RUNS=32 also makes it for page 32, 2 pages a box, for A/B runs).
+  // copy per chunk instead of 4 / 2. 0: no such map (other page sizes, or FLASHKIT_MLA_PAGE_RUNS=0;
+  // FLASHKIT_MLA_PAGE_RUNS=16 makes it for page 16 only, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
   // Hopper kernel only (set by its launcher): page_size as a multiply-high divisor, and

@@ -30,14 +30,15 @@ inline int gcd_int(int a, int b) {
 // 64-token block. Page sizes that are not multiples of 16 (boxes of < 16 rows: too many
 // copies per block) and caches the map cannot describe keep the cp.async loads (0).
 //
-// Pages of 16 tokens also get the run map (MlaParams::kv_tmap_run): boxes of one page x 4
-// consecutive page ids, which land in shared memory exactly as one 64-row box does (rows of
-// 128 bytes, one after another, the same swizzle). The kernel uses it for every block whose
-// pages have consecutive ids: 9 copies per block instead of 36. Measured (H100, 2026-11-28,
-// mla.md "Page runs"): page 16 / page 64 time, median over FlashMLA's matrix, 1.043 -> 1.008; at
-// page 32 two-page boxes were ~2% slower where the kernel is compute-bound and level elsewhere,
-// so page 32 keeps one box per page. FLASHKIT_MLA_PAGE_RUNS (read once, A/B runs): 0 leaves the
-// map out, 32 makes it for page 32 too.
+// Pages of 16 and 32 tokens also get the run map (MlaParams::kv_tmap_run): boxes of one page x
+// 64 / page_size consecutive page ids, which land in shared memory exactly as one 64-row box does
+// (rows of 128 bytes, one after another, the same swizzle). The kernel uses it for every block
+// whose pages have consecutive ids: 9 copies per block instead of 36 / 18. Measured (mla.md "Page
+// runs"): page 16 / page 64 time, median over FlashMLA's matrix, 1.043 -> 1.008 (H100, v17); page
+// 32, three interleaved rounds of the dev harness at v21: -1.8..-2.0 % where compute-bound and
+// -0.2..-0.4 % elsewhere on an H200, -0.1..-0.8 % on an H100 (at v17, before the page-16/32
+// kernel lost its whole-box path, it had been ~2 % slower there). FLASHKIT_MLA_PAGE_RUNS (read
+// once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
   p.tma_run_pages = 0;
@@ -50,8 +51,8 @@ int make_kv_tensor_map(MlaParams& p) {
   }
   static const int runs_max = [] {  // the largest page size that gets a run map
     const char* e = std::getenv("FLASHKIT_MLA_PAGE_RUNS");
-    if (e == nullptr) return 16;
-    return e[0] == '0' ? 0 : (std::atoi(e) == 32 ? 32 : 16);
+    if (e == nullptr) return 32;
+    return e[0] == '0' ? 0 : (std::atoi(e) == 16 ? 16 : 32);
   }();
   if (box == p.page_size && box <= runs_max && box < kMlaBlockN &&
       launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
@@ -99,8 +100,15 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
 }
 
 #if FLASHKIT_MLA_TRACE
-// Development only (scripts/dev/mla_sm90_check.cu): copies the trace points out.
-int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear) {
+// Development only (scripts/dev/mla_sm90_check.cu): copies the trace points out. The trace
+// arrays are __device__ variables, one copy per translation unit, so the readers of the page >= 64
+// kernel's file (which defines FLASHKIT_MLA_TRACE_TU_BOX64) carry a _box64 suffix.
+#ifdef FLASHKIT_MLA_TRACE_TU_BOX64
+#define FLASHKIT_MLA_TRACE_FN(name) name##_box64
+#else
+#define FLASHKIT_MLA_TRACE_FN(name) name
+#endif
+int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read)(unsigned long long* dst, int n, bool clear) {
   const int total = mla_sm90::kTraceCtas * 2 * mla_sm90::kTracePairs * mla_sm90::kTracePoints;
   if (n > total) n = total;
   if (cudaMemcpyFromSymbol(dst, mla_sm90::g_mla_trace, sizeof(unsigned long long) * n) != cudaSuccess) return -1;
@@ -112,7 +120,7 @@ int mla_sm90_trace_read(unsigned long long* dst, int n, bool clear) {
 }
 // CTA start / end times ([kTraceMaxCtas][2]) and the traced CTAs' pieces
 // ([kTraceCtas][kTracePieces][5] times, [kTraceCtas][kTracePieces] pair counts); cleared after.
-int mla_sm90_trace_read_pieces(unsigned long long* cta, unsigned long long* piece, int* pairs) {
+int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, unsigned long long* piece, int* pairs) {
   using namespace mla_sm90;
   if (cudaMemcpyFromSymbol(cta, g_mla_cta, sizeof(unsigned long long) * kTraceMaxCtas * 2) != cudaSuccess) return -1;
   cudaMemcpyFromSymbol(piece, g_mla_piece, sizeof(unsigned long long) * kTraceCtas * kTracePieces * 5);

@@ -309,7 +309,7 @@ struct Piece {
                                 ok0 ? id0 : p.num_pages, bar_k(buf, c), policy);
         }
       } else {
-        // Pages of 16 tokens (and 32 with FLASHKIT_MLA_PAGE_RUNS=32) whose ids in this block are
+        // Pages of 16 or 32 tokens whose ids in this block are
         // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
         // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
         // from the run map, which lands as the n one-page boxes would. Warp-uniform: the other

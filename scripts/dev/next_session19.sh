@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Device calls of the twenty-fifth session (2026-11-28).
+#   H (H100, ~5 min): next_session16.sh Q (wip/decode-q-shift against main: .carry/cur / .carry/old), then
+#       on main's MLA kernel (.carry/old = main with v21, installed to /tmp/oldpkg by Q):
+#       - the dev harness built here, page 32 with consecutive ids, one box per page against the page-run copies
+#         (FLASHKIT_MLA_PAGE_RUNS=32), three interleaved rounds (on the H200 the runs were 1.8-2.0 % faster where
+#         compute-bound, 0.2-0.4 % elsewhere; at v17 on an H100 ~2 % slower);
+#       - scripts/dev/mla_kernel_times.py: per-kernel device time of whole calls, flashkit against FlashMLA.
+#   run(kind="nvidia-h100-x1", carry=[".carry/cur",".carry/old",".carry/flashmla_built"],
+#       command="bash scripts/dev/next_session19.sh H")
+#   T (~3 min): run(carry=[".carry/mlab2"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session19.sh T")
+set -u -o pipefail
+D=$(cd "$(dirname "$0")" && pwd)
+TREE=$(cd "$D/../.." && pwd)
+case "${1:-H}" in
+  H)
+    bash "$D/next_session16.sh" Q
+    O=${OUT:-/tmp}/h; . "$D/device_steps.sh"
+    device_header
+    cd "$TREE"
+    step harness 200 nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Iinclude \
+      -Isrc -I/usr/local/cuda/include/cccl scripts/dev/mla_sm90_check.cu src/kernels/mla/inst/mla_sm90_bf16.cu \
+      src/kernels/mla/inst/mla_sm90_bf16_box64.cu -o /tmp/mla_v21
+    B=/tmp/mla_v21
+    for r in 1 2 3; do
+      for c in "64 1 16384 32" "128 2 8192 32" "32 2 4096 32" "16 1 16384 32" "128 1 8192 32" "128 2 4096 32"; do
+        echo "r$r box  $(MLA_SEQ=1 timeout 60 $B perf $c 2>&1 | tail -1)" >> "$O/page32.txt"
+        echo "r$r runs $(MLA_SEQ=1 FLASHKIT_MLA_PAGE_RUNS=32 timeout 60 $B perf $c 2>&1 | tail -1)" >> "$O/page32.txt"
+      done
+    done
+    (cd /tmp && PYTHONPATH=/tmp/oldpkg step ktimes 200 python3 "$TREE/scripts/dev/mla_kernel_times.py" \
+      --flashmla-path "$TREE/.carry/flashmla_built" "128 2 16384 fixed" "128 1 16384 varlen" "128 2 4096 fixed" \
+      "64 2 8192 fixed" "16 1 16384 fixed" "32 2 4096 fixed")
+    tar -czf "${OUT:-/tmp}/h.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  T)
+    # Main with page 32 on the run copies by default: install, MLA GPU tests, memcheck, synccheck; then the
+    # trace build of the dev harness (.carry/mlab2/mla_trace, FLASHKIT_MLA_TRACE=1, built here) at compute-bound
+    # shapes: CTA end spread and per-piece prologue / loop / epilogue, to place the ~45 us per call by which
+    # mla_kernel_times.py's linear fit (4k and 16k) puts flashkit's fixed cost above FlashMLA's at h_q 128 s_q 2.
+    O=${OUT:-/tmp}/t; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    mla_checks "$TREE"
+    for c in "128 2 4096" "128 2 16384" "64 2 8192" "128 1 8192" "16 1 16384"; do
+      { echo "== trace $c"; timeout 60 "$TREE/.carry/mlab2/mla_trace" perf $c 2>&1 | tail -9; } >> "$O/trace.txt"
+      { echo "== main $c"; timeout 60 "$TREE/.carry/mlab2/mla_main" perf $c 2>&1 | tail -1; } >> "$O/trace.txt"
+    done
+    tar -czf "${OUT:-/tmp}/t.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 H|T" >&2; exit 2 ;;
+esac
