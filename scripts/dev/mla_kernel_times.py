@@ -1,6 +1,6 @@
 """Where a whole MLA decode call spends its time, flashkit against FlashMLA (device run).
 
-For each configuration (h_q s_q mean_sk mode, b = 128, page 64, the bench's data), both
+For each configuration ("h_q s_q mean_sk mode [b]", b = 128 by default, page 64, the bench's data), both
 implementations' calls (metadata once, untimed, as in the bench) are run under torch.profiler;
 the script prints, per implementation, the mean device time per call of each kernel (split,
 combine, anything else) and the span of a call from its first kernel's start to its last
@@ -44,8 +44,9 @@ def main() -> int:
     dev = torch.device("cuda")
     print(torch.cuda.get_device_name(0))
     for text in args.configs:
-        hq, sq, sk, mode = text.split()
-        cfg = mla_sweeps.MlaConfig(B=128, s_q=int(sq), S_k=int(sk), H_q=int(hq), mode=mode)
+        hq, sq, sk, mode, *rest = text.split()
+        cfg = mla_sweeps.MlaConfig(B=int(rest[0]) if rest else 128, s_q=int(sq), S_k=int(sk), H_q=int(hq),
+                                   mode=mode)
         lengths = mla_sweeps.seqlens(cfg, 0)
         sets = [MlaData(torch, cfg, lengths, 256, cfg.seed(0) + 1 + 7919 * r, dev) for r in range(2)]
         for impl in impls:
@@ -66,7 +67,7 @@ def main() -> int:
             k = len(starts) // args.calls if args.calls else 0
             spans = [starts[i * k + k - 1][1] - starts[i * k][0] for i in range(args.calls)] if k else []
             tot = sum(sum(v) for v in per.values()) / args.calls
-            print(f"{text:22s} {impl.name:9s} kernels/call {k}  span {statistics.median(spans):8.1f} us"
+            print(f"{text:26s} {impl.name:9s} kernels/call {k}  span {statistics.median(spans):8.1f} us"
                   f"  kernel sum {tot:8.1f} us")
             for name, v in sorted(per.items(), key=lambda kv: -sum(kv[1])):
                 print(f"    {sum(v) / args.calls:8.1f} us/call  n={len(v):3d}  {name[:110]}")

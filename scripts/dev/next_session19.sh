@@ -8,6 +8,7 @@
 #       - scripts/dev/mla_kernel_times.py: per-kernel device time of whole calls, flashkit against FlashMLA.
 #   run(kind="nvidia-h100-x1", carry=[".carry/cur",".carry/old",".carry/flashmla_built"],
 #       command="bash scripts/dev/next_session19.sh H")
+#   P (~2 min): run(carry=[".carry/flashmla_built"], command="bash scripts/dev/next_session19.sh P")
 #   T (~3 min): run(carry=[".carry/mlab2"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session19.sh T")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
@@ -47,5 +48,16 @@ case "${1:-H}" in
     done
     tar -czf "${OUT:-/tmp}/t.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 H|T" >&2; exit 2 ;;
+  P)
+    # Per-piece cost, flashkit against FlashMLA: the same total tokens (and so the same pairs of blocks per CTA)
+    # cut into B = 128 .. 8 sequences, i.e. ~4.9 .. ~1.2 pieces per CTA at h_q 128 s_q 2 (33 parts); the split
+    # kernels' time differences between the rows give each implementation's cost per piece.
+    O=${OUT:-/tmp}/p; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step ktimes 300 python3 "$TREE/scripts/dev/mla_kernel_times.py" --calls 10 \
+      --flashmla-path "$TREE/.carry/flashmla_built" "128 2 4096 fixed 128" "128 2 8192 fixed 64" "128 2 16384 fixed 32" \
+      "128 2 32768 fixed 16" "128 2 65536 fixed 8" "64 1 16384 fixed 128" "64 1 65536 fixed 32" "64 1 131072 fixed 16")
+    tar -czf "${OUT:-/tmp}/p.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 H|T|P" >&2; exit 2 ;;
 esac
