@@ -8,6 +8,7 @@
 #       - scripts/dev/mla_kernel_times.py: per-kernel device time of whole calls, flashkit against FlashMLA.
 #   run(kind="nvidia-h100-x1", carry=[".carry/cur",".carry/old",".carry/flashmla_built"],
 #       command="bash scripts/dev/next_session19.sh H")
+#   C (~7 min): run(carry=[".carry/flashmla_built"], command="bash scripts/dev/next_session19.sh C")
 #   P (~2 min): run(carry=[".carry/flashmla_built"], command="bash scripts/dev/next_session19.sh P")
 #   T (~3 min): run(carry=[".carry/mlab2"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session19.sh T")
 set -u -o pipefail
@@ -59,5 +60,15 @@ case "${1:-H}" in
       "128 2 32768 fixed 16" "128 2 65536 fixed 8" "64 1 16384 fixed 128" "64 1 65536 fixed 32" "64 1 131072 fixed 16")
     tar -czf "${OUT:-/tmp}/p.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 H|T|P" >&2; exit 2 ;;
+  C)
+    # SM clock / power of both implementations' calls back to back (mla_clocks.py), then the backward's
+    # deterministic-mode trace build (bwd_det_variants.sh with ROUNDS=0: turn waits and releases per shape).
+    O=${OUT:-/tmp}/c; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step clocks 200 python3 "$TREE/scripts/dev/mla_clocks.py" --flashmla-path "$TREE/.carry/flashmla_built" \
+      "128 2 16384 fixed" "128 2 4096 fixed" "128 2 65536 fixed 8" "16 1 16384 fixed")
+    tar -czf "${OUT:-/tmp}/c.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    RESIDENCY=0 ROUNDS=0 bash "$D/bwd_det_variants.sh"
+    ;;
+  *) echo "usage: $0 H|T|P|C" >&2; exit 2 ;;
 esac
