@@ -98,12 +98,6 @@
 #ifndef FLASHKIT_MLA_ARRIVE_FIRST
 #define FLASHKIT_MLA_ARRIVE_FIRST 1
 #endif
-// FLASHKIT_MLA_EARLY_FIRST_IDS: a piece's first two page ids are read from the block table at
-//   the piece's start, before the wait for the previous piece's O copies (1), instead of after
-//   Q's copies are issued (0).
-#ifndef FLASHKIT_MLA_EARLY_FIRST_IDS
-#define FLASHKIT_MLA_EARLY_FIRST_IDS 0
-#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -993,12 +987,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       pc.mask_from = p.causal ? min(len - (p.s_q - 1 - t_min), pc.load_end) : pc.load_end;
     }
 
-#if FLASHKIT_MLA_EARLY_FIRST_IDS
-    // The first pair's pages, read before the wait for the previous piece's O copies and the
-    // barrier: the block-table latency overlaps them and Q's copies instead of following them.
-    const int id_first_a = n_blocks > 0 ? pc.page_id(blk_begin) : -1;
-    const int id_first_b = n_blocks > 0 ? pc.page_id(blk_begin + 1) : -1;
-#endif
     float o[4][8][4];
 #pragma unroll
     for (int dc = 0; dc < 4; ++dc)
@@ -1017,11 +1005,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       load_q(b);
       // The first pair of blocks.
       {
-#if FLASHKIT_MLA_EARLY_FIRST_IDS
-        const int id_a = id_first_a, id_b = id_first_b;
-#else
         const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
-#endif
         if (wg == 0) {
           pc.template load_chunks<0, 4>(0, blk_begin, id_a);
           pc.template load_chunks<0, 4>(1, blk_begin + 1, id_b);
