@@ -70,5 +70,21 @@ case "${1:-H}" in
     tar -czf "${OUT:-/tmp}/c.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     RESIDENCY=0 ROUNDS=0 bash "$D/bwd_det_variants.sh"
     ;;
-  *) echo "usage: $0 H|T|P|C" >&2; exit 2 ;;
+  Q)
+    # Q by TMA, prefetched in the previous piece's epilogue (FlashMLA's order), against Q by cp.async at the
+    # piece's start (FLASHKIT_MLA_Q_TMA=0, same binary): install + MLA GPU tests + sanitizers on the tree,
+    # then the dev harness (.carry/mlabin/mla_qtma) checks and three interleaved rounds.
+    O=${OUT:-/tmp}/qt; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    mla_checks "$TREE"
+    B="$TREE/.carry/mlabin/mla_qtma"
+    for e in 1 0; do echo "check q_tma=$e: $(FLASHKIT_MLA_Q_TMA=$e timeout 120 $B 2>&1 | tail -1)" >> "$O/ab.txt"; done
+    for r in 1 2 3; do
+      for c in "128 2 4096" "128 2 16384" "128 1 8192" "64 2 8192" "16 1 16384" "32 2 4096" "64 1 16384" "128 2 4096 16" "16 1 16384 16"; do
+        for e in 1 0; do echo "r$r q_tma=$e $(FLASHKIT_MLA_Q_TMA=$e timeout 60 $B perf $c 2>&1 | tail -1)" >> "$O/ab.txt"; done
+      done
+    done
+    tar -czf "${OUT:-/tmp}/qt.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 H|T|P|C|Q" >&2; exit 2 ;;
 esac

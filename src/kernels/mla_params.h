@@ -103,6 +103,13 @@ struct MlaParams {
   // FLASHKIT_MLA_PAGE_RUNS=16 makes it for page 16 only, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
+  // Hopper kernel with TMA K loads only (set by its launcher): TMA map of q as 4-D (576 columns,
+  // h_q heads, s_q tokens, B) with boxes of 64 columns x q_tma_heads heads x 64 / q_tma_heads
+  // tokens, i.e. one m-block's 64 rows of one chunk (rows past s_q are zero-filled). 0: Q by
+  // cp.async (a query-head ratio that is neither a multiple nor a divisor of 64, a layout the
+  // map cannot describe, or FLASHKIT_MLA_Q_TMA=0).
+  int q_tma_heads;
+  MlaTmaDesc q_tmap;
   // Hopper kernel only (set by its launcher): page_size as a multiply-high divisor, and
   // 64 / tma_box_rows (the boxes, one per page, of a 64-token block; 0 without TMA), so the
   // per-pair page lookups divide by neither at run time.

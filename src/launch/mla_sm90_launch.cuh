@@ -62,6 +62,34 @@ int make_kv_tensor_map(MlaParams& p) {
   return box;
 }
 
+// Q by TMA (MlaParams::q_tmap): a box of 64 columns x bh heads x 64 / bh tokens is one m-block's
+// 64 rows of a chunk when the query heads per KV head (ratio) are a multiple of 64 (bh = 64, one
+// token) or divide 64 (bh = ratio, 64 / ratio tokens; rows past s_q are zero-filled, as the
+// cp.async path leaves them). Other ratios, and layouts the map cannot describe, keep cp.async.
+// FLASHKIT_MLA_Q_TMA=0 (read once, A/B runs) turns it off.
+template <typename T>
+void make_q_tensor_map(MlaParams& p) {
+  p.q_tma_heads = 0;
+  static const bool off = [] {
+    const char* e = std::getenv("FLASHKIT_MLA_Q_TMA");
+    return e != nullptr && e[0] == '0';
+  }();
+  if (off || p.ratio <= 0) return;
+  int bh;
+  if (p.ratio % kMlaBlockM == 0) {
+    bh = kMlaBlockM;
+  } else if (kMlaBlockM % p.ratio == 0) {
+    bh = p.ratio;
+  } else {
+    return;
+  }
+  const int64_t dims[4] = {kMlaHeadDim, p.h_q, p.s_q, p.batch};
+  if (launch_util::make_tma_map_4d_box<T>(&p.q_tmap, p.q, dims, p.q_head_stride, p.q_tok_stride, p.q_batch_stride,
+                                          bh, kMlaBlockM / bh, 1)) {
+    p.q_tma_heads = bh;
+  }
+}
+
 template <class Tr>
 cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &mla_split_kernel<Tr>;
@@ -94,6 +122,8 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   p.tma_box_rows = no_tma ? 0 : mla_sm90::make_kv_tensor_map<T>(p);
   p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;
   p.page_div = prims::FastDiv::make(p.page_size);
+  p.q_tma_heads = 0;
+  if (p.tma_box_rows > 0) mla_sm90::make_q_tensor_map<T>(p);
   if (p.tma_box_rows == kMlaBlockN) return mla_sm90::launch<mla_sm90::Traits<T, true, true>>(p, dev, stream);
   if (p.tma_box_rows > 0) return mla_sm90::launch<mla_sm90::Traits<T, true>>(p, dev, stream);
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);

@@ -60,17 +60,24 @@ inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void
 // rows of 128 bytes) with the 128-byte swizzle (tiles::Swizzle128Tile's layout), zeros outside
 // the tensor. False when it cannot be described (an unaligned base, a stride that is 0, not a
 // multiple of 16 bytes or >= 2^40 on a dim of size > 1) or there is no encoder.
+// make_tma_map_4d_box: the same with boxes of 64 columns x box1 x box2 x box3 (they land in
+// that order, dim 1 fastest: box1 * box2 * box3 rows of 128 bytes).
 template <typename T>
-bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
-                     int64_t batch_s, int box_rows, int box_batches = 1) {
+bool make_tma_map_4d_box(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t s1, int64_t s2,
+                         int64_t s3, int box1, int box2, int box3) {
   constexpr int64_t es = sizeof(T);
-  int64_t st[3] = {row_s * es, head_s * es, batch_s * es};
+  int64_t st[3] = {s1 * es, s2 * es, s3 * es};
   if (!tma_layout_ok(base, dims, st)) return false;
-  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, cuuint32_t(box_batches)};
+  const cuuint32_t box[4] = {64, cuuint32_t(box1), cuuint32_t(box2), cuuint32_t(box3)};
   return encode_tma_map_4d(out,
                            std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                            base, dims, st, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+}
+template <typename T>
+bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
+                     int64_t batch_s, int box_rows, int box_batches = 1) {
+  return make_tma_map_4d_box<T>(out, base, dims, row_s, head_s, batch_s, box_rows, 1, box_batches);
 }
 
 // A 4-D map of the backward's fp32 dq accumulator for TMA reduce-adds: dims (innermost first)

@@ -878,6 +878,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   float* sL = reinterpret_cast<float*>(smem + Tr::kSmemL);
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
 
+  // Q by TMA (launcher: make_q_tensor_map), one lane, the next piece's Q during this piece's
+  // epilogue; else by cp.async from every thread at the piece's start.
+  const bool q_tma = Tr::kTma && p.q_tma_heads > 0;
   if (tid == 0) {
     *reinterpret_cast<float*>(smem + Tr::kSmemZero) = 0.f;
     // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals
@@ -885,11 +888,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
       prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
                            Tr::kTma ? 1 : (i % Tr::kChunks == 0 ? 129 : 128));
-    prims::mbarrier_init(bar_q, Tr::kThreads);
+    prims::mbarrier_init(bar_q, q_tma ? 1 : Tr::kThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (Tr::kTma) {
     if (tid == 0) prims::tma_prefetch_desc(&p.kv_tmap);
+    if (tid == 0 && q_tma) prims::tma_prefetch_desc(&p.q_tmap);
   }
   __syncthreads();
   grid_dependency_wait();  // the metadata (and q) may come from the previous kernel
@@ -926,6 +930,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   // Q rows of this m-block for sequence bq: thread -> row tid / 4, 16-byte pieces
   // tid % 4 + 4i; one arrival per thread on bar_q when they land.
   auto load_q = [&](int bq) {
+    if (q_tma) {
+      if (tid == 0) {
+        const int r0 = m_block * kMlaBlockM, tq0 = r0 / p.ratio, head0 = kvh * p.ratio + (r0 - tq0 * p.ratio);
+        prims::mbarrier_arrive_expect_tx(bar_q, Tr::kChunks * Tr::kChunkBytes);
+#pragma unroll
+        for (int c = 0; c < Tr::kChunks; ++c) {
+          prims::tma_load_4d_nohint_if(true, prims::smem_addr(sQ) + c * Tr::kChunkBytes, &p.q_tmap, c * 64, head0, tq0,
+                                       bq, bar_q);
+        }
+      }
+      return;
+    }
     const int r = tid >> 2;
     const int R = m_block * kMlaBlockM + r;
     const bool ok = R < p.rows_per_kv;
@@ -943,6 +959,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     prims::cp_async_mbarrier_arrive(bar_q);
   };
   uint32_t bad = 0;
+  // A Q copy for sequence b is in flight (TMA: issued in the previous piece's epilogue, which
+  // only ever prefetches b + 1; a piece skipped below drains it).
+  bool q_pending = false;
+  auto q_drain = [&]() {
+    if (q_pending) {
+      prims::mbarrier_wait_sleep(bar_q, phq);
+      phq ^= 1;
+      q_pending = false;
+    }
+  };
 
   for (int b = begin_b; b <= end_b; ++b) {
     int len = p.seqlens_k[b];
@@ -957,7 +983,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     const int s_first = p.num_splits[b];
     const int n_pieces = p.num_splits[b + 1] - s_first;
     const int split = b == begin_b ? begin_split : 0;
-    if (n_pieces <= 0 || split < 0 || split >= n_pieces) continue;  // not planned here
+    if (n_pieces <= 0 || split < 0 || split >= n_pieces) {  // not planned here
+      q_drain();
+      continue;
+    }
     const bool direct = n_pieces == 1;
 #if FLASHKIT_MLA_TRACE
     tr_piece_at(0);
@@ -965,7 +994,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       g_mla_piece_pairs[tr_k * kTracePieces + tr_piece] = (max(0, min(b == end_b_raw ? end_blk : 1 << 30, (len + 63) / 64) - max(b == begin_b ? begin_blk : 0, 0)) + 1) / 2;
 #endif
     const int slot = s_first + split;
-    if (!direct && (slot < 0 || slot >= p.max_partials)) continue;
+    if (!direct && (slot < 0 || slot >= p.max_partials)) {
+      q_drain();
+      continue;
+    }
 
     Piece<Tr> pc{p, smem, b, kvh};
     pc.load_end = min(len, blk_end * kMlaBlockN);
@@ -1002,7 +1034,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     __syncthreads();  // the previous piece is done with shared memory
     if (n_blocks > 0) {
       if (tid < kMlaBlockM) sM[tid] = kInitMax;
-      load_q(b);
+      if (!q_pending) load_q(b);
+      q_pending = false;  // (waited for below)
       // The first pair of blocks.
       {
         const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
@@ -1085,7 +1118,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       sL[wg * 64 + row0] = l[0];
       sL[wg * 64 + row0 + 8] = l[1];
     }
+    if (q_tma) prims::fence_proxy_async_smem();  // P1's stores (in Q's RoPE chunk) before the next Q's copy
     __syncthreads();
+    // Both warpgroups are done with Q (and P1): the next sequence's Q copy runs during this
+    // epilogue (FlashMLA's order). A piece that then turns out to have nothing to do leaves it
+    // for q_drain.
+    if (q_tma && b < end_b) {
+      q_drain();  // a copy for b itself, left by a piece with no blocks
+      load_q(b + 1);
+      q_pending = true;
+    }
 #if FLASHKIT_MLA_TRACE
     tr_piece_at(3);
 #endif
@@ -1182,6 +1224,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
 #if FLASHKIT_MLA_STAGED_O
   if (tid < kMlaBlockM) prims::bulk_wait_group<0>();  // the O copies are done before the CTA exits
 #endif
+  q_drain();  // no copy into shared memory outlives the CTA
 #if FLASHKIT_MLA_TRACE
   if (tid == 0 && tr_cta_id < kTraceMaxCtas) g_mla_cta[tr_cta_id * 2 + 1] = mla_gtime();
 #endif
