@@ -12,6 +12,7 @@ power and throttle reasons over the samples taken in the middle half of the run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -26,28 +27,12 @@ def main() -> int:
     ap.add_argument("--flashmla-path", default=None)
     args = ap.parse_args()
 
-    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from mla_kernel_times import setup
 
-    from flashkit.bench import mla_impls as mi
-    from flashkit.bench import mla_sweeps
-    from flashkit.bench.mla_runner import MlaData
-
-    impls = []
-    for name in (mi.FLASHKIT, mi.FLASHMLA):
-        impl = mi.make_impl(name, (64,))
-        why = impl.setup(mi.Env(args.flashmla_path))
-        if why:
-            print(f"{name}: not run: {why}")
-        else:
-            impls.append(impl)
-    dev = torch.device("cuda")
-    print(torch.cuda.get_device_name(0))
+    torch, impls, make_sets = setup(args.flashmla_path)
     for text in args.configs:
-        hq, sq, sk, mode, *rest = text.split()
-        cfg = mla_sweeps.MlaConfig(B=int(rest[0]) if rest else 128, s_q=int(sq), S_k=int(sk), H_q=int(hq),
-                                   mode=mode)
-        lengths = mla_sweeps.seqlens(cfg, 0)
-        sets = [MlaData(torch, cfg, lengths, 256, cfg.seed(0) + 1 + 7919 * r, dev) for r in range(2)]
+        cfg, sets = make_sets(text)
         for impl in impls * 2:  # twice each, interleaved (flashkit, flashmla, flashkit, flashmla)
             fns = [impl.prepare(cfg, d, 64) for d in sets]
             for f in fns:

@@ -18,16 +18,11 @@ import sys
 from collections import defaultdict
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("configs", nargs="*", default=["128 2 16384 fixed", "128 1 16384 varlen",
-                                                  "64 2 8192 fixed", "16 1 16384 fixed"])
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--flashmla-path", default=None)
-    args = ap.parse_args()
-
+def setup(flashmla_path):
+    """(torch, the usable implementations [flashkit, FlashMLA], make_sets); make_sets(text) parses
+    "h_q s_q mean_sk mode [b]" into (cfg, two data sets made as the bench makes them). Shared with
+    mla_clocks.py."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from flashkit.bench import mla_impls as mi
     from flashkit.bench import mla_sweeps
@@ -36,19 +31,37 @@ def main() -> int:
     impls = []
     for name in (mi.FLASHKIT, mi.FLASHMLA):
         impl = mi.make_impl(name, (64,))
-        why = impl.setup(mi.Env(args.flashmla_path))
+        why = impl.setup(mi.Env(flashmla_path))
         if why:
             print(f"{name}: not run: {why}")
         else:
             impls.append(impl)
     dev = torch.device("cuda")
     print(torch.cuda.get_device_name(0))
-    for text in args.configs:
+
+    def make_sets(text):
         hq, sq, sk, mode, *rest = text.split()
         cfg = mla_sweeps.MlaConfig(B=int(rest[0]) if rest else 128, s_q=int(sq), S_k=int(sk), H_q=int(hq),
                                    mode=mode)
         lengths = mla_sweeps.seqlens(cfg, 0)
-        sets = [MlaData(torch, cfg, lengths, 256, cfg.seed(0) + 1 + 7919 * r, dev) for r in range(2)]
+        return cfg, [MlaData(torch, cfg, lengths, 256, cfg.seed(0) + 1 + 7919 * r, dev) for r in range(2)]
+
+    return torch, impls, make_sets
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("configs", nargs="*", default=["128 2 16384 fixed", "128 1 16384 varlen",
+                                                  "64 2 8192 fixed", "16 1 16384 fixed"])
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--flashmla-path", default=None)
+    args = ap.parse_args()
+
+    torch, impls, make_sets = setup(args.flashmla_path)
+    from torch.profiler import ProfilerActivity, profile
+
+    for text in args.configs:
+        cfg, sets = make_sets(text)
         for impl in impls:
             fns = [impl.prepare(cfg, d, 64) for d in sets]
             for f in fns:  # warm up
