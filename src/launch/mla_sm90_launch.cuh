@@ -153,11 +153,11 @@ int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read)(unsigned long long* dst, int n, b
 int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, unsigned long long* piece, int* pairs) {
   using namespace mla_sm90;
   if (cudaMemcpyFromSymbol(cta, g_mla_cta, sizeof(unsigned long long) * kTraceMaxCtas * 2) != cudaSuccess) return -1;
-  cudaMemcpyFromSymbol(piece, g_mla_piece, sizeof(unsigned long long) * kTraceCtas * kTracePieces * 5);
+  cudaMemcpyFromSymbol(piece, g_mla_piece, sizeof(unsigned long long) * kTraceCtas * kTracePieces * kTracePiecePoints);
   cudaMemcpyFromSymbol(pairs, g_mla_piece_pairs, sizeof(int) * kTraceCtas * kTracePieces);
   static unsigned long long z[kTraceMaxCtas * 2] = {};
   cudaMemcpyToSymbol(g_mla_cta, z, sizeof(z));
-  cudaMemcpyToSymbol(g_mla_piece, z, sizeof(unsigned long long) * kTraceCtas * kTracePieces * 5);
+  cudaMemcpyToSymbol(g_mla_piece, z, sizeof(unsigned long long) * kTraceCtas * kTracePieces * kTracePiecePoints);
   return 0;
 }
 #endif

@@ -110,10 +110,11 @@ __device__ unsigned long long g_mla_trace[kTraceCtas * 2 * kTracePairs * kTraceP
 // %globaltimer (ns): every CTA's start (after griddepcontrol.wait) and end, [cta][2] with
 // cta = (part * h_kv + kvh) * m_blocks + m_block; and the traced CTAs' pieces (up to 8):
 // [traced CTA][piece][start, first Q K^T done, block loop done, both warpgroups done,
-// epilogue done], + pairs.
-constexpr int kTraceMaxCtas = 2048, kTracePieces = 8;
+// epilogue done, shared memory free (the previous piece's O copies read), Q landed, prologue
+// barrier passed (RoPE registers loaded)], + pairs. Points 1-2 and 6-7 are warpgroup 0's thread 0.
+constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 8;
 __device__ unsigned long long g_mla_cta[kTraceMaxCtas * 2];
-__device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * 5];
+__device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * kTracePiecePoints];
 __device__ int g_mla_piece_pairs[kTraceCtas * kTracePieces];
 __device__ __forceinline__ unsigned long long mla_gtime() {
   unsigned long long t;
@@ -905,7 +906,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   int tr_piece = 0;
   auto tr_piece_at = [&](int point) {
     if (tid == 0 && tr_k >= 0 && tr_piece < kTracePieces)
-      g_mla_piece[(tr_k * kTracePieces + tr_piece) * 5 + point] = mla_gtime();
+      g_mla_piece[(tr_k * kTracePieces + tr_piece) * kTracePiecePoints + point] = mla_gtime();
   };
 #endif
 
@@ -1032,6 +1033,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     if (tid < kMlaBlockM) prims::bulk_wait_group_read<0>();  // the previous piece's O copies
 #endif
     __syncthreads();  // the previous piece is done with shared memory
+#if FLASHKIT_MLA_TRACE
+    tr_piece_at(5);
+#endif
     if (n_blocks > 0) {
       if (tid < kMlaBlockM) sM[tid] = kInitMax;
       if (!q_pending) load_q(b);
@@ -1049,6 +1053,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       }
       prims::mbarrier_wait_sleep(bar_q, phq);
       phq ^= 1;
+#if FLASHKIT_MLA_TRACE
+      tr_piece_at(6);
+#endif
       // RoPE columns of Q into registers (the A operand of the last Q K^T k-steps).
       uint32_t rope[4][4];
       {
@@ -1062,6 +1069,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       }
       prims::fence_proxy_async_smem();
       __syncthreads();  // RoPE registers loaded everywhere (sP1 overwrites that chunk); sM set
+#if FLASHKIT_MLA_TRACE
+      tr_piece_at(7);
+#endif
 
       float s[8][4];
 #pragma unroll
