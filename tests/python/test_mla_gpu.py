@@ -203,11 +203,11 @@ def _run_layout(lens, page, h_q, s_q, dtype, seed, h_kv=1):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("h_q,h_kv,s_q,causal", [(16, 1, 1, False), (128, 1, 2, True), (32, 2, 1, True)])
 def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, h_kv, s_q, causal):
-    """Pages of 16 tokens: a 64-token block whose pages have consecutive ids is loaded by one
-    TMA copy per chunk (the run map, docs/kernels/mla.md); any other block (and every block of
-    32-token pages) by one copy per page. The same cache with its pages moved to random ids (no
-    runs) must give the same bits, and both pass the reference check. Lengths end mid-page,
-    mid-block and on block edges; h_kv 2 puts the head between the slot and page coordinates."""
+    """Pages of 16 / 32 tokens: a 64-token block whose pages have consecutive ids is loaded by
+    one TMA copy per chunk (the run map, docs/kernels/mla.md); any other block by one copy per
+    page. The same cache with its pages moved to random ids (no runs) must give the same bits,
+    and both pass the reference check. Lengths end mid-page, mid-block and on block edges; h_kv 2
+    puts the head between the slot and page coordinates."""
     lens = [1000, 64 * 5, 777, 64 * 10 + page * 3 + 5, 1, 64]
     q, kv, bt, sl = _run_layout(lens, page, h_q, s_q, DT[dtype], seed=(page, h_q), h_kv=h_kv)
     out, lse = run(q, kv, bt, sl, causal=causal)
@@ -219,6 +219,46 @@ def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, h_kv, s_q, ca
     out2, lse2 = run(q, kv2, bt2, sl, causal=causal)
     assert torch.equal(out, out2), "out: the run copies and the per-page copies differ"
     assert torch.equal(lse, lse2), "lse: the run copies and the per-page copies differ"
+
+
+_Q_TMA_PROBE = r"""
+import hashlib, torch, flashkit.mla as fm
+g = torch.Generator(device="cuda").manual_seed(23)
+out = []
+# (lengths, s_q, h_q, h_kv, page, q row padding): head ratios 16 (4 tokens a box, rows past s_q
+# zero-filled), 128 (two m-blocks), 32 with h_kv 2, 64 with strided q; zero and short lengths (a
+# prefetched Q left to drain); pages 64 and 16 / 32 (both TMA kernels); 24 (cp.async either way).
+for lens, s_q, h_q, h_kv, page, pad in [([0, 300, 1, 4100, 2000, 0], 3, 16, 1, 64, 0),
+                                        ([700, 0, 2600], 2, 128, 1, 64, 64),
+                                        ([513, 64, 1900, 5], 1, 64, 2, 16, 0),
+                                        ([1200, 33, 0, 0, 900], 4, 32, 1, 32, 0),
+                                        ([450, 2000], 2, 64, 1, 64, 64),
+                                        ([800, 70], 1, 24, 1, 64, 0)]:
+    B = len(lens)
+    per = max(1, -(-max(lens) // page))
+    kv = torch.randn(B * per + 3, page, h_kv, 576, device="cuda", dtype=torch.bfloat16, generator=g)
+    bt = torch.randperm(B * per + 3, device="cuda", generator=g)[: B * per].int().view(B, per)
+    q = torch.randn(B, s_q, h_q, 576 + pad, device="cuda", dtype=torch.bfloat16, generator=g)[..., :576]
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    meta, splits = fm.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
+    o, lse = fm.flash_mla_with_kvcache(q, kv, bt, sl, 512, meta, splits, causal=True)
+    for x in (o, lse):
+        out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()[:16])
+print(" ".join(out))
+"""
+
+
+def test_q_tma_matches_cp_async_bitwise(run_probe):
+    """Hopper kernel: Q by TMA (one box per chunk of an m-block, the next sequence's Q copied during
+    the previous piece's epilogue) gives the same bits as Q by cp.async at each piece's start
+    (FLASHKIT_MLA_Q_TMA=0, read once per process, hence two subprocesses): the same values land in
+    the same shared-memory tile either way, rows past s_q as zeros. (That the TMA path is taken
+    shows in the dev harness's timings, docs/kernels/mla.md v22.)"""
+    if flash_mla.split_kernel_family(torch.bfloat16) != "sm90":
+        pytest.skip("the Hopper MLA kernel is not what runs here")
+    runs = [run_probe(_Q_TMA_PROBE, {"FLASHKIT_MLA_Q_TMA": v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
+            for v in ("1", "0")]
+    assert len(runs[0]) == 12 and runs[0] == runs[1], runs
 
 
 @pytest.mark.parametrize("page", [16, 32])
