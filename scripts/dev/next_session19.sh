@@ -88,8 +88,9 @@ case "${1:-H}" in
     ;;
   R)
     # NOT RUN YET (the session's device time ran out). The MLA trace build with the prologue's new points
-    # (shared memory free, Q landed, prologue barrier: mla_sm90_check.cu prints them per piece), built here
-    # into .carry/mlab4/mla_trace: where the ~4.2 us prologue of a piece goes (mla.md "Where a call's time goes").
+    # (shared memory free, Q landed, prologue barrier; in the epilogue O staged and its copies issued:
+    # mla_sm90_check.cu prints them per piece), built here into .carry/mlab4/mla_trace: where the ~4.2 us
+    # prologue and the ~3 us epilogue of a piece go (mla.md "Where a call's time goes").
     #   run(carry=[".carry/mlab4"], command="bash scripts/dev/next_session19.sh R")
     for c in "128 2 4096" "128 2 16384" "16 1 16384" "64 2 8192"; do
       echo "== $c"; timeout 60 "$TREE/.carry/mlab4/mla_trace" perf $c 2>&1 | tail -8 | grep -v "trace wg"

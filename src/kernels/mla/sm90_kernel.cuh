@@ -111,8 +111,9 @@ __device__ unsigned long long g_mla_trace[kTraceCtas * 2 * kTracePairs * kTraceP
 // cta = (part * h_kv + kvh) * m_blocks + m_block; and the traced CTAs' pieces (up to 8):
 // [traced CTA][piece][start, first Q K^T done, block loop done, both warpgroups done,
 // epilogue done, shared memory free (the previous piece's O copies read), Q landed, prologue
-// barrier passed (RoPE registers loaded)], + pairs. Points 1-2 and 6-7 are warpgroup 0's thread 0.
-constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 8;
+// barrier passed (RoPE registers loaded), O staged (after the staging barrier), O copies issued],
+// + pairs. All points are thread 0's (warpgroup 0).
+constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 10;
 __device__ unsigned long long g_mla_cta[kTraceMaxCtas * 2];
 __device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * kTracePiecePoints];
 __device__ int g_mla_piece_pairs[kTraceCtas * kTracePieces];
@@ -1180,6 +1181,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       }
       prims::fence_proxy_async_smem();  // the generic-proxy stores, before the bulk copies read them
       __syncthreads();
+#if FLASHKIT_MLA_TRACE
+      tr_piece_at(8);
+#endif
       if (tid < kMlaBlockM) {
         const int R = m_block * kMlaBlockM + tid;
         if (R < p.rows_per_kv) {
@@ -1195,6 +1199,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         }
         prims::bulk_commit_group();
       }
+#if FLASHKIT_MLA_TRACE
+      tr_piece_at(9);
+#endif
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
