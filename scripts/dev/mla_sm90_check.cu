@@ -4,8 +4,11 @@
 // Build: nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
 //        -Iinclude -Isrc scripts/dev/mla_sm90_check.cu src/kernels/mla/inst/mla_sm90_bf16.cu
 //        src/kernels/mla/inst/mla_sm90_bf16_box64.cu
+// Env: MLA_SEQ=1 consecutive page ids; MLA_SMS the SM count the parts are sized for; MLA_SUSTAIN_MS
+// a sustained run after the timing (time, energy, power and clock under load; see run_case).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -106,6 +109,28 @@ static void print_trace() {
   }
 }
 #endif
+
+// NVML through dlopen (no header or link needed): the energy counter and the SM clock, for
+// MLA_SUSTAIN_MS (see run_case). ok = false where the driver's library is missing.
+struct Nvml {
+  using Init = int (*)();
+  using Handle = int (*)(unsigned, void**);
+  using Energy = int (*)(void*, unsigned long long*);  // mJ since the driver loaded
+  using Clock = int (*)(void*, int, unsigned*);        // type 1 = SM, MHz
+  Energy energy = nullptr;
+  Clock clock = nullptr;
+  void* dev = nullptr;
+  bool ok = false;
+  Nvml() {
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (h == nullptr) return;
+    auto init = reinterpret_cast<Init>(dlsym(h, "nvmlInit_v2"));
+    auto get = reinterpret_cast<Handle>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+    energy = reinterpret_cast<Energy>(dlsym(h, "nvmlDeviceGetTotalEnergyConsumption"));
+    clock = reinterpret_cast<Clock>(dlsym(h, "nvmlDeviceGetClockInfo"));
+    ok = init && get && energy && clock && init() == 0 && get(0, &dev) == 0;
+  }
+};
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(2); } } while (0)
 
@@ -227,6 +252,38 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
   for (int i = 0; i < iters; ++i) launch_mla_split_sm90<bf16_t>(p, dev, 0);
   cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
   float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
+  // MLA_SUSTAIN_MS=t: then launches back to back for t ms (the state the bench's long repetitions
+  // reach: at compute-bound shapes the GPU runs at its power cap, mla.md "Power"), timed in groups
+  // of 20; the second half's median time per call, the energy per call over the whole loop (NVML's
+  // counter), the mean power and the median SM clock, appended to the result line.
+  char sustained[160] = "";
+  if (const char* env = std::getenv("MLA_SUSTAIN_MS")) {
+    static Nvml nvml;
+    const double budget_ms = std::atof(env);
+    std::vector<float> per;
+    std::vector<unsigned> clocks;
+    unsigned long long mj0 = 0, mj1 = 0;
+    if (nvml.ok) nvml.energy(nvml.dev, &mj0);
+    double spent = 0;
+    while (spent < budget_ms) {
+      cudaEventRecord(e0);
+      for (int i = 0; i < iters; ++i) launch_mla_split_sm90<bf16_t>(p, dev, 0);
+      cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
+      float t; cudaEventElapsedTime(&t, e0, e1);
+      per.push_back(t / iters);
+      spent += t;
+      unsigned mhz = 0;
+      if (nvml.ok && nvml.clock(nvml.dev, 1, &mhz) == 0) clocks.push_back(mhz);
+    }
+    if (nvml.ok) nvml.energy(nvml.dev, &mj1);
+    std::vector<float> late(per.begin() + per.size() / 2, per.end());
+    std::sort(late.begin(), late.end());
+    std::sort(clocks.begin(), clocks.end());
+    const double calls = double(per.size()) * iters;
+    std::snprintf(sustained, sizeof(sustained), " || sustained %.1f us/call %.2f mJ/call %.0f W SM %u MHz",
+                  late[late.size() / 2] * 1e3, nvml.ok ? double(mj1 - mj0) / calls : -1.0,
+                  nvml.ok ? double(mj1 - mj0) / spent : -1.0, clocks.empty() ? 0u : clocks[clocks.size() / 2]);
+  }
   std::vector<__nv_bfloat16> out(size_t(c.B) * c.s_q * c.h_q * DV);
   std::vector<float> lse(size_t(c.B) * c.h_q * c.s_q), po(size_t(max_partials) * rows * DV), pl(size_t(max_partials) * rows);
   CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
@@ -286,9 +343,9 @@ int run_case(const Case& c, uint64_t seed, bool check = true) {
   }
   long tokens = 0; for (int x : lens) tokens += x;
   const double flops = 2.0 * c.s_q * double(tokens) * c.h_q * (576 + 512);
-  printf("B=%d s_q=%d h_q=%d page=%d mean=%d causal=%d parts=%d varlen=%d: max_err %.4g lse_err %.3g bad %d err_word %u | %.3f ms %.0f TFLOPS %.0f GB/s\n",
+  printf("B=%d s_q=%d h_q=%d page=%d mean=%d causal=%d parts=%d varlen=%d: max_err %.4g lse_err %.3g bad %d err_word %u | %.3f ms %.0f TFLOPS %.0f GB/s%s\n",
          c.B, c.s_q, c.h_q, c.page, c.mean, c.causal, parts, c.varlen, max_err, max_lse_err, bad, err, ms, flops / ms / 1e9,
-         (tokens * 576.0 * 2 + c.B * c.s_q * c.h_q * 1088.0 * 2) / ms / 1e6);
+         (tokens * 576.0 * 2 + c.B * c.s_q * c.h_q * 1088.0 * 2) / ms / 1e6, sustained);
 #if FLASHKIT_MLA_TRACE
   g_box64 = c.page % 64 == 0;
   print_trace();
