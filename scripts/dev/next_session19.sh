@@ -95,6 +95,13 @@ case "${1:-H}" in
     for c in "128 2 4096" "128 2 16384" "16 1 16384" "64 2 8192"; do
       echo "== $c"; timeout 60 "$TREE/.carry/mlab4/mla_trace" perf $c 2>&1 | tail -8 | grep -v "trace wg"
     done
+    # and the sustained loop of the default build (MLA_SUSTAIN_MS: time, mJ per call, W, MHz under load)
+    cd "$TREE" && nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Iinclude -Isrc \
+      -I/usr/local/cuda/include/cccl scripts/dev/mla_sm90_check.cu src/kernels/mla/inst/mla_sm90_bf16.cu \
+      src/kernels/mla/inst/mla_sm90_bf16_box64.cu -o /tmp/mla_main
+    for c in "128 2 4096" "128 2 16384" "16 1 16384" "64 2 8192"; do
+      MLA_SUSTAIN_MS=1000 timeout 60 /tmp/mla_main perf $c 2>&1 | tail -1
+    done
     ;;
   *) echo "usage: $0 H|T|P|C|Q|R" >&2; exit 2 ;;
 esac
