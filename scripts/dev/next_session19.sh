@@ -99,8 +99,13 @@ case "${1:-H}" in
     cd "$TREE" && nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Iinclude -Isrc \
       -I/usr/local/cuda/include/cccl scripts/dev/mla_sm90_check.cu src/kernels/mla/inst/mla_sm90_bf16.cu \
       src/kernels/mla/inst/mla_sm90_bf16_box64.cu -o /tmp/mla_main
-    for c in "128 2 4096" "128 2 16384" "16 1 16384" "64 2 8192"; do
-      MLA_SUSTAIN_MS=1000 timeout 60 /tmp/mla_main perf $c 2>&1 | tail -1
+    # with the cache maps' L2 promotion at 256 (default) and 128 bytes (FlashMLA's), interleaved twice
+    for r in 1 2; do
+      for c in "128 2 4096" "128 2 16384" "16 1 16384" "64 2 8192"; do
+        for pr in 256 128; do
+          echo "r$r promo $pr $(FLASHKIT_MLA_L2_PROMO=$pr MLA_SUSTAIN_MS=1000 timeout 60 /tmp/mla_main perf $c 2>&1 | tail -1)"
+        done
+      done
     done
     ;;
   *) echo "usage: $0 H|T|P|C|Q|R" >&2; exit 2 ;;

@@ -39,14 +39,34 @@ inline int gcd_int(int a, int b) {
 // -0.2..-0.4 % elsewhere on an H200, -0.1..-0.8 % on an H100 (at v17, before the page-16/32
 // kernel lost its whole-box path, it had been ~2 % slower there). FLASHKIT_MLA_PAGE_RUNS (read
 // once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
+//
+// The cache maps' L2 promotion: 256 bytes. A cache row is 1152 bytes (9 chunks of 128), so a
+// 256-byte promotion of one chunk's request also covers a neighbouring chunk, which its own
+// box requests again: a candidate for the 22 % more L2 requests than FlashMLA's (whose CUTLASS
+// maps promote to 128 bytes) at h_q 16 (mla.md "Where the time went"); time was the same for
+// none, 128 and 256 at v9, energy was not measured. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128
+// or 256; default 256) for that A/B (mla.md "Power").
+inline CUtensorMapL2promotion mla_kv_l2_promotion() {
+  static const CUtensorMapL2promotion promo = [] {
+    const char* e = std::getenv("FLASHKIT_MLA_L2_PROMO");
+    const int v = e == nullptr ? 256 : std::atoi(e);
+    return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+           : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+           : v == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                      : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  }();
+  return promo;
+}
+
 template <typename T>
 int make_kv_tensor_map(MlaParams& p) {
   p.tma_run_pages = 0;
   const int box = gcd_int(p.page_size, kMlaBlockN);
   if (box < 16) return 0;
   const int64_t dims[4] = {kMlaHeadDim, p.page_size, p.h_kv, p.num_pages};
+  const CUtensorMapL2promotion promo = mla_kv_l2_promotion();
   if (!launch_util::make_tma_map_4d<T>(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
-                                       p.kv_page_stride, box)) {
+                                       p.kv_page_stride, box, 1, promo)) {
     return 0;
   }
   static const int runs_max = [] {  // the largest page size that gets a run map
@@ -56,7 +76,7 @@ int make_kv_tensor_map(MlaParams& p) {
   }();
   if (box == p.page_size && box <= runs_max && box < kMlaBlockN &&
       launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
-                                      p.kv_page_stride, box, kMlaBlockN / box)) {
+                                      p.kv_page_stride, box, kMlaBlockN / box, promo)) {
     p.tma_run_pages = kMlaBlockN / box;
   }
   return box;

@@ -64,7 +64,8 @@ inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void
 // that order, dim 1 fastest: box1 * box2 * box3 rows of 128 bytes).
 template <typename T>
 bool make_tma_map_4d_box(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t s1, int64_t s2,
-                         int64_t s3, int box1, int box2, int box3) {
+                         int64_t s3, int box1, int box2, int box3,
+                         CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   constexpr int64_t es = sizeof(T);
   int64_t st[3] = {s1 * es, s2 * es, s3 * es};
   if (!tma_layout_ok(base, dims, st)) return false;
@@ -72,12 +73,13 @@ bool make_tma_map_4d_box(TmaDesc* out, const void* base, const int64_t (&dims)[4
   return encode_tma_map_4d(out,
                            std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                           base, dims, st, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+                           base, dims, st, box, promotion);
 }
 template <typename T>
 bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t row_s, int64_t head_s,
-                     int64_t batch_s, int box_rows, int box_batches = 1) {
-  return make_tma_map_4d_box<T>(out, base, dims, row_s, head_s, batch_s, box_rows, 1, box_batches);
+                     int64_t batch_s, int box_rows, int box_batches = 1,
+                     CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+  return make_tma_map_4d_box<T>(out, base, dims, row_s, head_s, batch_s, box_rows, 1, box_batches, promotion);
 }
 
 // A 4-D map of the backward's fp32 dq accumulator for TMA reduce-adds: dims (innermost first)
