@@ -108,5 +108,25 @@ case "${1:-H}" in
       done
     done
     ;;
-  *) echo "usage: $0 H|T|P|C|Q|R" >&2; exit 2 ;;
+  O)
+    # NOT RUN YET. Branch wip/mla-o-tma (its tree in .carry/cur, its dev harness in .carry/mlab5/mla_otma):
+    # a sequence's final output stored by 8 TMA copies from a swizzled staging tile instead of 64 row copies
+    # (pages >= 64; FLASHKIT_MLA_O_TMA=0 = the row copies, same binary). Prediction: if the 64 row copies
+    # hold the TMA unit (the next piece's K copies queue behind them), -1..-2 % at h_q 128 s_q 2 4k, less at
+    # 16k, ~0 where memory-bound; otherwise 0. Then the branch's MLA GPU tests (two new bitwise tests) and
+    # sanitizers.
+    #   run(carry=[".carry/cur", ".carry/mlab5"], command="bash scripts/dev/next_session19.sh O")
+    O=${OUT:-/tmp}/ot; . "$D/device_steps.sh"
+    B="$TREE/.carry/mlab5/mla_otma"
+    for e in 1 0; do echo "check o_tma=$e: $(FLASHKIT_MLA_O_TMA=$e timeout 120 $B 2>&1 | tail -1)" >> "$O/ab.txt"; done
+    for r in 1 2 3; do
+      for c in "128 2 4096" "128 2 16384" "128 1 8192" "64 2 8192" "16 1 16384" "32 2 4096"; do
+        for e in 1 0; do echo "r$r o_tma=$e $(FLASHKIT_MLA_O_TMA=$e timeout 60 $B perf $c 2>&1 | tail -1)" >> "$O/ab.txt"; done
+      done
+    done
+    install_tree "$TREE/.carry/cur"
+    mla_checks "$TREE/.carry/cur"
+    tar -czf "${OUT:-/tmp}/ot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    ;;
+  *) echo "usage: $0 H|T|P|C|Q|R|O" >&2; exit 2 ;;
 esac
