@@ -128,5 +128,11 @@ case "${1:-H}" in
     mla_checks "$TREE/.carry/cur"
     tar -czf "${OUT:-/tmp}/ot.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     ;;
-  *) echo "usage: $0 H|T|P|C|Q|R|O" >&2; exit 2 ;;
+  RO)
+    # R then O in one machine session (~5 min): run(carry=[".carry/mlab4", ".carry/mlab5", ".carry/cur"],
+    #   command="bash scripts/dev/next_session19.sh RO > $OUT/r.txt 2>&1; tail -60 $OUT/r.txt")
+    bash "$0" R
+    bash "$0" O
+    ;;
+  *) echo "usage: $0 H|T|P|C|Q|R|O|RO" >&2; exit 2 ;;
 esac
