@@ -284,22 +284,26 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], con
   }
 }
 
-// m64n128k16, both operands in shared memory, B MN-major, A K-major (TA 0) or MN-major (TA 1).
+// m64n128k16, both operands in shared memory, B MN-major, A K-major (TA 0) or MN-major (TA 1;
+// an immediate operand).
 #define FLASHKIT_WGMMA_N128_SS_TB(TY, d, desc_a, desc_b, TA)                                      \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", %64, %65, p, 1, 1, " #TA ", 1;\n}\n"                                           \
+               ", %64, %65, p, 1, 1, %67, 1;\n}\n"                                               \
                : FLASHKIT_WGMMA_D64(d)                                                          \
-               : "l"(desc_a), "l"(desc_b), "r"(1))
+               : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA))
 
-// d (64 x 128) += A (64 x 16, shared, K-major) * B (16 x 128, shared, MN-major: 2 atom columns
-// `lbo` bytes apart in the descriptor). Always accumulates.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16_ss_tnspb(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
+// d (64 x 128) += A (64 x 16, shared) * B (16 x 128, shared, MN-major: 2 atom columns `lbo`
+// bytes apart in the descriptor), A K-major (kTnspA 0: the MLA kernel's P V) or MN-major
+// (kTnspA 1: the key-split backward's dV += P^T dO and dK += dS^T Q with P and dS stored
+// [row][key], A read once per k-step for both 64-column halves). Always accumulates.
+template <typename T, int kTnspA>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_tb(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
+  static_assert(kTnspA == 0 || kTnspA == 1, "A is K-major (0) or MN-major (1)");
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, 0);
+    FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, kTnspA);
   } else {
-    FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, 0);
+    FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, kTnspA);
   }
 }
 
@@ -372,18 +376,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[4][4], uint64_t de
     FLASHKIT_WGMMA_N32_SS("f16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16, 1);
   } else {
     FLASHKIT_WGMMA_N32_SS("bf16", d, desc_a, desc_b, FLASHKIT_WGMMA_D16, 1);
-  }
-}
-
-// d (64 x 128) += A (64 x 16, shared, MN-major) * B (16 x 128, shared, MN-major: 2 atom
-// columns `lbo` bytes apart): the key-split backward's dV += P^T dO and dK += dS^T Q with
-// P and dS stored [row][key] (A read once per k-step for both 64-column halves).
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16_ss_tnspab(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
-  if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, 1);
-  } else {
-    FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, 1);
   }
 }
 

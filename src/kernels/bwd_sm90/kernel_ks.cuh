@@ -370,8 +370,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     for (int ms = 0; ms < Tr::kMSteps; ++ms) {
       const uint64_t a_off = (ms * 16 * 128) >> 4;
       const uint64_t b_off = (col_chunk0 * QTile::kBlockBytes + ms * 16 * 128) >> 4;
-      prims::wgmma_m64n128k16_ss_tnspab<T>(dv, desc_pt + a_off, desc_do_mn + b_off);
-      prims::wgmma_m64n128k16_ss_tnspab<T>(dk, desc_dst + a_off, desc_q_mn + b_off);
+      prims::wgmma_m64n128k16_ss_tb<T, 1>(dv, desc_pt + a_off, desc_do_mn + b_off);
+      prims::wgmma_m64n128k16_ss_tb<T, 1>(dk, desc_dst + a_off, desc_q_mn + b_off);
     }
     prims::wgmma_commit();
 

@@ -471,7 +471,7 @@ __device__ __forceinline__ void issue_pv_smem_quarter(float (&o)[4][8][4], uint6
 #pragma unroll
   for (int ps = 0; ps < 4; ++ps) {
     const uint64_t off = uint64_t((half * 4 + 2 * q) * Tr::kChunkBytes + ps * 16 * 128) >> 4;
-    prims::wgmma_m64n128k16_ss_tnspb<typename Tr::T>(oq, desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
+    prims::wgmma_m64n128k16_ss_tb<typename Tr::T, 0>(oq, desc_p + (uint64_t(ps * 32) >> 4), desc_v + off);
   }
 }
 
