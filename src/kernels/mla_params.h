@@ -110,6 +110,12 @@ struct MlaParams {
   // map cannot describe, or FLASHKIT_MLA_Q_TMA=0).
   int q_tma_heads;
   MlaTmaDesc q_tmap;
+  // The same for out ([B, s_q, h_q, 512]: 512 columns x heads x tokens x batch, boxes of 64
+  // columns x o_tma_heads heads x 64 / o_tma_heads tokens): a piece that writes its sequence's
+  // final output stages it in the 128-byte-swizzled layout and stores it with 8 TMA copies
+  // instead of 64 row copies. 0: row copies (as q_tma_heads, or FLASHKIT_MLA_O_TMA=0).
+  int o_tma_heads;
+  MlaTmaDesc o_tmap;
   // Hopper kernel only (set by its launcher): page_size as a multiply-high divisor, and
   // 64 / tma_box_rows (the boxes, one per page, of a 64-token block; 0 without TMA), so the
   // per-pair page lookups divide by neither at run time.

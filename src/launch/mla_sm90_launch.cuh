@@ -110,6 +110,32 @@ void make_q_tensor_map(MlaParams& p) {
   }
 }
 
+// out by TMA (MlaParams::o_tmap): the boxes of make_q_tensor_map over out's 512 columns, for
+// the pieces that write a sequence's final output. FLASHKIT_MLA_O_TMA=0 (read once, A/B runs)
+// keeps the row copies.
+template <typename T>
+void make_o_tensor_map(MlaParams& p) {
+  p.o_tma_heads = 0;
+  static const bool off = [] {
+    const char* e = std::getenv("FLASHKIT_MLA_O_TMA");
+    return e != nullptr && e[0] == '0';
+  }();
+  if (off || p.ratio <= 0) return;
+  int bh;
+  if (p.ratio % kMlaBlockM == 0) {
+    bh = kMlaBlockM;
+  } else if (kMlaBlockM % p.ratio == 0) {
+    bh = p.ratio;
+  } else {
+    return;
+  }
+  const int64_t dims[4] = {kMlaHeadDimV, p.h_q, p.s_q, p.batch};
+  if (launch_util::make_tma_map_4d_box<T>(&p.o_tmap, p.o, dims, p.o_head_stride, p.o_tok_stride, p.o_batch_stride,
+                                          bh, kMlaBlockM / bh, 1)) {
+    p.o_tma_heads = bh;
+  }
+}
+
 template <class Tr>
 cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &mla_split_kernel<Tr>;
@@ -143,7 +169,11 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;
   p.page_div = prims::FastDiv::make(p.page_size);
   p.q_tma_heads = 0;
-  if (p.tma_box_rows > 0) mla_sm90::make_q_tensor_map<T>(p);
+  p.o_tma_heads = 0;
+  if (p.tma_box_rows > 0) {
+    mla_sm90::make_q_tensor_map<T>(p);
+    mla_sm90::make_o_tensor_map<T>(p);
+  }
   if (p.tma_box_rows == kMlaBlockN) return mla_sm90::launch<mla_sm90::Traits<T, true, true>>(p, dev, stream);
   if (p.tma_box_rows > 0) return mla_sm90::launch<mla_sm90::Traits<T, true>>(p, dev, stream);
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);

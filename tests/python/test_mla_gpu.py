@@ -261,6 +261,17 @@ def test_q_tma_matches_cp_async_bitwise(run_probe):
     assert len(runs[0]) == 12 and runs[0] == runs[1], runs
 
 
+def test_o_tma_matches_row_copies_bitwise(run_probe):
+    """Hopper kernel, pages of >= 64 tokens: a sequence's final output stored by TMA from the
+    swizzled staging tile gives the same bits as the 64 row copies (FLASHKIT_MLA_O_TMA=0); rows
+    past s_q are clipped by the map, not written (h_q 16 s_q 3: a box spans 4 tokens)."""
+    if flash_mla.split_kernel_family(torch.bfloat16) != "sm90":
+        pytest.skip("the Hopper MLA kernel is not what runs here")
+    runs = [run_probe(_Q_TMA_PROBE, {"FLASHKIT_MLA_O_TMA": v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
+            for v in ("1", "0")]
+    assert len(runs[0]) == 12 and runs[0] == runs[1], runs
+
+
 @pytest.mark.parametrize("page", [16, 32])
 def test_page_runs_with_a_bad_id_inside(page):
     """A block otherwise a run, with one page id out of range: that block goes page by page,

@@ -1159,8 +1159,29 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     // rows are 16-byte aligned: validate_mla_decode requires it of out's pointer and strides,
     // and the workspace's partial rows are 2 KB apart from a 256-byte-aligned start.
     constexpr bool o_bulk = FLASHKIT_MLA_STAGED_O != 0;
+    // A sequence's final output with an out map (launcher: make_o_tensor_map): staged in the
+    // 128-byte-swizzled layout (8 chunks of 64 columns, as the K tiles) and stored by 8 TMA copies
+    // from one lane instead of 64 row copies (FlashMLA's store of a final output). The page >= 64
+    // kernel only: in the page-16/32 one the third staging path cost 8 bytes of spills.
+    const bool o_tma = Tr::kWholeBox && direct && p.o_tma_heads > 0;
+    using OTile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDimV>;
+    static_assert(OTile::kBytes <= Tr::Tile::kBytes, "O's swizzled staging fits the first K buffer");
     if constexpr (o_bulk) {
       const uint32_t so = prims::smem_addr(smem + Tr::kSmemK0);
+      if (o_tma) {
+        // OTile::offset(row, col) for this thread's rows row0 + 8 r and columns wg * 256 + dc * 64
+        // + j * 8 + 2 t: chunk wg * 4 + dc, 16-byte unit j ^ (row0 % 8), byte 4 t within it.
+        const uint32_t base = so + row0 * 128 + 4 * t, g16 = (row0 % 8) * 16;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int dc = 0; dc < 4; ++dc)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              st_shared_u32(base + (wg * 4 + dc) * OTile::kBlockBytes + r * 1024 + ((j * 16) ^ g16),
+                            prims::pack2<T>(o[dc][j][2 * r] * inv[r], o[dc][j][2 * r + 1] * inv[r]));
+            }
+      } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + 8 * r;
@@ -1179,12 +1200,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
             }
           }
       }
+      }
       prims::fence_proxy_async_smem();  // the generic-proxy stores, before the bulk copies read them
       __syncthreads();
 #if FLASHKIT_MLA_TRACE
       tr_piece_at(8);
 #endif
-      if (tid < kMlaBlockM) {
+      if (o_tma) {
+        if (tid == 0) {
+          const int r0 = m_block * kMlaBlockM, tq0 = r0 / p.ratio, head0 = kvh * p.ratio + (r0 - tq0 * p.ratio);
+#pragma unroll
+          for (int c = 0; c < kMlaHeadDimV / 64; ++c) {
+            prims::tma_store_4d(&p.o_tmap, so + c * OTile::kBlockBytes, c * 64, head0, tq0, b);
+          }
+          prims::bulk_commit_group();
+        }
+      } else if (tid < kMlaBlockM) {
         const int R = m_block * kMlaBlockM + tid;
         if (R < p.rows_per_kv) {
           if (direct) {
