@@ -272,6 +272,28 @@ def test_o_tma_matches_row_copies_bitwise(run_probe):
     assert len(runs[0]) == 12 and runs[0] == runs[1], runs
 
 
+def test_many_sequences_per_part_bad_first_ids_and_lengths(kernel):
+    """Many short sequences per part (h_q 128 s_q 2: 4 m-blocks, 33 parts), page 64, so that pieces
+    follow each other in a CTA (final outputs by TMA, the next sequence's Q copied in the epilogue):
+    first-block ids out of range, a negative length and one past the table's capacity: those
+    tokens are left out and reported (bits 4 | 8), everything else matches the reference."""
+    rng = random.Random(41)
+    lens = [rng.choice([0, 1, 63, 64, 65, 130, 200, 333]) for _ in range(60)]
+    q, kv, bt, sl = make_case(lens, s_q=2, h_q=128, page=64, seed=41)
+    bad_bt = bt.clone()
+    bad_sl = sl.clone()
+    for i in range(3, 60, 7):
+        bad_bt[i, 0] = kv.shape[0] + i if i % 2 else -1 - i
+    bad_sl[10] = -3
+    bad_sl[20] = bt.shape[1] * 64 + 500  # clamped to the capacity: past its pages the ids are junk
+    # (not causal: the reference does not model causal rows with skipped tokens)
+    out, lse = run(q, kv, bad_bt, bad_sl, expect_errors=8 | 4)
+    keep = [i for i in range(60) if i not in (10, 20)]
+    assert (out[10] == 0).all() and torch.isposinf(lse[10]).all()
+    ki = torch.tensor(keep, device="cuda")
+    check(q[ki], kv, bad_bt[ki], sl[ki], out[ki], lse[ki])
+
+
 @pytest.mark.parametrize("page", [16, 32])
 def test_page_runs_with_a_bad_id_inside(page):
     """A block otherwise a run, with one page id out of range: that block goes page by page,
