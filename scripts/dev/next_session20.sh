@@ -85,5 +85,14 @@ case "${1:-W}" in
     tar -czf "${OUT:-/tmp}/e.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     cat "$O/summary.txt"
     ;;
-  *) echo "usage: $0 W|K|E" >&2; exit 2 ;;
+  V)
+    # main at the end of the session: install, MLA GPU tests, memcheck, synccheck.
+    #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session20.sh V > $OUT/v.txt 2>&1; tail $OUT/v.txt")
+    O=${OUT:-/tmp}/v; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    mla_checks "$TREE"
+    tar -czf "${OUT:-/tmp}/v.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    cat "$O/summary.txt"; tail -1 "$O/mla_tests.log"
+    ;;
+  *) echo "usage: $0 W|K|E|V" >&2; exit 2 ;;
 esac
