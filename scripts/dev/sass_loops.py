@@ -16,6 +16,7 @@ Reads cuobjdump's listing of the first function whose name matches REGEX and pri
 import argparse
 import collections
 import re
+import signal
 import sys
 
 
@@ -43,14 +44,16 @@ def opcode(ins):
 
 def loops(recs, min_len):
     index = {a: i for i, (a, _) in enumerate(recs)}
+    exits = [i for i, (_, ins) in enumerate(recs) if opcode(ins) == "EXIT"]
+    body_end = exits[-1] if exits else len(recs)
     out = []
     for i, (a, ins) in enumerate(recs):
         m = re.search(r"BRA[^;]*?(0x[0-9a-f]+)", ins)
         if m and "U.ANY" not in ins:
             t = int(m.group(1), 16)
-            # (a branch from the out-of-line blocks at the function's end back into the body, e.g.
-            # a wait's retry path, spans half the function or more: not a loop of the body)
-            if t < a and t in index and min_len <= i - index[t] < len(recs) // 2:
+            # (branches from the out-of-line blocks after the last EXIT back into the body, e.g. a
+            # wait's retry path, are not loops of the body)
+            if t < a and t in index and i < body_end and i - index[t] >= min_len:
                 out.append((index[t], i))
     return out
 
@@ -95,6 +98,7 @@ def main():
     ap.add_argument("--ops", type=span, action="append", default=[])
     ap.add_argument("--hist", type=span, action="append", default=[])
     args = ap.parse_args()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (piped into head)
     recs = read_function(sys.stdin, args.kernel)
     if not recs:
         sys.exit(f"no function matching {args.kernel!r}")
