@@ -5,10 +5,9 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-
 #include "kernels/mla/sm90_kernel.cuh"
 #include "launch/element_type.cuh"
+#include "launch/family_dispatch.h"  // env_off, env_flag, env_int
 #include "launch/launch_common.cuh"
 #include "launch/mla_launch.h"
 #include "launch/pdl_launch.cuh"
@@ -49,10 +48,7 @@ inline int gcd_int(int a, int b) {
 // tokens and 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. FLASHKIT_MLA_L2_PROMO
 // (read once: 0, 64, 128 or 256) overrides the choice for A/B runs.
 inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv) {
-  static const int forced = [] {
-    const char* e = std::getenv("FLASHKIT_MLA_L2_PROMO");
-    return e == nullptr ? -1 : std::atoi(e);
-  }();
+  static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
   const int v = forced >= 0 ? forced : (rows_per_kv <= 16 ? 128 : 256);
   return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
          : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
@@ -72,9 +68,8 @@ int make_kv_tensor_map(MlaParams& p) {
     return 0;
   }
   static const int runs_max = [] {  // the largest page size that gets a run map
-    const char* e = std::getenv("FLASHKIT_MLA_PAGE_RUNS");
-    if (e == nullptr) return 32;
-    return e[0] == '0' ? 0 : (std::atoi(e) == 16 ? 16 : 32);
+    const int v = dispatch::env_int("FLASHKIT_MLA_PAGE_RUNS", 32);
+    return v == 0 ? 0 : (v == 16 ? 16 : 32);
   }();
   if (box == p.page_size && box <= runs_max && box < kMlaBlockN &&
       launch_util::make_tma_map_4d<T>(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
@@ -84,58 +79,44 @@ int make_kv_tensor_map(MlaParams& p) {
   return box;
 }
 
-// Q by TMA (MlaParams::q_tmap): a box of 64 columns x bh heads x 64 / bh tokens is one m-block's
-// 64 rows of a chunk when the query heads per KV head (ratio) are a multiple of 64 (bh = 64, one
-// token) or divide 64 (bh = ratio, 64 / ratio tokens; rows past s_q are zero-filled, as the
-// cp.async path leaves them). Other ratios, and layouts the map cannot describe, keep cp.async.
-// FLASHKIT_MLA_Q_TMA=0 (read once, A/B runs) turns it off.
+// Q and out by TMA (MlaParams::q_tmap / o_tmap): a box of 64 columns x bh heads x 64 / bh tokens is
+// one m-block's 64 rows of a chunk when the query heads per KV head (ratio) are a multiple of 64
+// (bh = 64, one token) or divide 64 (bh = ratio, 64 / ratio tokens; Q's rows past s_q are
+// zero-filled, as the cp.async path leaves them; out's are clipped, not written). q spans 576
+// columns; out's 512 are stored so by the pieces that write a sequence's final output. Other
+// ratios, and layouts a map cannot describe, keep cp.async / the row copies. Returns bh, or 0.
+// `env` (read once per call site, A/B runs): FLASHKIT_MLA_Q_TMA=0 / FLASHKIT_MLA_O_TMA=0 turn it off.
 template <typename T>
-void make_q_tensor_map(MlaParams& p) {
-  p.q_tma_heads = 0;
-  static const bool off = [] {
-    const char* e = std::getenv("FLASHKIT_MLA_Q_TMA");
-    return e != nullptr && e[0] == '0';
-  }();
-  if (off || p.ratio <= 0) return;
+int make_rows_tensor_map(const MlaParams& p, MlaTmaDesc* map, const void* ptr, int cols, int64_t head_stride,
+                         int64_t tok_stride, int64_t batch_stride, bool off) {
+  if (off || p.ratio <= 0) return 0;
   int bh;
   if (p.ratio % kMlaBlockM == 0) {
     bh = kMlaBlockM;
   } else if (kMlaBlockM % p.ratio == 0) {
     bh = p.ratio;
   } else {
-    return;
+    return 0;
   }
-  const int64_t dims[4] = {kMlaHeadDim, p.h_q, p.s_q, p.batch};
-  if (launch_util::make_tma_map_4d_box<T>(&p.q_tmap, p.q, dims, p.q_head_stride, p.q_tok_stride, p.q_batch_stride,
-                                          bh, kMlaBlockM / bh, 1)) {
-    p.q_tma_heads = bh;
-  }
+  const int64_t dims[4] = {cols, p.h_q, p.s_q, p.batch};
+  return launch_util::make_tma_map_4d_box<T>(map, ptr, dims, head_stride, tok_stride, batch_stride, bh,
+                                             kMlaBlockM / bh, 1)
+             ? bh
+             : 0;
 }
 
-// out by TMA (MlaParams::o_tmap): the boxes of make_q_tensor_map over out's 512 columns, for
-// the pieces that write a sequence's final output. FLASHKIT_MLA_O_TMA=0 (read once, A/B runs)
-// keeps the row copies.
+template <typename T>
+void make_q_tensor_map(MlaParams& p) {
+  static const bool off = dispatch::env_off("FLASHKIT_MLA_Q_TMA");
+  p.q_tma_heads =
+      make_rows_tensor_map<T>(p, &p.q_tmap, p.q, kMlaHeadDim, p.q_head_stride, p.q_tok_stride, p.q_batch_stride, off);
+}
+
 template <typename T>
 void make_o_tensor_map(MlaParams& p) {
-  p.o_tma_heads = 0;
-  static const bool off = [] {
-    const char* e = std::getenv("FLASHKIT_MLA_O_TMA");
-    return e != nullptr && e[0] == '0';
-  }();
-  if (off || p.ratio <= 0) return;
-  int bh;
-  if (p.ratio % kMlaBlockM == 0) {
-    bh = kMlaBlockM;
-  } else if (kMlaBlockM % p.ratio == 0) {
-    bh = p.ratio;
-  } else {
-    return;
-  }
-  const int64_t dims[4] = {kMlaHeadDimV, p.h_q, p.s_q, p.batch};
-  if (launch_util::make_tma_map_4d_box<T>(&p.o_tmap, p.o, dims, p.o_head_stride, p.o_tok_stride, p.o_batch_stride,
-                                          bh, kMlaBlockM / bh, 1)) {
-    p.o_tma_heads = bh;
-  }
+  static const bool off = dispatch::env_off("FLASHKIT_MLA_O_TMA");
+  p.o_tma_heads =
+      make_rows_tensor_map<T>(p, &p.o_tmap, p.o, kMlaHeadDimV, p.o_head_stride, p.o_tok_stride, p.o_batch_stride, off);
 }
 
 template <class Tr>
@@ -162,10 +143,7 @@ template <typename Tag>
 int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   if (params.batch <= 0 || params.num_parts <= 0) return cudaSuccess;
-  static const bool no_tma = [] {
-    const char* e = std::getenv("FLASHKIT_MLA_NO_TMA");
-    return e != nullptr && e[0] == '1';
-  }();
+  static const bool no_tma = dispatch::env_flag("FLASHKIT_MLA_NO_TMA");
   MlaParams p = params;
   p.tma_box_rows = no_tma ? 0 : mla_sm90::make_kv_tensor_map<T>(p);
   p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;

@@ -248,26 +248,20 @@ print(" ".join(out))
 """
 
 
-def test_q_tma_matches_cp_async_bitwise(run_probe):
-    """Hopper kernel: Q by TMA (one box per chunk of an m-block, the next sequence's Q copied during
-    the previous piece's epilogue) gives the same bits as Q by cp.async at each piece's start
-    (FLASHKIT_MLA_Q_TMA=0, read once per process, hence two subprocesses): the same values land in
-    the same shared-memory tile either way, rows past s_q as zeros. (That the TMA path is taken
-    shows in the dev harness's timings, docs/kernels/mla.md v22.)"""
+@pytest.mark.parametrize("switch", ["FLASHKIT_MLA_Q_TMA", "FLASHKIT_MLA_O_TMA"])
+def test_tma_copy_paths_match_bitwise(run_probe, switch):
+    """Hopper kernel, the same bits with a TMA copy path on (1) and off (0; read once per process,
+    hence two subprocesses):
+    - FLASHKIT_MLA_Q_TMA: Q by TMA (one box per chunk of an m-block, the next sequence's Q copied
+      during the previous piece's epilogue) against cp.async at each piece's start; the same values
+      land in the same shared-memory tile, rows past s_q as zeros;
+    - FLASHKIT_MLA_O_TMA (pages of >= 64 tokens): a final output stored by TMA from the swizzled
+      staging tile against the 64 row copies; rows past s_q are clipped by the map, not written
+      (h_q 16 s_q 3: a box spans 4 tokens).
+    (That the TMA paths are taken shows in the dev harness's timings, docs/kernels/mla.md v22, v23.)"""
     if flash_mla.split_kernel_family(torch.bfloat16) != "sm90":
         pytest.skip("the Hopper MLA kernel is not what runs here")
-    runs = [run_probe(_Q_TMA_PROBE, {"FLASHKIT_MLA_Q_TMA": v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
-            for v in ("1", "0")]
-    assert len(runs[0]) == 12 and runs[0] == runs[1], runs
-
-
-def test_o_tma_matches_row_copies_bitwise(run_probe):
-    """Hopper kernel, pages of >= 64 tokens: a sequence's final output stored by TMA from the
-    swizzled staging tile gives the same bits as the 64 row copies (FLASHKIT_MLA_O_TMA=0); rows
-    past s_q are clipped by the map, not written (h_q 16 s_q 3: a box spans 4 tokens)."""
-    if flash_mla.split_kernel_family(torch.bfloat16) != "sm90":
-        pytest.skip("the Hopper MLA kernel is not what runs here")
-    runs = [run_probe(_Q_TMA_PROBE, {"FLASHKIT_MLA_O_TMA": v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
+    runs = [run_probe(_Q_TMA_PROBE, {switch: v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
             for v in ("1", "0")]
     assert len(runs[0]) == 12 and runs[0] == runs[1], runs
 
