@@ -113,7 +113,7 @@ __device__ unsigned long long g_mla_trace[kTraceCtas * 2 * kTracePairs * kTraceP
 // epilogue done, shared memory free (the previous piece's O copies read), Q landed, prologue
 // barrier passed (RoPE registers loaded), O staged (after the staging barrier), O copies issued],
 // + pairs. All points are thread 0's (warpgroup 0).
-constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 10;
+constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 11;
 __device__ unsigned long long g_mla_cta[kTraceMaxCtas * 2];
 __device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * kTracePiecePoints];
 __device__ int g_mla_piece_pairs[kTraceCtas * kTracePieces];
@@ -1052,6 +1052,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
           pc.template load_chunks<4, 9>(1, blk_begin + 1, id_b);
         }
       }
+#if FLASHKIT_MLA_TRACE
+      tr_piece_at(10);  // thread 0's copies of the first pair issued (its page-id loads returned)
+#endif
       prims::mbarrier_wait_sleep(bar_q, phq);
       phq ^= 1;
 #if FLASHKIT_MLA_TRACE
