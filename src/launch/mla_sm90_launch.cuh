@@ -39,15 +39,15 @@ inline int gcd_int(int a, int b) {
 // kernel lost its whole-box path, it had been ~2 % slower there). FLASHKIT_MLA_PAGE_RUNS (read
 // once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
 //
-// The cache maps' L2 promotion: 256 bytes, 128 at <= 16 query rows per KV head with pages of >= 64
-// tokens (the only case measured: pages of 16 / 32 keep 256). A cache row is
-// 1152 bytes (9 chunks of 128), so a 256-byte promotion of one chunk's request also covers a
-// neighbouring chunk, which its own box requests again (FlashMLA's CUTLASS maps promote to 128).
-// Measured (H200, 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 %
-// less time in the dev harness (0.559 / 0.560 against 0.577 / 0.578 ms at 16k, two rounds) and
-// 0.3-1.2 % less on 5 of the bench's 6 rows; at 64 rows and more it was 0.5-1.4 % slower at 16k
-// tokens and 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. FLASHKIT_MLA_L2_PROMO
-// (read once: 0, 64, 128 or 256) overrides the choice for A/B runs.
+// The cache maps' L2 promotion: 256 bytes, 128 at <= 16 query rows per KV head with pages of
+// >= 64 tokens (the only case measured; pages of 16 / 32 keep 256). A cache row is 1152 bytes (9
+// chunks of 128), so a 256-byte promotion of one chunk's request also covers a neighbouring chunk,
+// which its own box requests again (FlashMLA's CUTLASS maps promote to 128). Measured (H200,
+// 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 % less
+// time in the dev harness (0.559 / 0.560 against 0.577 / 0.578 ms at 16k, two rounds) and 0.3-1.2 %
+// less on 5 of the bench's 6 rows; at 64 rows and more it was 0.5-1.4 % slower at 16k tokens and
+// 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. FLASHKIT_MLA_L2_PROMO (read once: 0,
+// 64, 128 or 256) overrides the choice for A/B runs.
 inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box) {
   static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
   const int v = forced >= 0 ? forced : (rows_per_kv <= 16 && box == kMlaBlockN ? 128 : 256);
