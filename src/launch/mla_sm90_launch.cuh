@@ -86,7 +86,7 @@ int make_kv_tensor_map(MlaParams& p) {
 // zero-filled, as the cp.async path leaves them; out's are clipped, not written). q spans 576
 // columns; out's 512 are stored so by the pieces that write a sequence's final output. Other
 // ratios, and layouts a map cannot describe, keep cp.async / the row copies. Returns bh, or 0.
-// `env` (read once per call site, A/B runs): FLASHKIT_MLA_Q_TMA=0 / FLASHKIT_MLA_O_TMA=0 turn it off.
+// `off`: FLASHKIT_MLA_Q_TMA=0 / FLASHKIT_MLA_O_TMA=0 (read once by the two callers; A/B runs).
 template <typename T>
 int make_rows_tensor_map(const MlaParams& p, MlaTmaDesc* map, const void* ptr, int cols, int64_t head_stride,
                          int64_t tok_stride, int64_t batch_stride, bool off) {
