@@ -613,6 +613,25 @@ __device__ __forceinline__ float zero_after_arrive(const Piece<Tr>& pc) {
 #endif
 }
 
+// A warpgroup's softmax after its scale arrival: with the running max m_new and the factor f for
+// what was accumulated before (both fed through zero_after_arrive), S <- 2^(S * scale - m_new),
+// l <- l * f + the row sums, O *= f.
+template <class Tr>
+__device__ __forceinline__ void softmax_after_arrive(const Piece<Tr>& pc, float (&s)[8][4], float scale_log2,
+                                                     float (&m_new)[2], float (&f)[2], float (&l)[2],
+                                                     float (&o)[4][8][4]) {
+  const float z = zero_after_arrive(pc);
+  m_new[0] += z;
+  m_new[1] += z;
+  f[0] += z;
+  f[1] += z;
+  float sum[2];
+  exp_rows(s, scale_log2, m_new, sum);
+  l[0] = l[0] * f[0] + sum[0];
+  l[1] = l[1] * f[1] + sum[1];
+  scale_o(o, f);
+}
+
 // Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
 struct Descs {
   uint64_t q, k[2], v[2], p0, p1;
@@ -677,7 +696,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
   // Softmax of S_A against the running max.
   MLA_TR(pc, 0);
   mask_block(pc, s, blk, 0, t);
-  float mx[2], m_new[2], sc[2], sum[2];
+  float mx[2], m_new[2], sc[2];
   row_max(s, sl2, mx);
   update_running_max(pc, mx, sScale0, m_new, sc, t);
   prims::bar_arrive(kBarScale0, Tr::kThreads);  // warpgroup 1 may start its softmax
@@ -685,17 +704,7 @@ __device__ __forceinline__ void wg0_pair(Piece<Tr>& pc, const Descs& d, int blk,
     id_a = pc.page_id(blk + 2);
     id_b = pc.page_id(blk + 3);
   }
-  {
-    const float z = zero_after_arrive(pc);
-    m_new[0] += z;
-    m_new[1] += z;
-    sc[0] += z;
-    sc[1] += z;
-  }
-  exp_rows(s, sl2, m_new, sum);
-  l[0] = l[0] * sc[0] + sum[0];
-  l[1] = l[1] * sc[1] + sum[1];
-  scale_o(o, sc);
+  softmax_after_arrive(pc, s, sl2, m_new, sc, l, o);
   MLA_TR(pc, 1);
 
   // O_L += P_A V_A[:, L]
@@ -803,7 +812,7 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
 
   MLA_TR(pc, 0);
   mask_block(pc, s, blk + 1, 1, t);
-  float mx[2], m_new[2], sc[2], sum[2], f[2];
+  float mx[2], m_new[2], sc[2], f[2];
   row_max(s, sl2, mx);
   prims::bar_sync(kBarScale0, Tr::kThreads);
   MLA_TR(pc, 1);
@@ -811,17 +820,7 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   f[0] = sc[0] * sScale0[r0];  // O_R still holds the max before warpgroup 0's update
   f[1] = sc[1] * sScale0[r1];
   prims::bar_arrive(kBarScale1, Tr::kThreads);
-  {
-    const float z = zero_after_arrive(pc);
-    m_new[0] += z;
-    m_new[1] += z;
-    f[0] += z;
-    f[1] += z;
-  }
-  exp_rows(s, sl2, m_new, sum);
-  l[0] = l[0] * f[0] + sum[0];
-  l[1] = l[1] * f[1] + sum[1];
-  scale_o(o, f);
+  softmax_after_arrive(pc, s, sl2, m_new, f, l, o);
 
   // P_B to shared memory for warpgroup 0, then O_R += P_B V_B[:, R].
   uint32_t pa[4][4];
