@@ -60,7 +60,7 @@ case "${1:-W}" in
     cat "$O/ab.txt" "$O/summary.txt"
     ;;
   E)
-    # Q early (FLASHKIT_MLA_Q_EARLY) x K0 prefetch (FLASHKIT_MLA_K0_PREFETCH), same binary, two interleaved
+    # (Run 2026-11-28 with branch wip/mla-k0-prefetch checked out: neither switch exists on main.) Q early (FLASHKIT_MLA_Q_EARLY) x K0 prefetch (FLASHKIT_MLA_K0_PREFETCH), same binary, two interleaved
     # rounds; the trace at 128 2 4k with both on / both off; then install, MLA GPU tests, sanitizers.
     #   run(carry=[".carry/mlab6"], command="bash scripts/dev/next_session20.sh E > $OUT/e.txt 2>&1; tail -30 $OUT/e.txt")
     O=${OUT:-/tmp}/e; . "$D/device_steps.sh"

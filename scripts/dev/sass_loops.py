@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Static SASS views of one kernel (development aid; mla.md "What is left", 2026-11-28).
 
-    cuobjdump -sass BINARY | python3 scripts/dev/sass_loops.py --kernel REGEX [--min-loop 200]
-        [--ops A-B ...] [--hist A-B ...]
+    python3 scripts/dev/sass_loops.py BINARY --kernel REGEX [--min-loop 200] [--ops A-B ...]
+        [--hist A-B ...]
 
-Reads cuobjdump's listing of the first function whose name matches REGEX and prints:
+Reads the first function whose name matches REGEX (sass_report.functions: cuobjdump -sass) and
+prints:
   - loops: backward branches (not the BRA.U.ANY issue loops, not the out-of-line blocks' jumps back
     into the body) spanning at least --min-loop instructions, as "first .. last" instruction indices;
   - MUFU clusters: runs of MUFU.EX2 at most 12 instructions apart, with how many FMULs fall inside
@@ -15,25 +16,21 @@ Reads cuobjdump's listing of the first function whose name matches REGEX and pri
 """
 import argparse
 import collections
+import os
 import re
 import signal
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sass_report import functions  # noqa: E402  (the cuobjdump listing per function)
 
-def read_function(lines, pattern):
+
+def read_function(path, pattern):
     rx = re.compile(pattern)
-    recs, inside = [], False
-    for line in lines:
-        if "Function :" in line:
-            if inside:
-                break
-            inside = bool(rx.search(line))
-            continue
-        if inside:
-            m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*)", line)
-            if m:
-                recs.append((int(m.group(1), 16), m.group(2).split(";")[0].strip()))
-    return recs
+    for (_, name), ins in functions(path).items():
+        if rx.search(name):
+            return ins
+    return []
 
 
 def opcode(ins):
@@ -93,13 +90,14 @@ def span(text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary", help="a cubin, object, executable or library with sm_90a code")
     ap.add_argument("--kernel", required=True, help="regular expression on the function's name")
     ap.add_argument("--min-loop", type=int, default=200)
     ap.add_argument("--ops", type=span, action="append", default=[])
     ap.add_argument("--hist", type=span, action="append", default=[])
     args = ap.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (piped into head)
-    recs = read_function(sys.stdin, args.kernel)
+    recs = read_function(args.binary, args.kernel)
     if not recs:
         sys.exit(f"no function matching {args.kernel!r}")
     print(f"instructions {len(recs)}")
