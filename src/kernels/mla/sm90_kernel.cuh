@@ -98,6 +98,21 @@
 #ifndef FLASHKIT_MLA_ARRIVE_FIRST
 #define FLASHKIT_MLA_ARRIVE_FIRST 1
 #endif
+// FLASHKIT_MLA_EXP_MIX (the page >= 64 kernel; FLASHKIT_MLA_EXP_MIX_PAGED: the page-16/32 one)
+//   bit 0: a softmax's 32 exponentials per thread written interleaved with the O rescale (16
+//   multiplies after each 4 exponentials) and the row sums added pairwise, as FlashMLA's SASS has
+//   them, instead of all exponentials (32 MUFU.EX2 back to back in the SASS of both warpgroups'
+//   pair loops) and then the 128 multiplies. Bit 2: each group's factors made to depend on its
+//   exponentials (f + 0 * s), without which ptxas still issues warpgroup 1's exponentials back to
+//   back. Bit 1: warpgroup 1 stores P_B after issuing its P V (ptxas otherwise sinks the rescale
+//   below those stores and their fence). Measured (H200, mla.md "Exponentials interleaved"): 7 is
+//   0.2-0.7 % faster at page 64; at page 16 +0.9 % (h_q 16) / -0.8 % (h_q 128), so off there.
+#ifndef FLASHKIT_MLA_EXP_MIX
+#define FLASHKIT_MLA_EXP_MIX 7
+#endif
+#ifndef FLASHKIT_MLA_EXP_MIX_PAGED
+#define FLASHKIT_MLA_EXP_MIX_PAGED 0
+#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -142,6 +157,7 @@ struct Traits {
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
+  static constexpr int kExpMix = kWholeBox ? FLASHKIT_MLA_EXP_MIX : FLASHKIT_MLA_EXP_MIX_PAGED;
   static constexpr int kThreads = 256;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
@@ -555,6 +571,36 @@ __device__ __forceinline__ void exp_rows(float (&s)[8][4], float scale_log2, con
   }
 }
 
+// exp_rows, then o rescaled by f[r] per row, the two interleaved (FLASHKIT_MLA_EXP_MIX): after the
+// four exponentials of s[j], the 16 accumulators o[*][j][*]; row sums over pairs.
+template <int kMix>
+__device__ __forceinline__ void exp_rows_scale_o(float (&s)[8][4], float scale_log2, const float (&m)[2],
+                                                 float (&sum)[2], float (&o)[4][8][4], const float (&f)[2]) {
+  sum[0] = sum[1] = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    s[j][0] = prims::exp2_approx(fmaf(s[j][0], scale_log2, -m[0]));
+    s[j][1] = prims::exp2_approx(fmaf(s[j][1], scale_log2, -m[0]));
+    s[j][2] = prims::exp2_approx(fmaf(s[j][2], scale_log2, -m[1]));
+    s[j][3] = prims::exp2_approx(fmaf(s[j][3], scale_log2, -m[1]));
+    // (bit 2: f + 0 * s is f for every finite s; s is in [0, 1] here, or NaN from NaN scores)
+    float f0 = f[0], f1 = f[1];
+    if constexpr ((kMix & 4) != 0) {
+      f0 = fmaf(s[j][0], 0.f, f0);
+      f1 = fmaf(s[j][2], 0.f, f1);
+    }
+#pragma unroll
+    for (int dc = 0; dc < 4; ++dc) {
+      o[dc][j][0] *= f0;
+      o[dc][j][1] *= f0;
+      o[dc][j][2] *= f1;
+      o[dc][j][3] *= f1;
+    }
+    sum[0] += s[j][0] + s[j][1];
+    sum[1] += s[j][2] + s[j][3];
+  }
+}
+
 __device__ __forceinline__ void scale_o(float (&o)[4][8][4], const float (&f)[2]) {
 #pragma unroll
   for (int dc = 0; dc < 4; ++dc)
@@ -626,10 +672,16 @@ __device__ __forceinline__ void softmax_after_arrive(const Piece<Tr>& pc, float 
   f[0] += z;
   f[1] += z;
   float sum[2];
-  exp_rows(s, scale_log2, m_new, sum);
-  l[0] = l[0] * f[0] + sum[0];
-  l[1] = l[1] * f[1] + sum[1];
-  scale_o(o, f);
+  if constexpr ((Tr::kExpMix & 1) != 0) {
+    exp_rows_scale_o<Tr::kExpMix>(s, scale_log2, m_new, sum, o, f);
+    l[0] = l[0] * f[0] + sum[0];
+    l[1] = l[1] * f[1] + sum[1];
+  } else {
+    exp_rows(s, scale_log2, m_new, sum);
+    l[0] = l[0] * f[0] + sum[0];
+    l[1] = l[1] * f[1] + sum[1];
+    scale_o(o, f);
+  }
 }
 
 // Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
@@ -825,13 +877,22 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   // P_B to shared memory for warpgroup 0, then O_R += P_B V_B[:, R].
   uint32_t pa[4][4];
   pack_p<T>(pa, s);
-  store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), pa, pc.lt);
-  prims::fence_proxy_async_smem();
+  // (FLASHKIT_MLA_EXP_MIX bit 1: P_B stored after its P V is issued, so that the O rescale is not
+  // scheduled behind the stores; warpgroup 0 reads P_B only after this warpgroup's second P V.)
+  constexpr bool kPLate = (Tr::kExpMix & 2) != 0 && !kLast;
+  if constexpr (!kPLate) {
+    store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), pa, pc.lt);
+    prims::fence_proxy_async_smem();
+  }
   if constexpr (kLast) pc.zero_v_tail(1, blk + 1, 1, 1);
   fence_o(o);
   prims::wgmma_fence();
   issue_pv_regs<Tr>(o, pa, d.v[1], 1);
   prims::wgmma_commit();
+  if constexpr (kPLate) {
+    store_p_packed<Tr>(prims::smem_addr(pc.smem + Tr::kSmemP1), pa, pc.lt);
+    prims::fence_proxy_async_smem();
+  }
   MLA_TR(pc, 2);
 
   // O_R += P_A V_A[:, R] (P_A from warpgroup 0, already relative to m1)
