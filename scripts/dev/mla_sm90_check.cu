@@ -32,7 +32,7 @@ int mla_sm90_trace_read_pieces_box64(unsigned long long* cta, unsigned long long
 static bool g_box64 = false;  // the last case ran the page >= 64 kernel
 // The last launch's CTA start / end spread and the traced CTAs' pieces (globaltimer, us).
 static void print_pieces(int n_ctas, int m_blocks) {
-  std::vector<unsigned long long> cta(2048 * 2), piece(4 * 8 * 11);
+  std::vector<unsigned long long> cta(2048 * 2), piece(4 * 8 * 12);
   std::vector<int> pairs(4 * 8);
   if ((g_box64 ? flashkit::mla_sm90_trace_read_pieces_box64 : flashkit::mla_sm90_trace_read_pieces)(
           cta.data(), piece.data(), pairs.data()) < 0)
@@ -69,14 +69,14 @@ static void print_pieces(int n_ctas, int m_blocks) {
   for (int k = 0; k < 4; ++k) {
     printf("  traced cta %d:", k);
     for (int pc = 0; pc < 8; ++pc) {
-      const unsigned long long* t = &piece[(k * 8 + pc) * 11];
+      const unsigned long long* t = &piece[(k * 8 + pc) * 12];
       if (!t[0] || !t[4] || t[0] < t0) continue;
-      // prologue: start -> shared memory free (5) -> thread 0's first copies issued (10) -> Q landed (6) ->
-      // barrier (7) -> first Q K^T done (1)
+      // prologue: start -> shared memory free (5) -> thread 0's page ids returned (11) -> its first copies
+      // issued (10) -> Q landed (6) -> barrier (7) -> first Q K^T done (1)
       auto at = [&](int i) { return t[i] ? (t[i] - t[0]) * 1e-3 : -1.0; };
-      printf(" [p%d %d pairs: at %.1f, prologue %.2f (free %.2f, K issued %.2f, Q %.2f, sync %.2f), loop %.1f (%.2f/pair), wg1 +%.2f,"
+      printf(" [p%d %d pairs: at %.1f, prologue %.2f (free %.2f, ids %.2f, K issued %.2f, Q %.2f, sync %.2f), loop %.1f (%.2f/pair), wg1 +%.2f,"
              " epilogue %.2f (staged %.2f, copies issued %.2f)]", pc, pairs[k * 8 + pc], (t[0] - t0) * 1e-3, at(1),
-             at(5), at(10), at(6), at(7), (t[2] - t[1]) * 1e-3,
+             at(5), at(11), at(10), at(6), at(7), (t[2] - t[1]) * 1e-3,
              pairs[k * 8 + pc] > 1 ? (t[2] - t[1]) * 1e-3 / (pairs[k * 8 + pc] - 1) : 0.0, (t[3] - t[2]) * 1e-3,
              (t[4] - t[3]) * 1e-3, t[8] ? (t[8] - t[3]) * 1e-3 : -1.0, t[9] ? (t[9] - t[3]) * 1e-3 : -1.0);
     }

@@ -107,6 +107,9 @@
 //   back. Bit 1: warpgroup 1 stores P_B after issuing its P V (ptxas otherwise sinks the rescale
 //   below those stores and their fence). Measured (H200, mla.md "Exponentials interleaved"): 7 is
 //   0.2-0.7 % faster at page 64; at page 16 +0.9 % (h_q 16) / -0.8 % (h_q 128), so off there.
+#ifndef FLASHKIT_MLA_EARLY_IDS
+#define FLASHKIT_MLA_EARLY_IDS 0
+#endif
 #ifndef FLASHKIT_MLA_EXP_MIX
 #define FLASHKIT_MLA_EXP_MIX 7
 #endif
@@ -128,7 +131,7 @@ __device__ unsigned long long g_mla_trace[kTraceCtas * 2 * kTracePairs * kTraceP
 // epilogue done, shared memory free (the previous piece's O copies read), Q landed, prologue
 // barrier passed (RoPE registers loaded), O staged (after the staging barrier), O copies issued],
 // + pairs. All points are thread 0's (warpgroup 0).
-constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 11;
+constexpr int kTraceMaxCtas = 2048, kTracePieces = 8, kTracePiecePoints = 12;
 __device__ unsigned long long g_mla_cta[kTraceMaxCtas * 2];
 __device__ unsigned long long g_mla_piece[kTraceCtas * kTracePieces * kTracePiecePoints];
 __device__ int g_mla_piece_pairs[kTraceCtas * kTracePieces];
@@ -1090,6 +1093,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         for (int e = 0; e < 4; ++e) o[dc][j][e] = 0.f;
     float l[2] = {0.f, 0.f};
 
+    // The first pair's page ids (thread 0 of each warpgroup): with FLASHKIT_MLA_EARLY_IDS their
+    // block-table loads are issued before the barrier that waits for the previous piece, so their
+    // latency overlaps its end.
+    int id_a = -1, id_b = -1;
+#if FLASHKIT_MLA_EARLY_IDS
+    if (n_blocks > 0) {
+      id_a = pc.page_id(blk_begin);
+      id_b = pc.page_id(blk_begin + 1);
+    }
+#endif
 #if FLASHKIT_MLA_STAGED_O
     if (tid < kMlaBlockM) prims::bulk_wait_group_read<0>();  // the previous piece's O copies
 #endif
@@ -1103,7 +1116,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       q_pending = false;  // (waited for below)
       // The first pair of blocks.
       {
-        const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
+#if !FLASHKIT_MLA_EARLY_IDS
+        id_a = pc.page_id(blk_begin);
+        id_b = pc.page_id(blk_begin + 1);
+#endif
+#if FLASHKIT_MLA_TRACE
+        // (a shared-memory store that reads both ids: the time is taken once they have returned)
+        if (tid == 0)
+          asm volatile("st.volatile.shared.v2.s32 [%0], {%1, %2};\n" ::"r"(prims::smem_addr(smem + Tr::kSmemZero + 8)),
+                       "r"(id_a), "r"(id_b)
+                       : "memory");
+        tr_piece_at(11);  // thread 0's page ids of the first pair returned
+#endif
         if (wg == 0) {
           pc.template load_chunks<0, 4>(0, blk_begin, id_a);
           pc.template load_chunks<0, 4>(1, blk_begin + 1, id_b);
