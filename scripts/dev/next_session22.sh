@@ -6,6 +6,11 @@
 #      interleaved rounds on page 64 and page 16 shapes, the traces; then this tree's install (EARLY_IDS
 #      1 by default in it for this call), MLA GPU tests and sanitizers.
 #   run(carry=[".carry/mlabin"], command="bash scripts/dev/next_session22.sh Y > $OUT/y.txt 2>&1; tail -40 $OUT/y.txt")
+#   B: pages of 16 / 32 without runs, box w by warp w (FLASHKIT_MLA_BOX_WARPS): .carry/mlabin holds mla_base
+#      (BOX_WARPS 0) and mla_bw (1); scattered page ids (the harness's default) on page 16 / 32 shapes,
+#      three interleaved rounds, then consecutive ids (MLA_SEQ=1, the run copies: same SASS path
+#      taken by both) two rounds; then this tree's install (BOX_WARPS 1), MLA GPU tests, sanitizers.
+#   run(carry=[".carry/mlabin"], command="bash scripts/dev/next_session22.sh B > $OUT/b.txt 2>&1; tail -40 $OUT/b.txt")
 set -u -o pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 TREE=$(cd "$D/../.." && pwd)
@@ -20,5 +25,18 @@ case "${1:-Y}" in
     tar -czf "${OUT:-/tmp}/y.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     grep "^check" "${OUT:-/tmp}/variants.log"; cat "$O/summary.txt"; tail -1 "$O/mla_tests.log"
     ;;
-  *) echo "usage: $0 Y" >&2; exit 2 ;;
+  B)
+    ( cd "$TREE" && NCU= FM_BUILT= ROUNDS=3 \
+      CFGS="128 2 4096 16;128 1 8192 16;64 2 8192 16;16 1 16384 16;32 2 4096 16;128 2 4096 32;16 1 16384 32" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1; mv "${OUT:-/tmp}/mla" "${OUT:-/tmp}/mla_scattered" )
+    ( cd "$TREE" && NCU= FM_BUILT= ROUNDS=2 CHECK= MLA_SEQ=1 CFGS="128 2 4096 16;16 1 16384 16" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants_seq.log" 2>&1; mv "${OUT:-/tmp}/mla" "${OUT:-/tmp}/mla_seq" )
+    tar -czf "${OUT:-/tmp}/ab.tgz" -C "${OUT:-/tmp}" mla_scattered mla_seq
+    O=${OUT:-/tmp}/b; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    mla_checks "$TREE"
+    tar -czf "${OUT:-/tmp}/b.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    grep "^check" "${OUT:-/tmp}/variants.log"; cat "$O/summary.txt"; tail -1 "$O/mla_tests.log"
+    ;;
+  *) echo "usage: $0 Y|B" >&2; exit 2 ;;
 esac

@@ -107,6 +107,11 @@
 //   back. Bit 1: warpgroup 1 stores P_B after issuing its P V (ptxas otherwise sinks the rescale
 //   below those stores and their fence). Measured (H200, mla.md "Exponentials interleaved"): 7 is
 //   0.2-0.7 % faster at page 64; at page 16 +0.9 % (h_q 16) / -0.8 % (h_q 128), so off there.
+// FLASHKIT_MLA_BOX_WARPS: pages of 16 / 32 tokens without a run: box w of a chunk issued by warp w
+// of the loading warpgroup (1) instead of lane w of its first warp (0).
+#ifndef FLASHKIT_MLA_BOX_WARPS
+#define FLASHKIT_MLA_BOX_WARPS 1
+#endif
 #ifndef FLASHKIT_MLA_EARLY_IDS
 #define FLASHKIT_MLA_EARLY_IDS 0
 #endif
@@ -232,12 +237,14 @@ struct Piece {
   }
 
   // The row of a block this thread resolves a page for: cp.async: its own copy row
-  // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each.
+  // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each
+  // (FLASHKIT_MLA_BOX_WARPS: of every warp, which then issues box `warp` itself).
   __device__ __forceinline__ int lookup_row() const {
     if constexpr (Tr::kWholeBox) {
       return lt == 0 ? 0 : kMlaBlockN;
     } else if constexpr (Tr::kTma) {
-      return lt < p.tma_boxes ? lt * p.tma_box_rows : kMlaBlockN;
+      const int k = FLASHKIT_MLA_BOX_WARPS ? (lt & 31) : lt;
+      return k < p.tma_boxes ? k * p.tma_box_rows : kMlaBlockN;
     } else {
       return lt >> 1;
     }
@@ -333,9 +340,10 @@ struct Piece {
         // Pages of 16 or 32 tokens whose ids in this block are
         // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
         // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
-        // from the run map, which lands as the n one-page boxes would. Warp-uniform: the other
-        // warps' lanes resolve no page, so `mine` is false on some lane and they take the loop
-        // below, predicated off as before.
+        // from the run map, which lands as the n one-page boxes would. Warp-uniform: without
+        // FLASHKIT_MLA_BOX_WARPS the other warps' lanes resolve no page, so `mine` is false on
+        // some lane and they take the loop below, predicated off as before; with it every warp
+        // resolved the same pages and decides alike.
         if (p.tma_run_pages > 0) {
           const int id0 = __shfl_sync(0xffffffffu, id, 0);
           const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
@@ -349,10 +357,29 @@ struct Piece {
           }
         }
         // One box per page.
+        if constexpr (FLASHKIT_MLA_BOX_WARPS != 0) {
+          // Box w by lane 0 of warp w, from lane w's page (every warp resolved them all): the
+          // coordinates are warp-uniform, so each copy is one instruction, and the boxes of a
+          // chunk go out from up to four warps at once. (From lanes 0 .. 3 of one warp, ptxas
+          // issues each copy in a loop over the lanes' distinct operands.) A copy may complete
+          // its bytes before lane 0 of warp 0 has added them to the barrier's expected count:
+          // that phase cannot end before lane 0's arrival, and the count may go below zero.
+          const int w = lt >> 5;
+          const int ok_w = __shfl_sync(0xffffffffu, int(ok), w & 31);
+          const int slot_w = __shfl_sync(0xffffffffu, slot, w & 31);
+          const int id_w = __shfl_sync(0xffffffffu, id, w & 31);
 #pragma unroll
-        for (int c = c0; c < c1; ++c) {
-          prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0,
-                                kvh, ok ? id : p.num_pages, bar_k(buf, c), policy);
+          for (int c = c0; c < c1; ++c) {
+            prims::tma_load_4d_if((lt & 31) == 0 && w < p.tma_boxes,
+                                  dst + c * Tr::kChunkBytes + w * p.tma_box_rows * 128, &p.kv_tmap, c * 64,
+                                  ok_w ? slot_w : 0, kvh, ok_w ? id_w : p.num_pages, bar_k(buf, c), policy);
+          }
+        } else {
+#pragma unroll
+          for (int c = c0; c < c1; ++c) {
+            prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0,
+                                  kvh, ok ? id : p.num_pages, bar_k(buf, c), policy);
+          }
         }
       }
     } else {
