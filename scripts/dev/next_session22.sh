@@ -38,5 +38,18 @@ case "${1:-Y}" in
     tar -czf "${OUT:-/tmp}/b.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     grep "^check" "${OUT:-/tmp}/variants.log"; cat "$O/summary.txt"; tail -1 "$O/mla_tests.log"
     ;;
-  *) echo "usage: $0 Y|B" >&2; exit 2 ;;
+  M)
+    # v24 (exponentials interleaved at page >= 64, box warps at page 16 / 32): install, the whole MLA
+    # matrix with FlashMLA (sequential block tables), then pages 16 / 32 / 64 with shuffled tables.
+    #   run(carry=[".carry/flashmla_built"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session22.sh M")
+    O=${OUT:-/tmp}/m; . "$D/device_steps.sh"
+    install_tree "$TREE"
+    (cd /tmp && step matrix 300 python3 -m flashkit.bench --op mla --flashmla-path "$TREE/.carry/flashmla_built" \
+      --out-dir "$O/matrix")
+    (cd /tmp && step shuffled 220 python3 -m flashkit.bench --op mla --flashmla-path "$TREE/.carry/flashmla_built" \
+      --block-table shuffled --page-sizes 16 32 64 --out-dir "$O/shuffled")
+    tar -czf "${OUT:-/tmp}/m.tgz" -C "$(dirname "$O")" "$(basename "$O")"
+    cat "$O/summary.txt"
+    ;;
+  *) echo "usage: $0 Y|B|M" >&2; exit 2 ;;
 esac
