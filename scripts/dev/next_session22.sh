@@ -51,5 +51,18 @@ case "${1:-Y}" in
     tar -czf "${OUT:-/tmp}/m.tgz" -C "$(dirname "$O")" "$(basename "$O")"
     cat "$O/summary.txt"
     ;;
-  *) echo "usage: $0 Y|B|M" >&2; exit 2 ;;
+  P)
+    # Page 16 with box warps: the exponentials interleaved there too (mla_mixp: FLASHKIT_MLA_EXP_MIX_PAGED=7)
+    # and the 128-byte L2 promotion (mla_promo128: mla_base under FLASHKIT_MLA_L2_PROMO=128), against
+    # mla_base (main); consecutive ids (the bench's tables) three rounds, then scattered two rounds.
+    #   run(carry=[".carry/mlabin"], command="bash scripts/dev/next_session22.sh P > $OUT/p.txt 2>&1; tail -30 $OUT/p.txt")
+    ( cd "$TREE" && NCU= FM_BUILT= ROUNDS=3 MLA_SEQ=1 \
+      CFGS="128 2 4096 16;128 1 8192 16;64 2 4096 16;64 1 4096 16;16 1 4096 16;16 1 16384 16;32 2 4096 16" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants.log" 2>&1; mv "${OUT:-/tmp}/mla" "${OUT:-/tmp}/mla_seq" )
+    ( cd "$TREE" && NCU= FM_BUILT= ROUNDS=2 CHECK= CFGS="128 2 4096 16;16 1 16384 16" \
+      bash "$D/mla_variants.sh" > "${OUT:-/tmp}/variants_scattered.log" 2>&1; mv "${OUT:-/tmp}/mla" "${OUT:-/tmp}/mla_scattered" )
+    tar -czf "${OUT:-/tmp}/p.tgz" -C "${OUT:-/tmp}" mla_seq mla_scattered
+    grep "^check" "${OUT:-/tmp}/variants.log"
+    ;;
+  *) echo "usage: $0 Y|B|M|P" >&2; exit 2 ;;
 esac
