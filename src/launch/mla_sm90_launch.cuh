@@ -46,11 +46,15 @@ inline int gcd_int(int a, int b) {
 // 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 % less
 // time in the dev harness (0.559 / 0.560 against 0.577 / 0.578 ms at 16k, two rounds) and 0.3-1.2 %
 // less on 5 of the bench's 6 rows; at 64 rows and more it was 0.5-1.4 % slower at 16k tokens and
-// 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. FLASHKIT_MLA_L2_PROMO (read once: 0,
-// 64, 128 or 256) overrides the choice for A/B runs.
+// 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. Pages of 16 tokens (16-row boxes; H200,
+// 2026-11-28, mla.md "Scattered pages", dev harness, consecutive ids): 128 bytes 0.1-1.6 % faster at
+// 16-64 rows per KV head (4k-16k), level at 128 rows, 0.9 % slower at 256: 128 there up to 64 rows.
+// Pages of 32 tokens: not measured, 256. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
+// overrides the choice for A/B runs.
 inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box) {
   static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
-  const int v = forced >= 0 ? forced : (rows_per_kv <= 16 && box == kMlaBlockN ? 128 : 256);
+  const int rows_128 = box == kMlaBlockN ? 16 : (box == 16 ? 64 : 0);  // at most this many rows: 128 B
+  const int v = forced >= 0 ? forced : (rows_per_kv <= rows_128 ? 128 : 256);
   return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
          : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
          : v == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
