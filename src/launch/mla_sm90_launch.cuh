@@ -39,8 +39,8 @@ inline int gcd_int(int a, int b) {
 // kernel lost its whole-box path, it had been ~2 % slower there). FLASHKIT_MLA_PAGE_RUNS (read
 // once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
 //
-// The cache maps' L2 promotion: 256 bytes, 128 at <= 16 query rows per KV head with pages of
-// >= 64 tokens (the only case measured; pages of 16 / 32 keep 256). A cache row is 1152 bytes (9
+// The cache maps' L2 promotion: 256 bytes; 128 at <= 16 query rows per KV head with pages of
+// >= 64 tokens and at <= 64 with pages of 16 (below). A cache row is 1152 bytes (9
 // chunks of 128), so a 256-byte promotion of one chunk's request also covers a neighbouring chunk,
 // which its own box requests again (FlashMLA's CUTLASS maps promote to 128). Measured (H200,
 // 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 % less
