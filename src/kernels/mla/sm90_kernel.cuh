@@ -107,19 +107,21 @@
 //   back. Bit 1: warpgroup 1 stores P_B after issuing its P V (ptxas otherwise sinks the rescale
 //   below those stores and their fence). Measured (H200, mla.md "Exponentials interleaved"): 7 is
 //   0.2-0.7 % faster at page 64; at page 16 +0.9 % (h_q 16) / -0.8 % (h_q 128), so off there.
-// FLASHKIT_MLA_BOX_WARPS: pages of 16 / 32 tokens without a run: box w of a chunk issued by warp w
-// of the loading warpgroup (1) instead of lane w of its first warp (0).
-#ifndef FLASHKIT_MLA_BOX_WARPS
-#define FLASHKIT_MLA_BOX_WARPS 1
-#endif
-#ifndef FLASHKIT_MLA_EARLY_IDS
-#define FLASHKIT_MLA_EARLY_IDS 0
-#endif
 #ifndef FLASHKIT_MLA_EXP_MIX
 #define FLASHKIT_MLA_EXP_MIX 7
 #endif
 #ifndef FLASHKIT_MLA_EXP_MIX_PAGED
 #define FLASHKIT_MLA_EXP_MIX_PAGED 0
+#endif
+// FLASHKIT_MLA_BOX_WARPS: pages of 16 / 32 tokens without a run: box w of a chunk issued by warp w
+// of the loading warpgroup (1) instead of lane w of its first warp (0; mla.md "Scattered pages").
+#ifndef FLASHKIT_MLA_BOX_WARPS
+#define FLASHKIT_MLA_BOX_WARPS 1
+#endif
+// FLASHKIT_MLA_EARLY_IDS: a piece's first two page ids loaded before its first barrier (1) or after
+// it (0; measured neutral on the H200, mla.md "The first pair's page ids"; kept for A/B runs).
+#ifndef FLASHKIT_MLA_EARLY_IDS
+#define FLASHKIT_MLA_EARLY_IDS 0
 #endif
 
 namespace flashkit::mla_sm90 {
@@ -702,16 +704,15 @@ __device__ __forceinline__ void softmax_after_arrive(const Piece<Tr>& pc, float 
   f[0] += z;
   f[1] += z;
   float sum[2];
-  if constexpr ((Tr::kExpMix & 1) != 0) {
+  constexpr bool kMix = (Tr::kExpMix & 1) != 0;
+  if constexpr (kMix) {
     exp_rows_scale_o<Tr::kExpMix>(s, scale_log2, m_new, sum, o, f);
-    l[0] = l[0] * f[0] + sum[0];
-    l[1] = l[1] * f[1] + sum[1];
   } else {
     exp_rows(s, scale_log2, m_new, sum);
-    l[0] = l[0] * f[0] + sum[0];
-    l[1] = l[1] * f[1] + sum[1];
-    scale_o(o, f);
   }
+  l[0] = l[0] * f[0] + sum[0];
+  l[1] = l[1] * f[1] + sum[1];
+  if constexpr (!kMix) scale_o(o, f);
 }
 
 // Descriptors of one piece (shared-memory addresses are fixed; computed once per CTA).
