@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of the twenty-seventh session (2026-11-28).
+#   (Run 2026-11-28; both switches below were removed from the kernel after their measurements.)
 #   Y: the first pair's page ids loaded before the piece's first barrier (FLASHKIT_MLA_EARLY_IDS):
 #      dev-harness binaries in .carry/mlabin (mla_base = main with EARLY_IDS 0, mla_ids = 1, and their
 #      trace builds, which add the point "ids": thread 0's page ids returned), checks, three

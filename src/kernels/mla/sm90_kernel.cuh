@@ -113,16 +113,6 @@
 #ifndef FLASHKIT_MLA_EXP_MIX_PAGED
 #define FLASHKIT_MLA_EXP_MIX_PAGED 0
 #endif
-// FLASHKIT_MLA_BOX_WARPS: pages of 16 / 32 tokens without a run: box w of a chunk issued by warp w
-// of the loading warpgroup (1) instead of lane w of its first warp (0; mla.md "Scattered pages").
-#ifndef FLASHKIT_MLA_BOX_WARPS
-#define FLASHKIT_MLA_BOX_WARPS 1
-#endif
-// FLASHKIT_MLA_EARLY_IDS: a piece's first two page ids loaded before its first barrier (1) or after
-// it (0; measured neutral on the H200, mla.md "The first pair's page ids"; kept for A/B runs).
-#ifndef FLASHKIT_MLA_EARLY_IDS
-#define FLASHKIT_MLA_EARLY_IDS 0
-#endif
 
 namespace flashkit::mla_sm90 {
 
@@ -239,14 +229,13 @@ struct Piece {
   }
 
   // The row of a block this thread resolves a page for: cp.async: its own copy row
-  // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of the warpgroup's first warp, one box each
-  // (FLASHKIT_MLA_BOX_WARPS: of every warp, which then issues box `warp` itself).
+  // (lt / 2); TMA: lanes 0 .. 64 / box - 1 of every warp of the warpgroup, one box each (warp w
+  // then issues box w itself, see load_chunks).
   __device__ __forceinline__ int lookup_row() const {
     if constexpr (Tr::kWholeBox) {
       return lt == 0 ? 0 : kMlaBlockN;
     } else if constexpr (Tr::kTma) {
-      const int k = FLASHKIT_MLA_BOX_WARPS ? (lt & 31) : lt;
-      return k < p.tma_boxes ? k * p.tma_box_rows : kMlaBlockN;
+      return (lt & 31) < p.tma_boxes ? (lt & 31) * p.tma_box_rows : kMlaBlockN;
     } else {
       return lt >> 1;
     }
@@ -322,7 +311,6 @@ struct Piece {
 #pragma unroll
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
       __syncwarp();
-      const bool issue = lt < 32 && row < kMlaBlockN;
       // (The kernel for pages of 16 / 32 leaves this copy out: its block loop is then laid out
       // differently, 1-3.6 % faster with consecutive page ids (run copies), 0.6-2.4 % slower with
       // scattered ones, H200 2026-11-28, mla.md "One box per chunk at compile time".)
@@ -340,12 +328,10 @@ struct Piece {
         }
       } else {
         // Pages of 16 or 32 tokens whose ids in this block are
-        // consecutive (lanes 0 .. n - 1 of the warpgroup's first warp each resolved one: all in
-        // range, holding tokens, id of lane k = id of lane 0 + k): one box of n pages per chunk
-        // from the run map, which lands as the n one-page boxes would. Warp-uniform: without
-        // FLASHKIT_MLA_BOX_WARPS the other warps' lanes resolve no page, so `mine` is false on
-        // some lane and they take the loop below, predicated off as before; with it every warp
-        // resolved the same pages and decides alike.
+        // consecutive (lanes 0 .. n - 1 of each warp resolved one: all in range, holding tokens,
+        // id of lane k = id of lane 0 + k): one box of n pages per chunk from the run map, which
+        // lands as the n one-page boxes would. Every warp resolved the same pages and decides
+        // alike; lane 0 of warp 0 issues.
         if (p.tma_run_pages > 0) {
           const int id0 = __shfl_sync(0xffffffffu, id, 0);
           const bool mine = (lt & 31) >= p.tma_run_pages || (ok && int64_t(id) == int64_t(id0) + (lt & 31));
@@ -358,30 +344,22 @@ struct Piece {
             return;
           }
         }
-        // One box per page.
-        if constexpr (FLASHKIT_MLA_BOX_WARPS != 0) {
-          // Box w by lane 0 of warp w, from lane w's page (every warp resolved them all): the
-          // coordinates are warp-uniform, so each copy is one instruction, and the boxes of a
-          // chunk go out from up to four warps at once. (From lanes 0 .. 3 of one warp, ptxas
-          // issues each copy in a loop over the lanes' distinct operands.) A copy may complete
-          // its bytes before lane 0 of warp 0 has added them to the barrier's expected count:
-          // that phase cannot end before lane 0's arrival, and the count may go below zero.
-          const int w = lt >> 5;
-          const int ok_w = __shfl_sync(0xffffffffu, int(ok), w & 31);
-          const int slot_w = __shfl_sync(0xffffffffu, slot, w & 31);
-          const int id_w = __shfl_sync(0xffffffffu, id, w & 31);
+        // One box per page: box w by lane 0 of warp w, from lane w's page. The coordinates are
+        // warp-uniform, so each copy is one instruction, and the boxes of a chunk go out from up
+        // to four warps at once. (Issued from lanes 0 .. 3 of one warp, as until v24, ptxas looped
+        // over the lanes' distinct operands: 9-14 % slower at scattered page 16, mla.md "Scattered
+        // pages".) A copy may complete its bytes before lane 0 of warp 0 has added them to the
+        // barrier's expected count: that phase cannot end before lane 0's arrival, and the count
+        // may go below zero.
+        const int w = lt >> 5;
+        const int ok_w = __shfl_sync(0xffffffffu, int(ok), w & 31);
+        const int slot_w = __shfl_sync(0xffffffffu, slot, w & 31);
+        const int id_w = __shfl_sync(0xffffffffu, id, w & 31);
 #pragma unroll
-          for (int c = c0; c < c1; ++c) {
-            prims::tma_load_4d_if((lt & 31) == 0 && w < p.tma_boxes,
-                                  dst + c * Tr::kChunkBytes + w * p.tma_box_rows * 128, &p.kv_tmap, c * 64,
-                                  ok_w ? slot_w : 0, kvh, ok_w ? id_w : p.num_pages, bar_k(buf, c), policy);
-          }
-        } else {
-#pragma unroll
-          for (int c = c0; c < c1; ++c) {
-            prims::tma_load_4d_if(issue, dst + c * Tr::kChunkBytes + row * 128, &p.kv_tmap, c * 64, ok ? slot : 0,
-                                  kvh, ok ? id : p.num_pages, bar_k(buf, c), policy);
-          }
+        for (int c = c0; c < c1; ++c) {
+          prims::tma_load_4d_if((lt & 31) == 0 && w < p.tma_boxes,
+                                dst + c * Tr::kChunkBytes + w * p.tma_box_rows * 128, &p.kv_tmap, c * 64,
+                                ok_w ? slot_w : 0, kvh, ok_w ? id_w : p.num_pages, bar_k(buf, c), policy);
         }
       }
     } else {
@@ -1121,16 +1099,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         for (int e = 0; e < 4; ++e) o[dc][j][e] = 0.f;
     float l[2] = {0.f, 0.f};
 
-    // The first pair's page ids (thread 0 of each warpgroup): with FLASHKIT_MLA_EARLY_IDS their
-    // block-table loads are issued before the barrier that waits for the previous piece, so their
-    // latency overlaps its end.
-    int id_a = -1, id_b = -1;
-#if FLASHKIT_MLA_EARLY_IDS
-    if (n_blocks > 0) {
-      id_a = pc.page_id(blk_begin);
-      id_b = pc.page_id(blk_begin + 1);
-    }
-#endif
 #if FLASHKIT_MLA_STAGED_O
     if (tid < kMlaBlockM) prims::bulk_wait_group_read<0>();  // the previous piece's O copies
 #endif
@@ -1144,10 +1112,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       q_pending = false;  // (waited for below)
       // The first pair of blocks.
       {
-#if !FLASHKIT_MLA_EARLY_IDS
-        id_a = pc.page_id(blk_begin);
-        id_b = pc.page_id(blk_begin + 1);
-#endif
+        // (Loading these two before the barrier above was neutral: mla.md "The first pair's page ids".)
+        const int id_a = pc.page_id(blk_begin), id_b = pc.page_id(blk_begin + 1);
 #if FLASHKIT_MLA_TRACE
         // (a shared-memory store that reads both ids: the time is taken once they have returned)
         if (tid == 0)
