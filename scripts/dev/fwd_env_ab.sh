@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Device A/B of forward switches: install the tree once, smoke check (fwd_smoke.py), then
+# each argument NAME=ENV (space-separated VAR=VALUE pairs in one argument; empty = defaults) timed on
+# the FA3 sweep (BENCH_ARGS, e.g. "--heads-dims 128 96 --causal yes") in ROUNDS interleaved rounds,
+# PEERS (default sdpa_cudnn) in the first; ab.txt tables TFLOPS per row and variant. Then (CHECKS=1)
+# the forward and family GPU tests and memcheck / racecheck / synccheck of sanitize_small.py --quick
+# --dims $DIMS.
+# ALT_DEFINES ("MACRO VALUE" pairs, ';'-separated) and ALT_INSTS (fwd_sm90 instantiation file names):
+# a second package built at the same time from a copy of the tree with those defines prepended to
+# those files, installed in /tmp/altpkg: a variant with PYTHONPATH=/tmp/altpkg runs it.
+#   run(command="bash scripts/dev/fwd_env_ab.sh base= off='FLASHKIT_FWD_D128_WIDE=0'")
+#   run(command="ALT_DEFINES='FLASHKIT_FWD_HALF_DIAG 0' ALT_INSTS='fwd_sm90_bf16_hd128 fwd_sm90_bf16_hd96' \
+#       bash scripts/dev/fwd_env_ab.sh on= off=PYTHONPATH=/tmp/altpkg")
+set -u -o pipefail
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/envab
+. "$(dirname "$0")/device_steps.sh"
+if [ -n "${ALT_DEFINES:-}" ]; then
+  rm -rf /tmp/alt && mkdir -p /tmp/alt && (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C /tmp/alt
+  for f in ${ALT_INSTS:?}; do
+    with_defines "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$ALT_DEFINES" > "/tmp/alt/src/kernels/fwd_sm90/inst/$f.cu"
+  done
+  install_cmd /tmp/alt
+  ALT_INSTALL=("${INSTALL[@]}" --target /tmp/altpkg)
+  step install_alt 400 "${ALT_INSTALL[@]}" &
+  alt_pid=$!
+fi
+install_tree "$TREE"
+if [ -n "${ALT_DEFINES:-}" ]; then wait $alt_pid; fi
+(cd /tmp && step smoke 180 python3 "$TREE/scripts/dev/fwd_smoke.py")
+grep -v "^ok" "$O/smoke.log" | tail -20
+if ! grep -q "all ok" "$O/smoke.log"; then cat "$O/summary.txt"; exit 1; fi
+for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
+  first=1
+  for v in "$@"; do
+    name=${v%%=*}; envs=${v#*=}
+    impls=flashkit
+    [ "$r" = 1 ] && [ "$first" = 1 ] && [ -n "${PEERS-sdpa_cudnn}" ] && impls="flashkit ${PEERS-sdpa_cudnn}"
+    first=0
+    (cd /tmp && step "bench_$name$r" 250 env $envs python3 -m flashkit.bench --sweep fa3 ${BENCH_ARGS:-} \
+      --impls $impls --out-dir "$O/bench" --tag "$name$r" --no-plot)
+  done
+done
+python3 - "$O/bench" <<'PY' | tee "$O/ab.txt"
+import csv, glob, sys, collections
+d = collections.defaultdict(dict)
+for f in sorted(glob.glob(sys.argv[1] + "/*.csv")):
+    tag = f[:-4].rsplit("-", 1)[-1]
+    for r in csv.DictReader(open(f)):
+        if r["unit"] != "TFLOPS":
+            continue
+        key = (int(r["D"]), r["causal"], int(r["S_q"]))
+        name = r["impl"] if r["impl"] != "flashkit" else tag
+        d[key][name] = float(r["value"])
+cols = sorted({c for v in d.values() for c in v})
+print("D causal S " + " ".join(cols))
+for k in sorted(d):
+    print(*k, " ".join(f"{d[k].get(c, 0):.1f}" for c in cols))
+PY
+if [ "${CHECKS:-1}" = 1 ]; then
+  step tests 330 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py"
+  tail -3 "$O/tests.log"
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in memcheck racecheck synccheck; do
+    step $tool 150 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims ${DIMS:-96 128}
+  done
+fi
+cat "$O/summary.txt"
