@@ -273,24 +273,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t 
   }
 }
 
-// d = A * B, m64n128k16, both K-major: the first k-step of a chain with d as an asm output
-// (as wgmma_m64n64k16_ss_first: d's previous value is not an input).
-#define FLASHKIT_WGMMA_D64_OUT(d) "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3]), "=f"(d[8][0]), "=f"(d[8][1]), "=f"(d[8][2]), "=f"(d[8][3]), "=f"(d[9][0]), "=f"(d[9][1]), "=f"(d[9][2]), "=f"(d[9][3]), "=f"(d[10][0]), "=f"(d[10][1]), "=f"(d[10][2]), "=f"(d[10][3]), "=f"(d[11][0]), "=f"(d[11][1]), "=f"(d[11][2]), "=f"(d[11][3]), "=f"(d[12][0]), "=f"(d[12][1]), "=f"(d[12][2]), "=f"(d[12][3]), "=f"(d[13][0]), "=f"(d[13][1]), "=f"(d[13][2]), "=f"(d[13][3]), "=f"(d[14][0]), "=f"(d[14][1]), "=f"(d[14][2]), "=f"(d[14][3]), "=f"(d[15][0]), "=f"(d[15][1]), "=f"(d[15][2]), "=f"(d[15][3])
-#define FLASHKIT_WGMMA_N128_SS_FIRST(TY, d, desc_a, desc_b)                                        \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
-               : FLASHKIT_WGMMA_D64_OUT(d)                                                      \
-               : "l"(desc_a), "l"(desc_b), "r"(0))
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16_ss_first(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
-  if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_SS_FIRST("f16", d, desc_a, desc_b);
-  } else {
-    FLASHKIT_WGMMA_N128_SS_FIRST("bf16", d, desc_a, desc_b);
-  }
-}
-
 // d (64 x 128) += A (64 x 16, registers) * B (16 x 128, shared, MN-major: 2 atom columns
 // `lbo` bytes apart in the descriptor). Always accumulates.
 template <typename T>

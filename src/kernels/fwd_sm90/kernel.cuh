@@ -100,35 +100,6 @@ __device__ __forceinline__ void issue_qk(float (&s)[1][Tr::kNTiles][4], uint64_t
   }
 }
 
-// S = Q K^T of a walk's first tile with S as a fresh output (the first k-step's accumulators
-// are asm outputs, not inputs: S needs no initial value), over the tile's 128 keys or
-// (kFirstHalf) its first 64 only, where the last 64 are masked for every row of the warpgroup
-// (the persistent kernel's "half diagonal"; S's other 32 accumulators are left undefined and
-// the mask sets them to -inf). Neither form keeps S's previous registers alive, so the
-// persistent kernel can branch between them without ptxas serializing the wgmmas (C7511).
-template <class Tr, bool kFirstHalf>
-__device__ __forceinline__ void issue_qk_fresh(float (&s)[1][Tr::kNTiles][4], uint64_t desc_q, uint64_t desc_k) {
-  static_assert(Tr::kBlockN == 128 && FLASHKIT_FWD_WIDE_WGMMA, "one m64n128 (or its first n64) per k-step");
-#pragma unroll
-  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    const uint64_t q_off = ((ks / 4) * Tr::QTile::kBlockBytes + (ks % 4) * 32) >> 4;
-    const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-    if constexpr (kFirstHalf) {
-      if (ks == 0) {
-        prims::wgmma_m64n64k16_ss_first<typename Tr::T, false, false>(n64_block(s, 0), desc_q + q_off, desc_k + k_off);
-      } else {
-        prims::wgmma_m64n64k16_ss<typename Tr::T>(n64_block(s, 0), desc_q + q_off, desc_k + k_off, 1);
-      }
-    } else {
-      if (ks == 0) {
-        prims::wgmma_m64n128k16_ss_first<typename Tr::T>(n128_block(s), desc_q + q_off, desc_k + k_off);
-      } else {
-        prims::wgmma_m64n128k16_ss<typename Tr::T>(n128_block(s), desc_q + q_off, desc_k + k_off, 1);
-      }
-    }
-  }
-}
-
 // O += P V: P from registers (k16 step ps = S column tiles 2ps, 2ps+1), V as an MN-major
 // operand: 16 keys of one atom column per n64 wgmma, i.e. 16 rows x 128 bytes = 2048 bytes;
 // the wide forms cover 2 or 4 atom columns, VTile::kBlockBytes apart (the descriptor's lbo).
@@ -148,18 +119,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[1][Tr::kDTiles][4], const ui
         prims::wgmma_m64n64k16_rs_tnspb<typename Tr::T>(n64_block(o, dc), pa[ps], desc_v + v_off);
       }
     }
-  }
-}
-
-// P V over the tile's first 64 keys (kPSteps / 2 k-steps): the rest of P is exactly 0 (the
-// half diagonal above), so for finite V the sum is the same bits as issue_pv's.
-template <class Tr>
-__device__ __forceinline__ void issue_pv_first_half(float (&o)[1][Tr::kDTiles][4], const uint32_t (&pa)[Tr::kPSteps][4],
-                                                    uint64_t desc_v) {
-  static_assert(FLASHKIT_FWD_WIDE_WGMMA && Tr::kDChunks == 2 && Tr::kBlockN == 128, "D 96 / 128 tiles");
-#pragma unroll
-  for (int ps = 0; ps < Tr::kPSteps / 2; ++ps) {
-    prims::wgmma_m64n128k16_rs_tnspb<typename Tr::T>(n128_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
   }
 }
 

@@ -156,20 +156,6 @@ __device__ __forceinline__ attn::Mask persistent_mask(const FwdParams& p, const 
   }
 }
 
-// FLASHKIT_FWD_HALF_DIAG (tuning switch, fwd_sm90.md "Half diagonal"): 1 = a warpgroup whose rows
-// see only the first 64 keys of its walk's first tile multiplies only those (kHalfDiag: two
-// warpgroups, 128-key tiles, P V as one n128: D 96 / 128, no window or softcap); 0 = every tile
-// whole.
-#ifndef FLASHKIT_FWD_HALF_DIAG
-#define FLASHKIT_FWD_HALF_DIAG 1
-#endif
-// (Not the kMods instantiations, windows and softcaps: there the branch cost spills at D 128 and
-// serialized wgmmas at D 96. The register budget is that tight here: reading a run-time on/off
-// flag from the parameters in the condition below made ptxas serialize every wgmma, C7511.)
-template <class Tr, bool kMods>
-constexpr bool kHalfDiag = FLASHKIT_FWD_HALF_DIAG != 0 && !kMods && Tr::kWarpGroups == 2 && Tr::kBlockN == 128 &&
-                           Tr::kDChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0;
-
 // The main loop of one tile (the ping-pong with the overlap inside each warpgroup, as in
 // mainloop_pingpong<.., kTma = true>) with stage indices from the running counters. The
 // turns (named barriers 1 and 2) alternate across tiles without a reset: warpgroup 1
@@ -184,12 +170,6 @@ constexpr bool kHalfDiag = FLASHKIT_FWD_HALF_DIAG != 0 && !kMods && Tr::kWarpGro
 // releases the stages it does not read, and starts its walk (Q K^T only, then the softmax) at
 // tile `skip`; the other warpgroups' MMAs go on the tensor cores in the meantime. A masked
 // tile leaves the online softmax as it was, so the result is the same bits as walking it.
-//
-// Half diagonal (kHalfDiag: two warpgroups, 128-key tiles, D 96 / 128): where the last 64 keys of the
-// walk's first tile are masked for every row of this warpgroup (warpgroup 0 on a causal block's
-// diagonal tile) and the walk has >= 2 tiles, its Q K^T and P V on that tile take the first 64
-// keys only. The branches hold whole wgmma groups, committed and waited for inside them (a branch
-// with a group in flight across it made ptxas serialize every wgmma of the kernel, C7511).
 template <class Tr, bool kMods, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
@@ -198,25 +178,20 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = PersistentNamedBars<Tr>::next_turn(c.wg);
   float s[1][Tr::kNTiles][4];
-  if constexpr (!kHalfDiag<Tr, kMods>) {  // (kHalfDiag: the first Q K^T writes S without reading it)
 #pragma unroll
-    for (int nt = 0; nt < Tr::kNTiles; ++nt)
+  for (int nt = 0; nt < Tr::kNTiles; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
-  }
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
   uint32_t pa[Tr::kPSteps][4];
   const int last = c.n_tiles - 1 - c.n_first;  // (kMods: a window's left edge ends the walk early)
   auto wait_k = [&](int j) { prims::mbarrier_wait(b.full_k(kbase + j), ((kbase + j) / KS) & 1); };
   auto wait_v = [&](int j) { prims::mbarrier_wait(b.full_v(vbase + j), ((vbase + j) / VS) & 1); };
   auto desc_k = [&](int j) { return c.desc_k(int((kbase + j) % KS)); };
   auto desc_v = [&](int j) { return c.desc_v(int((vbase + j) % VS)); };
-  auto gate_wait = [&] {
+  auto gate_open = [&] {
     prims::fence_proxy_async_smem();
     prims::bar_sync(turn, 2 * 128);
     prims::fence_operands(o[0]);
-  };
-  auto gate_open = [&] {
-    gate_wait();
     prims::wgmma_fence();
   };
 
@@ -237,36 +212,13 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
       return;
     }
   }
-  bool half = false;
-  if constexpr (kHalfDiag<Tr, kMods>) {
-    const int n0 = c.key_block(first) * Tr::kBlockN;
-    int vis_end = c.blk.seqlen_k;  // one past the last key a row of this warpgroup can see
-    if (c.mask.has_right()) vis_end = min(vis_end, c.mask.right_of(c.blk.m0 + 64 * c.wg + 63) + 1);
-    half = last > first && vis_end <= n0 + 64;
-  }
   wait_k(first);
   if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 2);
-  gate_wait();
-  auto first_qk = [&](auto half_qk) {
-    prims::wgmma_fence();  // (inside each branch: ptxas adds its own otherwise)
-    if constexpr (kHalfDiag<Tr, kMods>) {
-      issue_qk_fresh<Tr, decltype(half_qk)::value>(s, c.desc_q, desc_k(first));
-    } else {
-      issue_qk<Tr>(s, c.desc_q, desc_k(first));
-    }
-    prims::wgmma_commit();
-    prims::bar_arrive(other_turn, 2 * 128);
-    prims::wgmma_wait<0>();
-  };
-  if constexpr (kHalfDiag<Tr, kMods>) {
-    if (half) {
-      first_qk(std::true_type{});
-    } else {
-      first_qk(std::false_type{});
-    }
-  } else {
-    first_qk(std::false_type{});
-  }
+  gate_open();
+  issue_qk<Tr>(s, c.desc_q, desc_k(first));
+  prims::wgmma_commit();
+  prims::bar_arrive(other_turn, 2 * 128);
+  prims::wgmma_wait<0>();
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
   prims::fence_operands(s[0]);
@@ -275,7 +227,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     if (first >= 1) prims::mbarrier_arrive(b.empty_v(vbase + first - 1));  // (P V(first - 1) is skipped)
   }
   c.softmax_tile(first, s, o, softmax, pa);
-  auto step_j = [&](int j, auto half_pv) {
+  for (int j = first + 1; j <= last; ++j) {
     wait_k(j);
     wait_v(j - 1);
     gate_open();
@@ -283,11 +235,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     prims::wgmma_commit();
     prims::fence_operands(s[0]);
     prims::wgmma_fence();
-    if constexpr (decltype(half_pv)::value) {
-      issue_pv_first_half<Tr>(o, pa, desc_v(j - 1));
-    } else {
-      issue_pv<Tr>(o, pa, desc_v(j - 1));
-    }
+    issue_pv<Tr>(o, pa, desc_v(j - 1));
     prims::wgmma_commit();
     prims::bar_arrive(other_turn, 2 * 128);
     prims::wgmma_wait<1>();
@@ -303,12 +251,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     prims::mbarrier_arrive(b.empty_v(vbase + j - 1));
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
-  };
-  int j = first + 1;
-  if constexpr (kHalfDiag<Tr, kMods>) {
-    if (half) step_j(j++, std::true_type{});  // (half: last > first)
   }
-  for (; j <= last; ++j) step_j(j, std::false_type{});
   // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
   prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
