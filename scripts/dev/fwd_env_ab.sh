@@ -4,7 +4,7 @@
 # the FA3 sweep (BENCH_ARGS, e.g. "--heads-dims 128 96 --causal yes") in ROUNDS interleaved rounds,
 # PEERS (default sdpa_cudnn) in the first; ab.txt tables TFLOPS per row and variant. Then (CHECKS=1)
 # the forward and family GPU tests and memcheck / racecheck / synccheck of sanitize_small.py --quick
-# --dims $DIMS.
+# --dims $DIMS (TEST_K: a pytest -k filter for the tests).
 # ALT_DEFINES ("MACRO VALUE" pairs, ';'-separated) and ALT_INSTS (fwd_sm90 instantiation file names):
 # a second package built at the same time from a copy of the tree with those defines prepended to
 # those files, installed in /tmp/altpkg: a variant with PYTHONPATH=/tmp/altpkg runs it.
@@ -58,7 +58,7 @@ for k in sorted(d):
     print(*k, " ".join(f"{d[k].get(c, 0):.1f}" for c in cols))
 PY
 if [ "${CHECKS:-1}" = 1 ]; then
-  step tests 330 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py"
+  step tests 330 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ${TEST_K:+-k \"$TEST_K\"} test_attention_gpu.py test_kernel_families_gpu.py"
   tail -3 "$O/tests.log"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   for tool in memcheck racecheck synccheck; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Forward shapes against a float32 reference, a quick device smoke check before an A/B (fwd_sm90.md:
-"176-key tiles", "Half diagonal"): D 96 / 128, causal and not (S_q = S_k, S_q < S_k, S_q > S_k), odd
+"176-key tiles", "Half diagonal"): D 96 / 128 (FWD_SMOKE_DIMS), causal and not (S_q = S_k, S_q < S_k, S_q > S_k), odd
 sizes, GQA, varlen with empty sequences, fp16 and bf16; prints the max error per case and exits 1 on a
 miss (a fixed 2e-2 bound, looser than SPEC §3: the GPU tests apply that)."""
+import os
 import sys
 
 import torch
@@ -29,7 +30,8 @@ def ref(q, k, v, scale, causal=False):
 def main():
     torch.manual_seed(0)
     bad = 0
-    for dt, d, causal in [(x, y, z) for x in (torch.bfloat16, torch.float16) for y in (128, 96)
+    dims = [int(x) for x in os.environ.get("FWD_SMOKE_DIMS", "128 96").split()]
+    for dt, d, causal in [(x, y, z) for x in (torch.bfloat16, torch.float16) for y in dims
                           for z in (False, True)]:
         for (b, sq, sk, hq, hkv) in [(1, 1, 1, 2, 2), (2, 3, 3, 2, 2), (1, 177, 177, 2, 1), (2, 1000, 1000, 4, 4),
                                      (1, 512, 352, 2, 2), (1, 300, 5000, 4, 1), (3, 2048, 2048, 2, 2),
