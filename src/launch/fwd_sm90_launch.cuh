@@ -62,16 +62,6 @@ template <typename T> struct Config<T, 64>  {
 #endif
 template <typename T>
 using D64Wg3Traits = FwdTraits<T, 64, 128, 4, 1, true, 3>;
-// D 256 on the persistent kernel (fwd_sm90.md "D 256 persistent, O staged by halves"): 2 K / 2 V
-// stages (D 128's 128-key tile was as fast with two K stages as with three) leave room for one
-// warpgroup's 64 rows of O, which the two warpgroups stage in turn. Calls without window or softcap,
-// by use_persistent's rule (causal only up to 64 row blocks). FLASHKIT_FWD_D256_PERSISTENT=0 (read
-// once) keeps D 256 on the non-persistent kernel.
-#ifndef FLASHKIT_FWD_D256_PERSISTENT
-#define FLASHKIT_FWD_D256_PERSISTENT 1
-#endif
-template <typename T>
-using D256PersistentTraits = FwdTraits<T, 256, 64, 2, 1, true, 2>;
 template <typename T> struct Config<T, 96>  { using Tr = FwdTraits<T, 96, 128, 3>; };  // padded to 128
 template <typename T> struct Config<T, 128> { using Tr = FwdTraits<T, 128, 128, 3>; };
 template <typename T> struct Config<T, 192> { using Tr = FwdTraits<T, 192, 64, 3>; };
@@ -122,7 +112,7 @@ bool use_persistent(const FwdParams& p) {
   static const char* env = std::getenv("FLASHKIT_FWD_PERSISTENT");
   if (env != nullptr && env[0] == '1') return true;
   if (env != nullptr && env[0] == '0') return false;
-  if (!PersistentSmem<Tr>::kOwnO) return false;
+  if (!PersistentSmem<Tr>::kStageO) return false;
   const int m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   return !p.causal || m_blocks <= 64;
 }
@@ -190,18 +180,6 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       if (fwd_sm90::make_kv_tensor_maps<Tr3>(q) && fwd_sm90::make_q_tensor_map<Tr3>(q)) {
         return mods ? fwd_sm90::launch_persistent<Tr3, true>(q, stream, dev)
                     : fwd_sm90::launch_persistent<Tr3>(q, stream, dev);
-      }
-      if (require_tma) return cudaErrorNotSupported;
-    }
-  }
-  if constexpr (kHeadDim == 256 && FLASHKIT_FWD_D256_PERSISTENT != 0) {
-    using TrQ = fwd_sm90::D256PersistentTraits<typename ElementOf<Tag>::type>;
-    static_assert(fwd_sm90::PersistentSmem<TrQ>::kStageOHalf, "O staged by halves");
-    static const bool d256_off = dispatch::env_off("FLASHKIT_FWD_D256_PERSISTENT");
-    if (!d256_off && use_tma && !mods && p.total_k > 0 && p.total_q > 0 && fwd_sm90::use_persistent<TrQ>(p)) {
-      FwdParams q = p;
-      if (fwd_sm90::make_kv_tensor_maps<TrQ>(q) && fwd_sm90::make_q_tensor_map<TrQ>(q)) {
-        return fwd_sm90::launch_persistent<TrQ>(q, stream, dev);
       }
       if (require_tma) return cudaErrorNotSupported;
     }

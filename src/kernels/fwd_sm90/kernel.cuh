@@ -170,19 +170,17 @@ __device__ __forceinline__ void stage_o_rows(typename Tr::T* tile, const float (
 // columns + 8 for matrices 2 and 3). kDTiles / 2 instructions instead of 2 kDTiles 4-byte
 // stores (D 128: 8 instead of 32). The lane's chunk within its atom is 0 or 1 and the steps
 // are 16 columns, so step_addr's conditions hold. `tile` is the tile's shared address.
-// `Tile`: Q's tile shape (kBlockM rows), or one warpgroup's 64 rows (the persistent kernel's
-// staging by halves).
-template <class Tr, class Tile = typename Tr::QTile>
+template <class Tr>
 __device__ __forceinline__ void stage_o_rows_stsm(uint32_t tile, const float (&o)[1][Tr::kDTiles][4], int warp_row0,
                                                   int lane) {
   using T = typename Tr::T;
   static_assert(Tr::kDTiles % 2 == 0, "pairs of 8-column tiles");
   const int mat = lane / 8;
   const int row = warp_row0 + lane % 8 + 8 * (mat % 2);
-  const uint32_t a0 = tile + uint32_t(sizeof(T)) * uint32_t(Tile::offset(row, 8 * (mat / 2)));
+  const uint32_t a0 = tile + uint32_t(sizeof(T)) * uint32_t(Tr::QTile::offset(row, 8 * (mat / 2)));
 #pragma unroll
   for (int j = 0; j < Tr::kDTiles / 2; ++j) {
-    const uint32_t addr = Tile::step_addr(a0, 0, 16 * j);
+    const uint32_t addr = Tr::QTile::step_addr(a0, 0, 16 * j);
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                  "r"(prims::pack2<T>(o[0][2 * j][0], o[0][2 * j][1])),
                  "r"(prims::pack2<T>(o[0][2 * j][2], o[0][2 * j][3])),

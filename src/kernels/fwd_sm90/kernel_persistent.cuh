@@ -28,8 +28,6 @@
 //    r * gridDim.x + c for even r and r * gridDim.x + gridDim.x - 1 - c for odd r.
 #pragma once
 
-#include <type_traits>
-
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "prims/globaltimer.cuh"
 #include "prims/opaque.cuh"
@@ -74,21 +72,12 @@ __device__ __forceinline__ void trace_put(const FwdParams& p, int step, int fiel
 // Shared memory of the persistent kernel: the non-persistent layout, then (where it fits
 // in the 227 KB of an SM: D 96/128/192, not 256) a tile for staging O, so the epilogue
 // stores 16-byte chunks of whole rows while the next tile's Q loads into Q's tile.
-//
-// Where a 128-row tile does not fit but one warpgroup's 64 rows do (OHalfTile: D 256 with 2 K / 2 V
-// stages, 32 KB), the two warpgroups take that area in turn (kStageOHalf: named barriers kOFree +
-// wg, see the epilogue).
 template <class Tr>
 struct PersistentSmem {
   static constexpr int kO = (Tr::kSmemBar + 8 * Tr::kNumBars + 1023) / 1024 * 1024;
   static constexpr int kWithO = kO + Tr::QTile::kBytes + 1024;
   static constexpr bool kStageO = kWithO <= 227 * 1024;
-  using OHalfTile = tiles::Swizzle128Tile<typename Tr::T, 64, Tr::kHeadDimPadded>;
-  static constexpr int kWithHalfO = kO + OHalfTile::kBytes + 1024;
-  static constexpr bool kStageOHalf = !kStageO && Tr::kWarpGroups == 2 && kWithHalfO <= 227 * 1024;
-  // O has a staging area of its own (else it is staged in V(last)'s stage: D 256)
-  static constexpr bool kOwnO = kStageO || kStageOHalf;
-  static constexpr int kBytes = kStageO ? kWithO : kStageOHalf ? kWithHalfO : Tr::kSmemBytes;
+  static constexpr int kBytes = kStageO ? kWithO : Tr::kSmemBytes;
 };
 
 // The barriers: full/empty per K stage and per V stage, then Q's full and empty
@@ -115,9 +104,6 @@ struct PersistentNamedBars {
   static constexpr int kEpi = kWG == 2 ? 3 : 1 + kWG;
   static constexpr int kZeroV = kWG == 2 ? 6 : 2 + 2 * kWG;
   static_assert(kZeroV < 16 && (kWG == 2 || kZeroV != 7), "16 named barriers; 7 is D 256's");
-  // (the half staging area, two warpgroups: kOFree + wg = "warpgroup wg may write it"; 128
-  // threads sync, the other warpgroup's warp 0 arrives)
-  static constexpr int kOFree = 8;
   // the turn after warpgroup wg's
   __device__ __forceinline__ static int next_turn(int wg) {
     if constexpr (kWG == 2) {
@@ -222,7 +208,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
       prims::bar_sync(turn, 2 * 128);
       prims::bar_arrive(other_turn, 2 * 128);
       prims::mbarrier_arrive(b.empty_q());
-      if constexpr (PersistentSmem<Tr>::kOwnO) prims::mbarrier_arrive(b.empty_v(vbase + last));
+      if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
       return;
     }
   }
@@ -277,7 +263,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   prims::fence_operands(o[0]);
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 4);
   // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
-  if constexpr (PersistentSmem<Tr>::kOwnO) prims::mbarrier_arrive(b.empty_v(vbase + last));
+  if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
 }
 
 // The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
@@ -407,9 +393,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   if (wg == Tr::kWarpGroups - 1) prims::bar_arrive(1, 2 * 128);  // warpgroup 0 takes the first turn
-  constexpr bool kHalfO = PersistentSmem<Tr>::kStageOHalf;
-  constexpr int kOFree = PersistentNamedBars<Tr>::kOFree;
-  if (kHalfO && wg == 1 && tid % 128 < 32) prims::bar_arrive(kOFree + 0, 128 + 32);  // warpgroup 0 stages first
   // (the producer's walk, step for step; these lines as one shared helper that fills the
   // BlockInfo made ptxas spill 100 B in this loop at D 256)
   int t;
@@ -479,10 +462,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     if (FLASHKIT_FWD_TRACE == 2 && tid % 128 == 0) trace_put<Tr>(p, step, 6 * wg + 1);
     const int g = lane / 4, tq = lane % 4;
     const int r = warp_row0 + g;
-    if constexpr (PersistentSmem<Tr>::kOwnO) {
-      // kHalfO: the area holds one warpgroup's 64 rows (row 0 = this warpgroup's first row)
-      using OTile = std::conditional_t<kHalfO, typename PersistentSmem<Tr>::OHalfTile, typename Tr::QTile>;
-      const int o_row0 = kHalfO ? 0 : wg * 64;
+    if constexpr (PersistentSmem<Tr>::kStageO) {
       T* sO = reinterpret_cast<T*>(smem + PersistentSmem<Tr>::kO);
       // (the staging offsets depend on the lane only: opaque copies of r and tq per tile
       // keep ptxas from hoisting all of them out of the tile loop and holding them in
@@ -493,17 +473,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       // would be the next one's, so a partial varlen block stores with the threads.
       const bool tma_store = FLASHKIT_FWD_TMA_STORE != 0 && p.o_tma != 0 &&
                              (p.cu_seqlens_q == nullptr || blk.rows_here >= wg * 64 + 64);
-      if constexpr (kHalfO) {
-        // the other warpgroup's last store has read the area (and, through it, this one's)
-        prims::bar_sync(kOFree + wg, 128 + 32);
-      } else {
-        if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group_read<0>();  // the last store read sO
-        prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-      }
-      if constexpr (FLASHKIT_FWD_STSM_O != 0 || kHalfO) {
-        // (this warp's first row in the area: its row in the CTA's block, less 64 wg by halves)
-        stage_o_rows_stsm<Tr, OTile>(prims::opaque(prims::smem_addr(sO)), o,
-                                     prims::opaque(kHalfO ? warp_row0 - wg * 64 : warp_row0), prims::opaque(lane));
+      if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group_read<0>();  // the last store read sO
+      prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
+      if constexpr (FLASHKIT_FWD_STSM_O != 0) {
+        stage_o_rows_stsm<Tr>(prims::opaque(prims::smem_addr(sO)), o, prims::opaque(warp_row0), prims::opaque(lane));
       } else {
         stage_o_rows<Tr>(sO, o, ro, to);
       }
@@ -515,7 +488,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
           const int row = (p.cu_seqlens_q != nullptr ? blk.q_row0 : 0) + blk.m0 + wg * 64;
 #pragma unroll
           for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
-            prims::tma_store_4d(&p.o_tmap, prims::smem_addr(sO + OTile::offset(o_row0, a * 64)), a * 64, row,
+            prims::tma_store_4d(&p.o_tmap, prims::smem_addr(sO + Tr::QTile::offset(wg * 64, a * 64)), a * 64, row,
                                 blk.head, p.cu_seqlens_q != nullptr ? 0 : blk.batch);
           }
           prims::bulk_commit_group();
@@ -531,19 +504,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
           const int col = (ci % kChunksPerRow) * 8;
           if (row < blk.rows_here) {
             *reinterpret_cast<uint4*>(blk.o + int64_t(row) * p.o_row_stride + col) =
-                *reinterpret_cast<const uint4*>(sO + OTile::offset(row - wg * 64 + o_row0, col));
+                *reinterpret_cast<const uint4*>(sO + Tr::QTile::offset(row, col));
           }
-        }
-      }
-      if constexpr (kHalfO) {  // hand the area to the other warpgroup once this one's reads are done
-        if (tma_store) {
-          if (tid % 128 == 0) prims::bulk_wait_group_read<0>();
-        } else {
-          prims::bar_sync(PersistentNamedBars<Tr>::kEpi + wg, 128);
-        }
-        if (tid % 128 < 32) {
-          __syncwarp();
-          prims::bar_arrive(kOFree + 1 - wg, 128 + 32);
         }
       }
     } else {
@@ -595,7 +557,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     attn::report_varlen_errors(p, blk.batch);
   }
   if (wg == 0) prims::bar_sync(1, 2 * 128);  // the last warpgroup's last arrival (or its first)
-  if (kHalfO && wg == 0) prims::bar_sync(kOFree + 0, 128 + 32);  // (likewise for the staging area)
   if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group<0>();  // O stores done before exit
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
