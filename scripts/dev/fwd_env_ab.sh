@@ -8,9 +8,9 @@
 # ALT_DEFINES ("MACRO VALUE" pairs, ';'-separated) and ALT_INSTS (fwd_sm90 instantiation file names):
 # a second package built at the same time from a copy of the tree with those defines prepended to
 # those files, installed in /tmp/altpkg: a variant with PYTHONPATH=/tmp/altpkg runs it.
-#   run(command="bash scripts/dev/fwd_env_ab.sh base= off='FLASHKIT_FWD_D128_WIDE=0'")
-#   run(command="ALT_DEFINES='FLASHKIT_FWD_HALF_DIAG 0' ALT_INSTS='fwd_sm90_bf16_hd128 fwd_sm90_bf16_hd96' \
-#       bash scripts/dev/fwd_env_ab.sh on= off=PYTHONPATH=/tmp/altpkg")
+#   run(command="BENCH_ARGS='--heads-dims 128' bash scripts/dev/fwd_env_ab.sh base= off='FLASHKIT_FWD_TMA_STORE=0'")
+#   run(command="ALT_DEFINES='FLASHKIT_FWD_STSM_O 0' ALT_INSTS='fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128' \
+#       BENCH_ARGS='--heads-dims 128' bash scripts/dev/fwd_env_ab.sh on= off=PYTHONPATH=/tmp/altpkg")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/envab
