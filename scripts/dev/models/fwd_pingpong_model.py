@@ -19,7 +19,11 @@ both warpgroups reach their epilogues together because they walk the same tiles 
 has a gate to issue then. With warpgroup 1 half a tile behind, the strict turns alone come within
 2% of the tensor-bound time (+6% at four key tiles per tile): hiding the epilogue needs the
 warpgroups offset (each then reads other K/V tiles and another Q: more stages than D 128's shared
-memory holds), not freer turns. The trace measured 29% of a tile at S = 512
+memory holds), not freer turns. That holds while the epilogue is shorter than what the other
+warpgroup issues in half a tile: with the 1.9 us epilogue traced before the TMA-store epilogue
+(`--epilogue 1.9`), the strict turns lose 18% at four key tiles per tile and the offset makes it
+6.6% worse. The epilogue after the TMA store and stmatrix staging has not been traced (0.9 us is an
+estimate from the removed parts). The trace measured 29% of a tile at S = 512
 with no wgmma in flight (before the TMA-store epilogue), far above the model's 7%, so most of the
 short rows' loss is outside this model (the tile start: waits on Q / K(0), the first S, barrier
 latencies), which the trace build (FLASHKIT_FWD_TRACE) can split further.
