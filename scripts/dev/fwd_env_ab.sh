@@ -2,7 +2,7 @@
 # Device A/B of forward switches: install the tree once, smoke check (fwd_smoke.py), then
 # each argument NAME=ENV (space-separated VAR=VALUE pairs in one argument; empty = defaults) timed on
 # the FA3 sweep (BENCH_ARGS, e.g. "--heads-dims 128 96 --causal yes") in ROUNDS interleaved rounds,
-# PEERS (default sdpa_cudnn) in the first; ab.txt tables TFLOPS per row and variant. Then (CHECKS=1)
+# PEERS (default sdpa_cudnn) in the first; ab.txt: each variant's rows over the first's (ab_ratios.py). Then (CHECKS=1)
 # the forward and family GPU tests and memcheck / racecheck / synccheck of sanitize_small.py --quick
 # --dims $DIMS (TEST_K: a pytest -k filter for the tests).
 # ALT_DEFINES ("MACRO VALUE" pairs, ';'-separated) and ALT_INSTS (fwd_sm90 instantiation file names):
@@ -41,22 +41,8 @@ for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
       --impls $impls --out-dir "$O/bench" --tag "$name$r" --no-plot)
   done
 done
-python3 - "$O/bench" <<'PY' | tee "$O/ab.txt"
-import csv, glob, sys, collections
-d = collections.defaultdict(dict)
-for f in sorted(glob.glob(sys.argv[1] + "/*.csv")):
-    tag = f[:-4].rsplit("-", 1)[-1]
-    for r in csv.DictReader(open(f)):
-        if r["unit"] != "TFLOPS":
-            continue
-        key = (int(r["D"]), r["causal"], int(r["S_q"]))
-        name = r["impl"] if r["impl"] != "flashkit" else tag
-        d[key][name] = float(r["value"])
-cols = sorted({c for v in d.values() for c in v})
-print("D causal S " + " ".join(cols))
-for k in sorted(d):
-    print(*k, " ".join(f"{d[k].get(c, 0):.1f}" for c in cols))
-PY
+names=(); for v in "$@"; do names+=("${v%%=*}"); done
+python3 "$TREE/scripts/dev/ab_ratios.py" "$O/bench" "${names[@]}" | tee "$O/ab.txt"
 if [ "${CHECKS:-1}" = 1 ]; then
   step tests 330 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider ${TEST_K:+-k \"$TEST_K\"} test_attention_gpu.py test_kernel_families_gpu.py"
   tail -3 "$O/tests.log"
