@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Forward shapes against a float32 reference, a quick device smoke check before an A/B (fwd_sm90.md:
+"""Forward shapes against flashkit.testing's float32 reference, a quick device smoke check before an A/B (fwd_sm90.md:
 "176-key tiles", "Half diagonal"): D 96 / 128 (FWD_SMOKE_DIMS), causal and not (S_q = S_k, S_q < S_k, S_q > S_k), odd
 sizes, GQA, varlen with empty sequences, fp16 and bf16; prints the max error per case and exits 1 on a
 miss (a fixed 2e-2 bound, looser than SPEC §3: the GPU tests apply that)."""
@@ -9,22 +9,7 @@ import sys
 import torch
 
 import flashkit
-
-
-def ref(q, k, v, scale, causal=False):
-    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-    if kf.shape[1] != qf.shape[1]:
-        r = qf.shape[1] // kf.shape[1]
-        kf, vf = kf.repeat_interleave(r, 1), vf.repeat_interleave(r, 1)
-    s = qf @ kf.transpose(-1, -2) * scale
-    if causal:  # bottom-right aligned; rows that see no key give 0
-        sq, sk = s.shape[-2], s.shape[-1]
-        i = torch.arange(sq, device=s.device)[:, None]
-        j = torch.arange(sk, device=s.device)[None, :]
-        s = s.masked_fill(j > i + sk - sq, float("-inf"))
-        p = torch.nan_to_num(s.softmax(-1), nan=0.0)
-        return (p @ vf).transpose(1, 2)
-    return (s.softmax(-1) @ vf).transpose(1, 2)
+from flashkit.testing.reference import attention_reference, attention_varlen_reference
 
 
 def main():
@@ -41,7 +26,7 @@ def main():
             k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
             v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
             out = flashkit.attention(q, k, v, causal=causal)
-            r = ref(q, k, v, d ** -0.5, causal)
+            r, _ = attention_reference(q, k, v, causal=causal)
             err = (out.float() - r).abs().max().item()
             ok = err < 2e-2 and torch.isfinite(out).all().item()
             bad += not ok
@@ -54,17 +39,8 @@ def main():
         k = torch.randn(sum(lk), 2, d, device="cuda", dtype=dt)
         v = torch.randn(sum(lk), 2, d, device="cuda", dtype=dt)
         out = flashkit.attention_varlen(q, k, v, cq, ck, max(lq), max(lk), causal=causal)
-        err = 0.0
-        for i in range(len(lq)):
-            if lq[i] == 0:
-                continue
-            qs, ks = q[cq[i]:cq[i + 1]][None], k[ck[i]:ck[i + 1]][None]
-            vs = v[ck[i]:ck[i + 1]][None]
-            o = out[cq[i]:cq[i + 1]].float()
-            if lk[i] == 0:
-                err = max(err, o.abs().max().item())
-            else:
-                err = max(err, (o - ref(qs, ks, vs, d ** -0.5, causal)[0]).abs().max().item())
+        r, _ = attention_varlen_reference(q, k, v, cq, ck, causal=causal)
+        err = (out.float() - r).abs().max().item()
         ok = err < 2e-2 and torch.isfinite(out).all().item()
         bad += not ok
         print(f"{'ok  ' if ok else 'MISS'} {dt} D {d} causal {causal} varlen {lq} / {lk} max err {err:.2e}")
