@@ -16,13 +16,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/envab
 . "$(dirname "$0")/device_steps.sh"
 if [ -n "${ALT_DEFINES:-}" ]; then
-  rm -rf /tmp/alt && mkdir -p /tmp/alt && (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C /tmp/alt
-  for f in ${ALT_INSTS:?}; do
-    with_defines "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$ALT_DEFINES" > "/tmp/alt/src/kernels/fwd_sm90/inst/$f.cu"
-  done
-  install_cmd /tmp/alt
-  ALT_INSTALL=("${INSTALL[@]}" --target /tmp/altpkg)
-  step install_alt 400 "${ALT_INSTALL[@]}" &
+  define_variant "$TREE" /tmp/alt "$ALT_DEFINES" "${ALT_INSTS:?}" /tmp/altpkg &
   alt_pid=$!
 fi
 install_tree "$TREE"

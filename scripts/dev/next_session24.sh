@@ -17,13 +17,7 @@ case "${1:-E}" in
     device_header
     pids=()
     for tr in 1 2; do
-      rm -rf /tmp/tr$tr && mkdir -p /tmp/tr$tr
-      (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C /tmp/tr$tr
-      for f in fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128; do
-        with_defines "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "FLASHKIT_FWD_TRACE $tr" > "/tmp/tr$tr/src/kernels/fwd_sm90/inst/$f.cu"
-      done
-      install_cmd /tmp/tr$tr
-      step "install_tr$tr" 400 "${INSTALL[@]}" --target /tmp/tr${tr}pkg &
+      define_variant "$TREE" /tmp/tr$tr "FLASHKIT_FWD_TRACE $tr" "fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128" /tmp/tr${tr}pkg &
       pids+=($!)
     done
     wait "${pids[@]}"
