@@ -9,7 +9,7 @@
 // apply unchanged, and two adjacent column tiles of P packed to 16 bits are the register A
 // operand of the next wgmma (same layout as the mma.sync A fragment).
 //
-// Wrapped: N = 64 (32 accumulators per asm statement), N = 128 and N = 256; a tile of
+// Wrapped: N = 64 (32 accumulators per asm statement), N = 128, 192 and 256; a tile of
 // another width is issued as several N = 64 wgmmas on shifted descriptors.
 //
 // Operands in shared memory use the 128-byte swizzle (tiles/smem_swizzle.cuh): rows of
@@ -304,6 +304,29 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss_tb(float (&d)[16][4], uint64
     FLASHKIT_WGMMA_N128_SS_TB("f16", d, desc_a, desc_b, kTnspA);
   } else {
     FLASHKIT_WGMMA_N128_SS_TB("bf16", d, desc_a, desc_b, kTnspA);
+  }
+}
+
+// m64n192k16 (96 accumulators per thread, d[j][e] as for n64 over 24 column tiles): the
+// forward's P V at D = 192 (three atom columns of V), one instruction per k-step instead of
+// three n64 ones that each re-read the register A operand.
+#define FLASHKIT_WGMMA_D96(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
+#define FLASHKIT_WGMMA_DREGS96 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define FLASHKIT_WGMMA_N192_RS_TNSPB(TY, d, a, desc_b)                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS96 \
+               ", {%96, %97, %98, %99}, %100, p, 1, 1, 1;\n}\n"                                  \
+               : FLASHKIT_WGMMA_D96(d)                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+
+// d (64 x 192) += A (64 x 16, registers) * B (16 x 192, shared, MN-major: 3 atom columns
+// `lbo` bytes apart in the descriptor). Always accumulates.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n192k16_rs_tnspb(float (&d)[24][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N192_RS_TNSPB("f16", d, a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N192_RS_TNSPB("bf16", d, a, desc_b);
   }
 }
 

@@ -60,16 +60,25 @@ __device__ __forceinline__ float (&n64_block(float (&acc)[1][kTiles][4], int chu
 }
 
 // Wide wgmmas (tuning switch, fwd_sm90.md "wide wgmmas"): 1 = Q K^T as one m64n128 per k-step
-// where kBlockN = 128 and P V as one m64n128 / m64n256 where the padded head dim is 128 / 256;
+// where kBlockN = 128 and P V as one m64n128 / m64n192 / m64n256 where the padded head dim is 128 / 192 / 256;
 // 0 = every wgmma m64n64 on shifted descriptors (the shape up to 2026-11-26).
 #ifndef FLASHKIT_FWD_WIDE_WGMMA
 #define FLASHKIT_FWD_WIDE_WGMMA 1
+#endif
+// P V at D = 192 as one m64n192 per k-step (fwd_sm90.md "n192 P V at D 192"); 0 = three n64s.
+#ifndef FLASHKIT_FWD_N192_PV
+#define FLASHKIT_FWD_N192_PV 1
 #endif
 
 template <int kTiles>
 __device__ __forceinline__ float (&n128_block(float (&acc)[1][kTiles][4]))[16][4] {
   static_assert(kTiles == 16, "a whole 128-column fragment");
   return *reinterpret_cast<float(*)[16][4]>(&acc[0][0][0]);
+}
+template <int kTiles>
+__device__ __forceinline__ float (&n192_block(float (&acc)[1][kTiles][4]))[24][4] {
+  static_assert(kTiles == 24, "a whole 192-column fragment");
+  return *reinterpret_cast<float(*)[24][4]>(&acc[0][0][0]);
 }
 template <int kTiles>
 __device__ __forceinline__ float (&n256_block(float (&acc)[1][kTiles][4]))[32][4] {
@@ -110,6 +119,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[1][Tr::kDTiles][4], const ui
   for (int ps = 0; ps < Tr::kPSteps; ++ps) {
     if constexpr (FLASHKIT_FWD_WIDE_WGMMA && Tr::kDChunks == 2) {
       prims::wgmma_m64n128k16_rs_tnspb<typename Tr::T>(n128_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
+    } else if constexpr (FLASHKIT_FWD_WIDE_WGMMA && FLASHKIT_FWD_N192_PV && Tr::kDChunks == 3) {
+      prims::wgmma_m64n192k16_rs_tnspb<typename Tr::T>(n192_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
     } else if constexpr (FLASHKIT_FWD_WIDE_WGMMA && Tr::kDChunks == 4) {
       prims::wgmma_m64n256k16_rs_tnspb<typename Tr::T>(n256_block(o), pa[ps], desc_v + ((ps * 16 * 128) >> 4));
     } else {
