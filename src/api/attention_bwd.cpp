@@ -26,7 +26,7 @@ int64_t align_up(int64_t x) { return (x + kWsAlign - 1) / kWsAlign * kWsAlign; }
 
 // Byte offsets of the workspace regions (see BwdParams).
 struct WorkspaceLayout {
-  int64_t dq_accum, delta, semaphore, total;
+  int64_t dq_accum, delta, semaphore, dq_exp, kvbound, total;
 };
 
 WorkspaceLayout workspace_layout(int64_t batch, int64_t rows_q, int64_t max_seqlen_q, int64_t h_q,
@@ -36,7 +36,11 @@ WorkspaceLayout workspace_layout(int64_t batch, int64_t rows_q, int64_t max_seql
   l.delta = align_up(rows_q * h_q * d * 4);
   l.semaphore = l.delta + align_up(rows_q * h_q * 4);
   const int64_t sem_blocks = (max_seqlen_q + kBwdSemBlockM - 1) / kBwdSemBlockM;
-  l.total = l.semaphore + (deterministic ? align_up(batch * h_q * sem_blocks * 4) : 0);
+  // deterministic mode: the turn counters, and the fixed-point dQ's row exponents and KV bounds
+  // (sized by h_q >= h_kv: the size function has no h_kv)
+  l.dq_exp = l.semaphore + (deterministic ? align_up(batch * h_q * sem_blocks * 4) : 0);
+  l.kvbound = l.dq_exp + (deterministic ? align_up(rows_q * h_q * 4) : 0);
+  l.total = l.kvbound + (deterministic ? align_up(h_q * 2 * 4) : 0);
   return l;
 }
 
@@ -192,6 +196,8 @@ BwdParams make_bwd_params(const AttentionBwdArgs& a) {
   p.dq_accum = reinterpret_cast<float*>(ws + l.dq_accum);
   p.delta = reinterpret_cast<float*>(ws + l.delta);
   p.dq_semaphore = a.deterministic ? reinterpret_cast<int32_t*>(ws + l.semaphore) : nullptr;
+  p.dq_exp = a.deterministic ? reinterpret_cast<int32_t*>(ws + l.dq_exp) : nullptr;
+  p.dq_kvbound = a.deterministic ? reinterpret_cast<float*>(ws + l.kvbound) : nullptr;
   p.rows_q = static_cast<int>(rows_q);
   p.sem_m_blocks = static_cast<int>((max_sq + kBwdSemBlockM - 1) / kBwdSemBlockM);
   p.deterministic = a.deterministic;

@@ -24,7 +24,8 @@ struct BwdParams : FwdParams {
   //  dq_accum fp32 [rows_q, h_q, head_dim] contiguous; row r of sequence b is
   //    b * seqlen_q + i (dense) or cu_seqlens_q[b] + i (varlen);
   //  delta fp32 = rowsum(dout * out), laid out like lse (lse_batch/head_stride);
-  //  dq_semaphore int32 [batch, h_q, sem_m_blocks] (deterministic mode only).
+  //  dq_semaphore int32 [batch, h_q, sem_m_blocks] (deterministic mode only);
+  //  dq_exp int32 like delta and dq_kvbound fp32 [h_q][2] (deterministic mode only; below).
   float* dq_accum;
   float* delta;
   int32_t* dq_semaphore;
@@ -49,6 +50,19 @@ struct BwdParams : FwdParams {
   // along x), and sum their dK / dV through distributed shared memory in a fixed order before one
   // store (kernel_pp.cuh; docs/kernels/bwd.md, "GQA: the group split"). 0: one CTA per key block.
   int gqa_split_log2 = 0;
+  // Deterministic mode by fixed-point dQ (dq_fixed, set by the Hopper launcher for the D 64 / 128
+  // TMA reduce-add kernels; docs/kernels/bwd.md "Deterministic dQ in fixed point"): dq_accum holds
+  // int32 sums of round(dQ_i * 2^dq_exp[i]), which integer adds give the same bits in any order,
+  // so no CTA waits for another. dq_exp (int32, laid out like delta) is row i's exponent, from a
+  // bound on |dQ_i| that the pre kernel derives from ||dO_i||_2 and dq_kvbound ([h_kv][2] fp32:
+  // max |K| and max_j ||V_j||_2 of each KV head, bwd_kvbound_kernel); kDqExpNonFinite marks a
+  // row whose bound is not finite (the post kernel writes NaN there).
+  int32_t* dq_exp = nullptr;
+  float* dq_kvbound = nullptr;
+  bool dq_fixed = false;
 };
+
+// dq_exp of a row whose bound is inf or NaN (inputs with non-finite values).
+constexpr int32_t kDqExpNonFinite = -(1 << 30);
 
 }  // namespace flashkit

@@ -1,4 +1,5 @@
 // The launches every backward family shares around its main kernel, in stream order:
+// (dq_fixed only: a memset and bwd_kvbound_kernel, the KV bounds of the row exponents)
 // bwd_pre_kernel (delta = rowsum(dO * O), clears the dq accumulator and counters), for
 // varlen bwd_zero_rows_kernel (dk/dv rows outside every sequence), the family's main
 // kernel, and bwd_post_kernel (dq in the input dtype). Included by the family launchers.
@@ -21,6 +22,16 @@ int launch_bwd_with_prepost(const BwdParams& p, cudaStream_t stream, MainLaunch&
   constexpr int kGroup = bwd_sm80::RowGroup<kD>::kGroup;
   const int64_t q_items = int64_t(p.rows_q) * p.h_q;
   const int64_t pre_post_blocks = (q_items * kGroup + kThreads - 1) / kThreads;
+  if (p.dq_fixed) {  // the KV bounds of the fixed-point dQ's row exponents, before the pre kernel reads them
+    cudaError_t err = cudaMemsetAsync(p.dq_kvbound, 0, size_t(p.h_kv) * 2 * sizeof(float), stream);
+    if (err != cudaSuccess) return int(err);
+    const int64_t k_rows = p.cu_seqlens_k != nullptr ? int64_t(p.total_k) : int64_t(p.batch) * p.seqlen_k;
+    const int64_t rows_per_block = kThreads / kGroup;
+    int64_t blocks = (k_rows + rows_per_block - 1) / rows_per_block;
+    const int64_t cap = (1024 + p.h_kv - 1) / p.h_kv;  // a grid of ~1k blocks in all: a few waves
+    blocks = blocks < 1 ? 1 : (blocks > cap ? cap : blocks);
+    bwd_sm80::bwd_kvbound_kernel<T, kD><<<dim3(unsigned(blocks), unsigned(p.h_kv)), kThreads, 0, stream>>>(p);
+  }
   if (q_items > 0) bwd_sm80::bwd_pre_kernel<T, kD><<<unsigned(pre_post_blocks), kThreads, 0, stream>>>(p);
   if (p.cu_seqlens_q != nullptr && p.total_k > 0) {
     const int64_t chunks = int64_t(p.total_k) * p.h_kv * (kD / 8);

@@ -74,16 +74,30 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   };
   // dq_accum's TMA map for the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen:
   // total_q rows, batch 1; boxes of 32 columns x 16 rows).
-  auto make_dq_map = [&](BwdParams& q) {
+  auto make_dq_map = [&](BwdParams& q, bool int32 = false) {
     const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
                                  p.cu_seqlens_q != nullptr ? 1 : p.batch};
     const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
                                int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
-    return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16);
+    return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16, int32);
   };
   // FLASHKIT_BWD_DQ_TMA=0 (read once): the fast mode's dQ by per-thread reds (A/B runs).
   static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
-  return launch_util::launch_bwd_with_prepost<T, kD>(p, stream, [&]() -> int {
+  // Deterministic mode at D 64 / 128: dQ in fixed point (BwdParams::dq_fixed; kernel_pp.cuh's kFixed
+  // instantiations, docs/kernels/bwd.md "Deterministic dQ in fixed point"), decided here because the
+  // pre and post kernels take part. FLASHKIT_BWD_DET_TURNS=1 (read once) keeps the turns of the
+  // kDet instantiations below (A/B runs); so do the switches that leave the TMA kernels.
+  static const bool det_turns = dispatch::env_flag("FLASHKIT_BWD_DET_TURNS");
+  BwdParams base = p;
+  if constexpr (kD == 64 || kD == 128) {
+    static const bool fixed_off = dispatch::env_flag("FLASHKIT_BWD_SM90_V1") || dispatch::env_flag("FLASHKIT_BWD_DET_V1") ||
+                                  dispatch::env_flag("FLASHKIT_BWD_PP_DET") || dispatch::env_flag("FLASHKIT_BWD_NO_TMA") ||
+                                  det_turns;
+    if (p.deterministic && !fixed_off && p.softcap <= 0.f && p.dq_exp != nullptr && p.dq_kvbound != nullptr) {
+      base.dq_fixed = make_qdo_maps(base) && make_dq_map(base, true);
+    }
+  }
+  return launch_util::launch_bwd_with_prepost<T, kD>(base, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
       // D 64/128: the ping-pong kernel (kernel_pp.cuh) unless FLASHKIT_BWD_SM90_V1=1 (read
       // once) asks for the lockstep v1 kernel (kept for A/B runs). Deterministic mode: the
@@ -129,6 +143,21 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         }
         return launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
       };
+      if (base.dq_fixed) {  // (maps made above; no turns, so no rotated walk and no residency rule)
+        BwdParams q = base;
+        q.gqa_split_log2 = split_log2(false);
+        const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
+        if constexpr (kD == 64) {
+          if (d64_m128) {
+            return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, false, false, true>,
+                                 &bwd_sm90::bwd_pp_kernel<Pp128, false, true, true, false, true, true>, Pp128>(
+                q, n_blocks, stream, dev.device);
+          }
+        }
+        return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, false, true>,
+                             &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream,
+                                                                                                  dev.device);
+      }
       if (p.deterministic && !v1 && !det_v1 && !pp_det && !no_tma && p.softcap <= 0.f) {
         BwdParams q = p;
         if (make_qdo_maps(q) && make_dq_map(q)) {

@@ -86,12 +86,15 @@ bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], i
 // head_dim, h_q, rows, batch with byte strides st[0..2], boxes of 32 columns (128 bytes, the
 // 128-byte swizzle's width) x 1 head x box_rows rows. Elements outside the tensor are not
 // written. False as make_tma_map_4d.
+// int32 = true: the same map over int32 elements (the deterministic mode's fixed-point dQ sums,
+// whose reduce-adds are then integer adds).
 inline bool make_tma_map_f32_reduce(TmaDesc* out, void* base, const int64_t (&dims)[4], const int64_t (&st_in)[3],
-                                    int box_rows) {
+                                    int box_rows, bool int32 = false) {
   int64_t st[3] = {st_in[0], st_in[1], st_in[2]};
   if (dims[0] % 32 != 0 || !tma_layout_ok(base, dims, st)) return false;
   const cuuint32_t box[4] = {32, 1, cuuint32_t(box_rows), 1};
-  return encode_tma_map_4d(out, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, dims, st, box, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+  return encode_tma_map_4d(out, int32 ? CU_TENSOR_MAP_DATA_TYPE_INT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, dims,
+                           st, box, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace flashkit::launch_util

@@ -52,4 +52,8 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x;
 }
 
+// 2^k as a float for k in [-126, 127]: an exact power of two, so scaling by it never rounds
+// (the backward's fixed-point dQ).
+__device__ __forceinline__ float exp2_int(int k) { return __int_as_float((k + 127) << 23); }
+
 }  // namespace flashkit::prims

@@ -451,6 +451,71 @@ def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     torch.testing.assert_close(fast[0][0].float(), first[0].float(), atol=2e-2, rtol=2e-2)
 
 
+def _row_rel_err(g, ref):
+    """Per (batch, row, head): max |g - ref| over D, over max |ref| (rows with ref == 0 left out)."""
+    g, ref = g.double(), ref.double()
+    scale = ref.abs().amax(-1)
+    err = (g - ref).abs().amax(-1)
+    keep = scale > 0
+    return (err[keep] / scale[keep])
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_deterministic_dq_rows_of_different_scales(dtype, D, causal):
+    """Deterministic dq (fixed point at D 64 / 128: a per-row scale from ||dO_i||) keeps each row's
+    own precision when the rows of dO differ by up to 10^7 in size: every row's error relative to
+    its own size stays within the fast mode's (fp32 atomics) plus a little; rows of dO that are
+    exactly zero give dq rows exactly zero."""
+    dt = DTYPES[dtype]
+    require_variant(dt, D)
+    gen = generator("det-row-scales", dtype, D, causal)
+    B, S, H = 2, 700, 4
+    q, k, v, dout = make_inputs(B, S, S, H, 2, D, dt, gen)
+    expo = torch.randint(-4, 4, (B, S, H, 1), device="cuda", generator=gen).to(torch.float32)
+    dout = (dout.float() * torch.pow(10.0, expo)).to(dt)
+    dout[:, 5] = 0  # zero rows (every head) ...
+    dout[1, 17, 2] = 0  # ... and one (batch, row, head)
+    out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    ref = attention_backward_reference(q, k, v, dout, causal=causal, compute_dtype=torch.float64)
+    det = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal, deterministic=True)
+    fast = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal, deterministic=False)
+    assert torch.equal(det[0][:, 5], torch.zeros_like(det[0][:, 5]))
+    assert torch.equal(det[0][1, 17, 2], torch.zeros_like(det[0][1, 17, 2]))
+    e_det, e_fast = _row_rel_err(det[0], ref[0]), _row_rel_err(fast[0], ref[0])
+    label = f"{dtype} D{D} causal={causal}"
+    assert torch.isfinite(e_det).all(), label
+    tol = 2e-3 if dt == torch.float16 else 1e-2
+    worst_det, worst_fast = e_det.max().item(), e_fast.max().item()
+    assert worst_det <= 1.5 * worst_fast + tol, f"{label}: row error {worst_det:.3e} (fast {worst_fast:.3e})"
+    if D in (64, 128) and flashkit.bwd_kernel_family(str(dt).removeprefix("torch."), D) == "sm90":
+        # fixed point: the fast kernel's walk, so dk, dv are the fast mode's bits
+        assert torch.equal(det[1], fast[1]) and torch.equal(det[2], fast[2]), label
+
+
+@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+def test_deterministic_dq_nan_row(D):
+    """A NaN in one row of dO makes that row of dq NaN in both modes, and leaves the other rows
+    finite (and within the accuracy rule of the fast mode's)."""
+    dt = torch.bfloat16
+    require_variant(dt, D)
+    gen = generator("det-nan-row", D)
+    q, k, v, dout = make_inputs(1, 300, 300, 2, 2, D, dt, gen)
+    out, lse = flashkit.attention(q, k, v, return_lse=True)
+    dout[0, 7, 1, 3] = float("nan")
+    for det in (False, True):
+        dq = flashkit.attention_backward(dout, q, k, v, out, lse, deterministic=det)[0]
+        assert torch.isnan(dq[0, 7, 1]).all(), f"det={det}"
+        rest = dq.clone()
+        rest[0, 7, 1] = 0
+        assert torch.isfinite(rest).all(), f"det={det}"
+        if det:
+            torch.testing.assert_close(rest.float(), fast_rest.float(), atol=2e-2, rtol=2e-2)
+        else:
+            fast_rest = rest
+
+
 # (B, S_q, S_k, H_q, H_kv, D): causal GQA calls that the default splits over clusters
 # (src/launch/bwd_gqa_split.h's table: h_ratio a multiple of 8; D 128 fast clusters of 2 from S_k
 # 512 to 8k, deterministic 2 / 4 / 8 by S_k; D 64 fast clusters of 2 from 2k to 8k; h_ratio 4:

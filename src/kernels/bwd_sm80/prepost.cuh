@@ -2,7 +2,12 @@
 //  - bwd_pre_kernel: delta = rowsum(dO * O) per (row, head), computed once here and read
 //    by every key block (never recomputed in the main loop); clears the fp32 dq
 //    accumulator and the deterministic-mode counters (the workspace is scratch on entry).
-//  - bwd_post_kernel: dq = dq_accum * softmax_scale in the input dtype.
+//    With dq_fixed (deterministic mode in fixed point, bwd_params.h) it also writes each
+//    row's exponent dq_exp from ||dO_i||_2 and the KV bounds of bwd_kvbound_kernel.
+//  - bwd_kvbound_kernel (dq_fixed only, after a memset of dq_kvbound): max |K| and
+//    max_j ||V_j||_2 per KV head, by atomicMax on the bits of non-negative floats.
+//  - bwd_post_kernel: dq = dq_accum * softmax_scale in the input dtype (dq_fixed: the int32
+//    sums times 2^-dq_exp).
 //  - bwd_zero_rows_kernel: zeros dk and dv (varlen only, before the main kernel): rows that
 //    no sequence covers are still written, as the API promises.
 // Each (row, head) is handled by a group of kGroup lanes (16-byte chunks of D, padded to a
@@ -46,6 +51,70 @@ __device__ __forceinline__ int64_t row_offset(int64_t r, int h, int seqlen, bool
   return b * batch_stride + i * row_stride + h * head_stride;
 }
 
+// Row exponent of the fixed-point dQ. |dq_accum_i,d| = |sum_j dS_ij K_jd| with dS_ij = P_ij (dP_ij -
+// delta_i), sum_j P_ij = 1, |dP_ij| = |dO_i . V_j| <= ||dO_i|| vmax and |delta_i| = |dO_i . O_i| <=
+// ||dO_i|| vmax (O_i is a convex combination of the V_j), so every partial sum of row i's adds is
+// at most 2 ||dO_i|| vmax kmax = bound; the factor 1 + 2^-4 covers the roundings (P and dS in 16
+// bits, the norms in fp32). Scaled by 2^k with bound < 2^(30 - k), every partial sum stays below
+// 2^30 and the int32 sum cannot overflow (2^31 leaves room for the roundings of 2^20 adds).
+// A bound of 0 (dO_i = 0: every add is 0) takes the largest scale.
+__device__ __forceinline__ int32_t dq_row_exp(float dnorm, float kmax, float vmax) {
+  const float bound = 2.0625f * dnorm * vmax * kmax;
+  if (!(bound <= 3.0e38f)) return kDqExpNonFinite;  // inf or NaN somewhere in dO, K or V
+  int e = 0;
+  (void)frexpf(bound, &e);  // bound < 2^e (bound = 0: e = 0)
+  const int k = 30 - e;
+  return k > 126 ? 126 : k;  // (bound <= 3e38 < 2^128: k >= -98)
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kPrePostThreads) bwd_kvbound_kernel(const BwdParams p) {
+  using G = RowGroup<kD>;
+  // blockIdx.y = KV head; rows of K / V in a grid-stride walk; one atomicMax per block and value.
+  const int h = blockIdx.y;
+  const int lg = threadIdx.x % G::kGroup;
+  const bool varlen = p.cu_seqlens_k != nullptr;
+  int64_t rows = varlen ? int64_t(p.total_k) : int64_t(p.batch) * p.seqlen_k;
+  if (varlen) {  // rows no sequence covers are never read by the main kernel: not bounded either
+    const int64_t end = p.cu_seqlens_k[p.batch];
+    rows = end < 0 ? 0 : (end < rows ? end : rows);
+  }
+  float kmax = 0.f, vss = 0.f;
+  for (int64_t r = (int64_t(blockIdx.x) * kPrePostThreads + threadIdx.x) / G::kGroup; r < rows;
+       r += int64_t(gridDim.x) * kPrePostThreads / G::kGroup) {
+    float k_abs = 0.f, v_sq = 0.f;
+    if (lg < G::kChunks) {
+      const int64_t k_off = row_offset(r, h, p.seqlen_k, varlen, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+      const int64_t v_off = row_offset(r, h, p.seqlen_k, varlen, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+      const uint4 kc = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + k_off + lg * 8);
+      const uint4 vc = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + v_off + lg * 8);
+      const T* kx = reinterpret_cast<const T*>(&kc);
+      const T* vx = reinterpret_cast<const T*>(&vc);
+      // Maxima on the bits of |x|: non-negative floats order as integers, and a NaN's bits
+      // (sign cleared) lie above inf's, so a NaN anywhere wins (fmaxf would drop it).
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        k_abs = __int_as_float(max(__float_as_int(k_abs), __float_as_int(fabsf(float(kx[i])))));
+        v_sq += float(vx[i]) * float(vx[i]);
+      }
+    }
+#pragma unroll
+    for (int off = G::kGroup / 2; off > 0; off /= 2) v_sq += __shfl_xor_sync(0xffffffffu, v_sq, off);
+    kmax = __int_as_float(max(__float_as_int(kmax), __float_as_int(k_abs)));
+    vss = __int_as_float(max(__float_as_int(vss), __float_as_int(fabsf(v_sq))));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    kmax = __int_as_float(max(__float_as_int(kmax), __shfl_xor_sync(0xffffffffu, __float_as_int(kmax), off)));
+    vss = __int_as_float(max(__float_as_int(vss), __shfl_xor_sync(0xffffffffu, __float_as_int(vss), off)));
+  }
+  if (threadIdx.x % 32 == 0) {
+    int* dst = reinterpret_cast<int*>(p.dq_kvbound + 2 * h);
+    atomicMax(dst, __float_as_int(kmax));
+    atomicMax(dst + 1, __float_as_int(fabsf(sqrtf(vss))));  // (a NaN stays a NaN, above inf)
+  }
+}
+
 template <typename T, int kD>
 __global__ void __launch_bounds__(kPrePostThreads) bwd_pre_kernel(const BwdParams p) {
   using G = RowGroup<kD>;
@@ -57,24 +126,33 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_pre_kernel(const BwdParam
   const bool valid = item < items;
   const int64_t r = valid ? item / p.h_q : 0;
   const int h = valid ? int(item % p.h_q) : 0;
-  float sum = 0.f;
+  float sum = 0.f, dsq = 0.f;
   if (valid && lg < G::kChunks) {
     const int64_t o_off = row_offset(r, h, p.seqlen_q, varlen, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
     const int64_t d_off = row_offset(r, h, p.seqlen_q, varlen, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
     const uint4 o = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + o_off + lg * 8);
     const uint4 d = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout) + d_off + lg * 8);
     sum = dot8<T>(o, d);
+    if (p.dq_fixed) dsq = dot8<T>(d, d);
     float4* acc = reinterpret_cast<float4*>(p.dq_accum + (r * p.h_q + h) * kD + lg * 8);
     acc[0] = make_float4(0.f, 0.f, 0.f, 0.f);
     acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 #pragma unroll
   for (int off = G::kGroup / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (p.dq_fixed) {
+#pragma unroll
+    for (int off = G::kGroup / 2; off > 0; off /= 2) dsq += __shfl_xor_sync(0xffffffffu, dsq, off);
+  }
   if (valid && lg == 0) {
     // delta is laid out like lse: dense [B, H, S] (b = r / S), varlen [H, total].
     const int64_t idx = varlen ? h * p.lse_head_stride + r
                                : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
     p.delta[idx] = sum;
+    if (p.dq_fixed) {
+      const float* kv = p.dq_kvbound + 2 * (h / p.h_ratio);
+      p.dq_exp[idx] = dq_row_exp(sqrtf(dsq), kv[0], kv[1]);
+    }
   }
   if (p.deterministic) {
     const int64_t sems = int64_t(p.batch) * p.h_q * p.sem_m_blocks;
@@ -92,8 +170,17 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_post_kernel(const BwdPara
   const int h = int(item % p.h_q);
   const bool varlen = p.cu_seqlens_q != nullptr;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + (r * p.h_q + h) * kD + lg * 8);
-  const float4 a = acc[0], b = acc[1];
-  const float s = p.softmax_scale;
+  float4 a = acc[0], b = acc[1];
+  float s = p.softmax_scale;
+  if (p.dq_fixed) {  // int32 sums of dQ * 2^k: back to float, times 2^-k (NaN where the bound was not finite)
+    const int64_t idx = varlen ? h * p.lse_head_stride + r
+                               : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
+    const int32_t k = p.dq_exp[idx];
+    s = k == kDqExpNonFinite ? __int_as_float(0x7fffffff) : s * prims::exp2_int(-k);
+    auto f = [](float x) { return __int2float_rn(__float_as_int(x)); };
+    a = make_float4(f(a.x), f(a.y), f(a.z), f(a.w));
+    b = make_float4(f(b.x), f(b.y), f(b.z), f(b.w));
+  }
   uint4 out;
   out.x = prims::pack2<T>(a.x * s, a.y * s);
   out.y = prims::pack2<T>(a.z * s, a.w * s);

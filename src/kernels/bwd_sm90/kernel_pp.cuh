@@ -155,8 +155,13 @@ static __device__ const float kStatFill[2] = {-INFINITY, 0.f};
 // blocks, 128-key blocks: the rotated walk without a mask, p.dq_rotate; the descending order
 // with one). The first version released at the next send, after a fence.sc: 7-14% slower
 // (bwd.md: the two changes were measured together).
+// kFixed (with kDqTma and the column / row split of dQ, not kDet; the deterministic mode's
+// default instantiation since 2026-11-28, p.dq_fixed): the fast kernel's schedule with the staged
+// dQ converted to int32 fixed point, round(dQ_ir * 2^k_r) with row r's exponent k_r from the pre
+// kernel (p.dq_exp, bwd_params.h), and added by integer TMA reduce-adds (p.dq_tmap over int32):
+// integer sums have the same bits in any order, so there are no turns to wait for.
 template <class Tr, bool kSoftcap = false, bool kTma = false, bool kDqTma = false, bool kDet = false,
-          bool kSplit = false>
+          bool kSplit = false, bool kFixed = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KERNEL_BODY
   using T = typename Tr::T;
@@ -183,6 +188,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr bool kDqSplit = kDqTma && (kChunks == 2 || kDqOne || kRowSplit);
   constexpr int kDqWriters = kDqOne ? 1 : 2;  // warpgroups that compute and send one row block's dQ (kDqSplit)
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
+  static_assert(!kFixed || (kDqSplit && !kDet), "fixed-point dQ: the split-dQ TMA kernels, without turns");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -507,6 +513,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::red_add_release_gpu(det_sent, 1);  // which the release makes visible first (no fence.sc)
     tr_release += tr_now() - tr0;
   };
+  // kFixed: this lane's two dQ rows' exponents (rows warp * 16 + g and + 8 of its 64), of the row
+  // block sent next: loaded at the end of the step that computed it, used at the next step's send.
+  int fx[2] = {0, 0};
+  auto load_fx = [&](int i) {
+    const int m0_i = m_block_at(i) * kBlockM, rows = cta.seqlen_q - m0_i;
+    const int32_t* src = p.dq_exp + cta.stat_offset(p, head_at(i), m0_i);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = (kRowSplit ? 64 * wg : 0) + warp * 16 + g + half * 8;
+      fx[half] = r < rows ? src[r] : 0;
+    }
+  };
   auto send_dq_split = [&](int i, bool polled) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
     if (lane == 0) {
@@ -523,8 +541,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         const int r = warp * 16 + g + half * 8;
         const int unit = (j % 4) * 2 + t / 2;
         const bool odd = jx != 0;
-        *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8) =
-            make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half], odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
+        float2 v = make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half], odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
+        if constexpr (kFixed) {  // exact scaling by 2^k (k clamped: a non-finite row's adds are discarded)
+          const float sc = prims::exp2_int(fx[half] < -126 ? -126 : fx[half]);
+          v = make_float2(__int_as_float(__float2int_rn(v.x * sc)), __int_as_float(__float2int_rn(v.y * sc)));
+        }
+        *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8) = v;
       }
     }
     prims::fence_proxy_async_smem();
@@ -837,6 +859,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       if (it > 0) {
         prims::mbarrier_arrive(ds_empty((it - 1) & 1));
         if (dq_writer) send_dq_split(it - 1, false);
+      }
+      if constexpr (kFixed) {
+        if (dq_writer) load_fx(it);  // (row block it is sent at the next step or after the loop)
       }
     } else {
 #pragma unroll
