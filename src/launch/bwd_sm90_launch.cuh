@@ -96,6 +96,13 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     if (p.deterministic && !fixed_off && p.softcap <= 0.f && p.dq_exp != nullptr && p.dq_kvbound != nullptr) {
       base.dq_fixed = make_qdo_maps(base) && make_dq_map(base, true);
     }
+  } else if constexpr (kD == 256) {
+    // D 256: the key-split and pair kernels' kFixed instantiations (softcaps included: the bound
+    // holds, softcap's derivative is at most 1), where the fast mode's TMA reduce-adds run.
+    static const bool fixed_off = dispatch::env_flag("FLASHKIT_BWD_D256_V1") || det_turns;
+    if (p.deterministic && !fixed_off && !dq_reds && p.dq_exp != nullptr && p.dq_kvbound != nullptr) {
+      base.dq_fixed = make_dq_map(base, true) && (FLASHKIT_BWD_KS_TMA_LOADS == 0 || make_qdo_maps(base));
+    }
   }
   return launch_util::launch_bwd_with_prepost<T, kD>(base, stream, [&]() -> int {
     if constexpr (kD == 64 || kD == 128) {
@@ -271,6 +278,28 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         const bool ks_pair_det =
             !ks_pair_det_off && (ks_pair_det_on || (p.seqlen_k >= 4096 && (!unmasked || p.seqlen_k <= 8192)));
         const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
+        if (base.dq_fixed) {  // the fast mode's choice of kernel, without turns (maps made above)
+          BwdParams q = base;
+          q.dq_rotate = false;
+          if (ks_pair && p.cu_seqlens_q == nullptr) {
+            using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
+            const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
+            const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
+            using bwd_sm90::bwd_ks_pair_kernel;
+            const cudaError_t err =
+                p.softcap > 0.f
+                    ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, false, true>, Kp>(q, pgrid, stream, dev.device)
+                    : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, false, true>, Kp>(q, pgrid, stream, dev.device);
+            if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
+            (void)cudaGetLastError();
+          }
+          if (p.softcap > 0.f) {
+            return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true, true>>(
+                q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+          }
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true, true>>(
+              q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+        }
         if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
           if (make_dq_map(q) && make_qdo_maps(q)) {

@@ -55,5 +55,12 @@ __device__ __forceinline__ float quad_sum(float x) {
 // 2^k as a float for k in [-126, 127]: an exact power of two, so scaling by it never rounds
 // (the backward's fixed-point dQ).
 __device__ __forceinline__ float exp2_int(int k) { return __int_as_float((k + 127) << 23); }
+// The backward's fixed-point dQ: (x, y) * 2^k rounded to int32 (bits returned in a float2, for the
+// fp32 staging code). k below -126 (a row whose bound was not finite) scales by 2^-126: its sums
+// are discarded by the post kernel.
+__device__ __forceinline__ float2 to_fixed2(float2 v, int k) {
+  const float sc = exp2_int(k < -126 ? -126 : k);
+  return make_float2(__int_as_float(__float2int_rn(v.x * sc)), __int_as_float(__float2int_rn(v.y * sc)));
+}
 
 }  // namespace flashkit::prims

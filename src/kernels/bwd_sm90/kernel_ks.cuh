@@ -83,7 +83,11 @@ namespace flashkit::bwd_sm90 {
 // row block's turn around the adds either way; with kDqTma the turn is passed on at the next
 // step's mid-step barrier, once every warp's adds are performed (not held while waiting for
 // the next turn), so their completion overlaps the next S/dP.
-template <class Tr, bool kSoftcap = false, bool kDqTma = false>
+//
+// kFixed (with kDqTma; deterministic mode by fixed-point dQ, p.dq_fixed, bwd_params.h): no turns;
+// the staged dQ rows are converted to int32, round(dQ_r * 2^k_r), and added by the integer
+// reduce-adds of an int32 p.dq_tmap (kernel_pp.cuh's kFixed).
+template <class Tr, bool kSoftcap = false, bool kDqTma = false, bool kFixed = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KS_KERNEL_BODY
   using T = typename Tr::T;
@@ -307,6 +311,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const float* delta_s = sDelta + stage * kBlockM;
     float lse0 = lse_s[row0], lse1 = lse_s[row0 + 8];  // read while the products run
     const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
+    int fx[2] = {0, 0};  // kFixed: this thread's dQ rows' exponents (used at this step's staging)
+    if constexpr (kFixed) {
+      const int32_t* ex = p.dq_exp + cta.stat_offset(p, head, m0);
+      fx[0] = m0 + row0 < cta.seqlen_q ? ex[row0] : 0;
+      fx[1] = m0 + row0 + 8 < cta.seqlen_q ? ex[row0 + 8] : 0;
+    }
     if constexpr (FLASHKIT_BWD_KS_STATS_ASYNC != 0) {
       // log2 units; +inf (P = 0) for rows past the sequence and rows that see no key
       lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * attn::kLog2e;
@@ -377,7 +387,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
 
     // dQ's adds while dV and dK run.
     int32_t* sem = nullptr;
-    if (p.deterministic) {  // this key block's turn for the row block's dq: `turn` releases done
+    if (p.deterministic && !kFixed) {  // this key block's turn for the row block's dq: `turn` releases done
       const int turn = p.dq_rotate ? cta.dq_turn_rot<kBlockN>(m_block) : cta.dq_turn<kBlockM, kBlockN>(m0);
       sem = cta.dq_counter(p, head, m_block);
       if (tid == 0 && *det_free == 0) {
@@ -434,9 +444,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
               // (selects of values: a selected array would go to local memory)
-              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) =
-                  make_float2(odd ? dq[c][4 * h + (jj ^ 2)][2 * half] : dq[c][4 * h + jj][2 * half],
-                              odd ? dq[c][4 * h + (jj ^ 2)][2 * half + 1] : dq[c][4 * h + jj][2 * half + 1]);
+              float2 v = make_float2(odd ? dq[c][4 * h + (jj ^ 2)][2 * half] : dq[c][4 * h + jj][2 * half],
+                                     odd ? dq[c][4 * h + (jj ^ 2)][2 * half + 1] : dq[c][4 * h + jj][2 * half + 1]);
+              if constexpr (kFixed) v = prims::to_fixed2(v, fx[half]);
+              *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) = v;
             }
           }
           prims::fence_proxy_async_smem();
@@ -462,7 +473,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     prims::wgmma_wait<0>();  // dV, dK done: sP, sdS and this stage's Q/dO are free
     prims::fence_operands(dv);
     prims::fence_operands(dk);
-    if (p.deterministic) {
+    if (p.deterministic && !kFixed) {
       if constexpr (kDqTma) {
         pend_sem = sem;
       } else {

@@ -96,7 +96,8 @@ struct BwdKsPairTraits : BwdKsTraits<T_, kHeadDim_> {
 // one turn per row block (BwdCta::dq_turn_pair; the key blocks descend under a right bound, as in
 // the other kernels, so a pair only waits for pairs launched before it), waited for by thread 0
 // before the dQ adds and released at the next step's mid-step barrier once the adds performed.
-template <class Tr, bool kSoftcap = false, bool kDet = false>
+// kFixed (not with kDet): deterministic mode by fixed-point dQ (kernel_ks.cuh's kFixed).
+template <class Tr, bool kSoftcap = false, bool kDet = false, bool kFixed = false>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kernel(const __grid_constant__ BwdParams p) {
 #if FLASHKIT_BWD_SM90_KS_PAIR_BODY
   using T = typename Tr::T;
@@ -286,6 +287,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     const float* delta_s = sDelta + stage * kBlockM;
     float lse0 = lse_s[row0], lse1 = lse_s[row0 + 8];
     const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
+    int fx[2] = {0, 0};  // kFixed: this thread's dQ rows' exponents (used at this step's staging)
+    if constexpr (kFixed) {
+      static_assert(!kDet, "fixed-point dQ needs no turns");
+      const int32_t* ex = p.dq_exp + cta.stat_offset(p, head, m0);
+      fx[0] = m0 + row0 < cta.seqlen_q ? ex[row0] : 0;
+      fx[1] = m0 + row0 + 8 < cta.seqlen_q ? ex[row0 + 8] : 0;
+    }
     lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * attn::kLog2e;
     lse1 = m0 + row0 + 8 >= cta.seqlen_q || lse1 == -INFINITY ? INFINITY : lse1 * attn::kLog2e;
     prims::wgmma_wait<1>();
@@ -402,9 +410,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
         for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) =
-                make_float2(odd ? dq[4 * h + (jj ^ 2)][2 * half] : dq[4 * h + jj][2 * half],
-                            odd ? dq[4 * h + (jj ^ 2)][2 * half + 1] : dq[4 * h + jj][2 * half + 1]);
+            float2 v = make_float2(odd ? dq[4 * h + (jj ^ 2)][2 * half] : dq[4 * h + jj][2 * half],
+                                   odd ? dq[4 * h + (jj ^ 2)][2 * half + 1] : dq[4 * h + jj][2 * half + 1]);
+            if constexpr (kFixed) v = prims::to_fixed2(v, fx[half]);
+            *reinterpret_cast<float2*>(box_ptr + (g + 8 * half) * 128 + (((2 * jj + t / 2) ^ gx) * 16) + (t % 2) * 8) = v;
           }
         }
         prims::fence_proxy_async_smem();

@@ -542,10 +542,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         const int unit = (j % 4) * 2 + t / 2;
         const bool odd = jx != 0;
         float2 v = make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half], odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
-        if constexpr (kFixed) {  // exact scaling by 2^k (k clamped: a non-finite row's adds are discarded)
-          const float sc = prims::exp2_int(fx[half] < -126 ? -126 : fx[half]);
-          v = make_float2(__int_as_float(__float2int_rn(v.x * sc)), __int_as_float(__float2int_rn(v.y * sc)));
-        }
+        if constexpr (kFixed) v = prims::to_fixed2(v, fx[half]);
         *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8) = v;
       }
     }
