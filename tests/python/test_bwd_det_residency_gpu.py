@@ -73,8 +73,8 @@ print(json.dumps({
 # (head dim, sequence length): 128 and 64 key blocks, more than the 48 SMs left free. D 256 at 4k
 # is the key-split kernel's (FLASHKIT_BWD_KS_PAIR_DET=0: by default deterministic calls from 4k on
 # run on the pair kernel, which never rotates; it has its own ascending-order case below).
-# D 128 runs its turns only with FLASHKIT_BWD_DET_TURNS=1 since its deterministic mode went to
-# fixed-point dQ (no turns, hence no residency rule: the last test below).
+# The turns run only with FLASHKIT_BWD_DET_TURNS=1 since the deterministic mode went to fixed-point
+# dQ (no turns, hence no residency rule: the last test below).
 _CASES = [(128, 16384), (256, 4096)]
 _NO_PAIR = {"FLASHKIT_BWD_KS_PAIR_DET": "0", "FLASHKIT_BWD_DET_TURNS": "1"}
 
@@ -108,7 +108,7 @@ def test_rotated_order_gives_up_instead_of_hanging(flashkit_ext, run_probe, D, S
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("D,S,env", [(d, s, dict(_NO_PAIR, FLASHKIT_BWD_DET_ROTATE="0")) for d, s in _CASES]
-                         + [(256, 4096, {"FLASHKIT_BWD_KS_PAIR_DET": "1"})], ids=["128-16384", "256-4096", "256-4096-pair"])
+                         + [(256, 4096, {"FLASHKIT_BWD_KS_PAIR_DET": "1", "FLASHKIT_BWD_DET_TURNS": "1"})], ids=["128-16384", "256-4096", "256-4096-pair"])
 def test_ascending_order_needs_no_residency(flashkit_ext, run_probe, D, S, env):
     _needs_hopper_det(flashkit_ext, D)
     probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
@@ -119,13 +119,13 @@ def test_ascending_order_needs_no_residency(flashkit_ext, run_probe, D, S, env):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("D", [64, 128])
-def test_fixed_point_dq_needs_no_residency(flashkit_ext, run_probe, D):
-    """The default deterministic mode at D 64 / 128 adds dQ in fixed point (integer reduce-adds,
+@pytest.mark.parametrize("D,S", [(64, 16384), (128, 16384), (256, 4096)])
+def test_fixed_point_dq_needs_no_residency(flashkit_ext, run_probe, D, S):
+    """The default deterministic mode on Hopper adds dQ in fixed point (integer reduce-adds,
     the same bits in any order): no CTA waits for another, so the squeeze changes nothing: no
     report, finished before the spinners, every gradient bitwise equal to the undisturbed run."""
     _needs_hopper_det(flashkit_ext, D)
-    probe = _PROBE.replace("__D__", str(D)).replace("__S__", "16384")
+    probe = _PROBE.replace("__D__", str(D)).replace("__S__", str(S))
     r = json.loads(run_probe(probe, {}, env_drop=("FLASHKIT_BWD_DET_TURNS", "FLASHKIT_BWD_DET_ROTATE"),
                              timeout=300).strip().splitlines()[-1])
     assert r["bits_idle"] == 0 and r["bits"] == 0, r
