@@ -5,7 +5,7 @@
 #   bench  the FA3 sweep bf16 (BENCH_ARGS, default "--heads-dims 64 128") in deterministic mode with
 #          FLASHKIT_BWD_DET_TURNS=1 (the turns) and without (fixed point), ROUNDS interleaved rounds,
 #          then the fast mode once; ab.txt: fixed / turns and fast / turns per row (ab_ratios.py);
-#   san    memcheck and racecheck of sanitize_bwd.py --quick (fast and deterministic cases).
+#   san    memcheck and racecheck of sanitize_bwd.py --quick $SAN_ARGS (fast and deterministic cases).
 #   run(command="bash scripts/dev/bwd_fixed_ab.sh")
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +32,7 @@ for s in ${STEPS:-tests bench san}; do
   san)
     export PYTORCH_NO_CUDA_MEMORY_CACHING=1
     for tool in memcheck racecheck; do
-      step $tool 200 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_bwd.py" --quick
+      step $tool 200 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_bwd.py" --quick ${SAN_ARGS:-}
     done
     unset PYTORCH_NO_CUDA_MEMORY_CACHING ;;
   esac
