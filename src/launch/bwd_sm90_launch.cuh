@@ -152,6 +152,7 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       };
       if (base.dq_fixed) {  // (maps made above; no turns, so no rotated walk and no residency rule)
         BwdParams q = base;
+        q.deterministic = false;  // the main kernel is the fast one (its walk, its pairing) plus kFixed
         q.gqa_split_log2 = split_log2(false);
         const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
         if constexpr (kD == 64) {
@@ -281,6 +282,9 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
         if (base.dq_fixed) {  // the fast mode's choice of kernel, without turns (maps made above)
           BwdParams q = base;
           q.dq_rotate = false;
+          // the fast kernels' walks and pairing (make_bwd_cta orders a deterministic grid's key
+          // blocks otherwise, and the pair kernel's partner must follow the same order)
+          q.deterministic = false;
           if (ks_pair && p.cu_seqlens_q == nullptr) {
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
             const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;

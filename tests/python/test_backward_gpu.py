@@ -494,6 +494,26 @@ def test_deterministic_dq_rows_of_different_scales(dtype, D, causal):
         assert torch.equal(det[1], fast[1]) and torch.equal(det[2], fast[2]), label
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+def test_deterministic_long_keys(D, causal):
+    """S_k = 4096: at D 256 the fast mode's pair kernel (clusters of two CTAs that exchange dS),
+    which the fixed-point deterministic mode runs too; bitwise over two runs, dq close to the fast
+    mode's, dk / dv equal to them (Hopper)."""
+    dt = torch.bfloat16
+    require_variant(dt, D)
+    gen = generator("det-long", D, causal)
+    q, k, v, dout = make_inputs(1, 300, 4096, 2, 1, D, dt, gen)
+    out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    runs = [flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal, deterministic=True) for _ in range(2)]
+    for name, a, b in zip(("dq", "dk", "dv"), runs[1], runs[0]):
+        assert_bitwise_equal(a, b, f"D{D} causal={causal} {name}")
+    fast = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal)
+    torch.testing.assert_close(runs[0][0].float(), fast[0].float(), atol=2e-2, rtol=2e-2)
+    if flashkit.bwd_kernel_family(dt, D) == "sm90":
+        assert torch.equal(runs[0][1], fast[1]) and torch.equal(runs[0][2], fast[2])
+
+
 @pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
 def test_deterministic_dq_nan_row(D):
     """A NaN in one row of dO makes that row of dq NaN in both modes, and leaves the other rows
