@@ -110,12 +110,16 @@ struct AttentionBwdArgs {
   int64_t window_right = -1;
   float softcap = 0.f;
   // false: dq is accumulated across key tiles with fp32 atomics (fastest; the last bits of
-  // dq may differ run to run). true: the key tiles add into dq in a fixed order, so
-  // dq, dk and dv are bitwise identical run to run (dk and dv are always deterministic).
+  // dq may differ run to run). true: dq, dk and dv are bitwise identical run to run (dk and
+  // dv are always deterministic). On Hopper (sm_90) the key tiles add dq in 32-bit fixed
+  // point with a per-row scale derived from a bound on |dq| (integer sums do not depend on
+  // their order; 0.85-0.97x the fast mode's speed, H200); the portable kernels (and Hopper
+  // with a softcap at D 64 / 128) add in a fixed order instead. A row whose bound is not
+  // finite (inf or NaN in its dout, or anywhere in k or v) gets NaN, as in the fast mode.
   bool deterministic = false;
   // uint8 (or int32), 1-D, contiguous, on q's device, at least attention_bwd_workspace_size
-  // bytes: the fp32 dq accumulator, rowsum(dout * out) and the deterministic-mode
-  // counters. Its contents on entry do not matter; it is scratch after the call.
+  // bytes: the fp32 dq accumulator, rowsum(dout * out) and the deterministic mode's counters,
+  // row exponents and bounds. Its contents on entry do not matter; it is scratch after the call.
   TensorRef workspace;
   bool check_inputs = false;  // as AttentionFwdArgs::check_inputs (varlen cu_seqlens)
   // (Varlen with a sequence longer than max_seqlen_q/k, which sets

@@ -211,8 +211,9 @@ def attention(q, k, v, causal=False, softmax_scale=None, return_lse=False,
         softmax_scale: defaults to ``1/sqrt(D)``.
         return_lse: also return the log-sum-exp of each row (natural log).
         deterministic: for the backward (torch autograd): dq, dk and dv bitwise
-            reproducible run to run (dq is then summed over key tiles in a fixed order
-            instead of with atomics; somewhat slower). Also on whenever
+            reproducible run to run (dq is then summed over key tiles in 32-bit fixed point
+            with a per-row scale on Hopper, in a fixed order elsewhere, instead of with fp32
+            atomics; somewhat slower). Also on whenever
             ``torch.are_deterministic_algorithms_enabled()``. The forward is always
             deterministic.
         window: ``(left, right)`` sliding window (Mistral / Gemma style), bottom-right
