@@ -57,7 +57,7 @@ __device__ __forceinline__ int64_t row_offset(int64_t r, int h, int seqlen, bool
 // at most 2 ||dO_i|| vmax kmax = bound; the factor 1 + 2^-4 covers the roundings (P and dS in 16
 // bits, the norms in fp32). Scaled by 2^k with bound < 2^(30 - k), every partial sum stays below
 // 2^30 and the int32 sum cannot overflow (2^31 leaves room for the roundings of 2^20 adds).
-// A bound of 0 (dO_i = 0: every add is 0) takes the largest scale.
+// A bound of 0 (dO_i = 0, or K or V all zero: every add is 0) gives k = 30 (frexpf's exponent of 0).
 __device__ __forceinline__ int32_t dq_row_exp(float dnorm, float kmax, float vmax) {
   const float bound = 2.0625f * dnorm * vmax * kmax;
   if (!(bound <= 3.0e38f)) return kDqExpNonFinite;  // inf or NaN somewhere in dO, K or V
