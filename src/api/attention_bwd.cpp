@@ -40,7 +40,8 @@ WorkspaceLayout workspace_layout(int64_t batch, int64_t rows_q, int64_t max_seql
   // (sized by h_q >= h_kv: the size function has no h_kv)
   l.dq_exp = l.semaphore + (deterministic ? align_up(batch * h_q * sem_blocks * 4) : 0);
   l.kvbound = l.dq_exp + (deterministic ? align_up(rows_q * h_q * 4) : 0);
-  l.total = l.kvbound + (deterministic ? align_up(h_q * 2 * 4) : 0);
+  // (no rows, no workspace: a call without rows has no dq to add, and takes no fixed-point path)
+  l.total = l.kvbound + (deterministic && rows_q > 0 ? align_up(h_q * 2 * 4) : 0);
   return l;
 }
 
@@ -197,7 +198,7 @@ BwdParams make_bwd_params(const AttentionBwdArgs& a) {
   p.delta = reinterpret_cast<float*>(ws + l.delta);
   p.dq_semaphore = a.deterministic ? reinterpret_cast<int32_t*>(ws + l.semaphore) : nullptr;
   p.dq_exp = a.deterministic ? reinterpret_cast<int32_t*>(ws + l.dq_exp) : nullptr;
-  p.dq_kvbound = a.deterministic ? reinterpret_cast<float*>(ws + l.kvbound) : nullptr;
+  p.dq_kvbound = a.deterministic && rows_q > 0 ? reinterpret_cast<float*>(ws + l.kvbound) : nullptr;
   p.rows_q = static_cast<int>(rows_q);
   p.sem_m_blocks = static_cast<int>((max_sq + kBwdSemBlockM - 1) / kBwdSemBlockM);
   p.deterministic = a.deterministic;
