@@ -83,10 +83,11 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   };
   // FLASHKIT_BWD_DQ_TMA=0 (read once): the fast mode's dQ by per-thread reds (A/B runs).
   static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
-  // Deterministic mode at D 64 / 128: dQ in fixed point (BwdParams::dq_fixed; kernel_pp.cuh's kFixed
-  // instantiations, docs/kernels/bwd.md "Deterministic dQ in fixed point"), decided here because the
-  // pre and post kernels take part. FLASHKIT_BWD_DET_TURNS=1 (read once) keeps the turns of the
-  // kDet instantiations below (A/B runs); so do the switches that leave the TMA kernels.
+  // Deterministic mode: dQ in fixed point (BwdParams::dq_fixed; the kFixed instantiations of
+  // kernel_pp.cuh at D 64 / 128 and of kernel_ks.cuh / kernel_ks_pair.cuh at D 256,
+  // docs/kernels/bwd.md "Deterministic dQ in fixed point"), decided here because the pre and post
+  // kernels take part. FLASHKIT_BWD_DET_TURNS=1 (read once) keeps the turns of the kDet
+  // instantiations below (A/B runs); so do the switches that leave the TMA kernels.
   static const bool det_turns = dispatch::env_flag("FLASHKIT_BWD_DET_TURNS");
   BwdParams base = p;
   if constexpr (kD == 64 || kD == 128) {
