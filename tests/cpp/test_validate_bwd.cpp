@@ -480,6 +480,19 @@ TEST(BwdWorkspaceSize, DeterministicNeedsAtLeastAsMuch) {
   }
 }
 
+// Deterministic mode also holds the fixed-point dQ's row exponents (int32 per row and head, like the
+// row sums) and two floats of bounds per head (bwd_params.h: dq_exp, dq_kvbound).
+TEST(BwdWorkspaceSize, DeterministicHoldsTheRowExponentsAndBounds) {
+  for (int64_t b : {1, 3}) {
+    for (int64_t s : {1, 100, 4096}) {
+      const int64_t h = 8, rows = b * s;
+      const int64_t fast = flashkit::attention_bwd_workspace_size(b, rows, s, h, 128, false);
+      const int64_t det = flashkit::attention_bwd_workspace_size(b, rows, s, h, 128, true);
+      EXPECT_GE(det, fast + rows * h * 4 + h * 2 * 4) << b << " x " << s;
+    }
+  }
+}
+
 TEST(BwdWorkspaceSize, GrowsWithTheProblem) {
   const int64_t base = flashkit::attention_bwd_workspace_size(2, 256, 128, 8, 64, true);
   EXPECT_GT(flashkit::attention_bwd_workspace_size(2, 512, 256, 8, 64, true), base);
