@@ -56,6 +56,13 @@ struct BwdCta {
   __device__ __forceinline__ int64_t stat_offset(const BwdParams& p, int head, int m0) const {
     return (varlen ? int64_t(q_start) : int64_t(batch) * p.lse_batch_stride) + head * p.lse_head_stride + m0;
   }
+  // Fixed-point dQ (BwdParams::dq_fixed): the exponents of rows r and r + 8 of the row block at m0
+  // (laid out like lse; 0 for rows past the sequence, whose adds are zeros).
+  __device__ __forceinline__ void dq_row_exps(const BwdParams& p, int head, int m0, int r, int (&fx)[2]) const {
+    const int32_t* ex = p.dq_exp + stat_offset(p, head, m0);
+    fx[0] = m0 + r < seqlen_q ? ex[r] : 0;
+    fx[1] = m0 + r + 8 < seqlen_q ? ex[r + 8] : 0;
+  }
 
   // Deterministic mode: this key block's place in the fixed order of dq adds of the row
   // block starting at m0, and that row block's counter. Descending: from the last key

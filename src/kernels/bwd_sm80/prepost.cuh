@@ -67,6 +67,13 @@ __device__ __forceinline__ int32_t dq_row_exp(float dnorm, float kmax, float vma
   return k > 126 ? 126 : k;  // (bound <= 3e38 < 2^128: k >= -98)
 }
 
+// Index of (row r, head h) in delta / dq_exp, laid out like lse: dense [B, H, S] (b = r / S),
+// varlen [H, total].
+__device__ __forceinline__ int64_t stat_index(const BwdParams& p, int64_t r, int h, bool varlen) {
+  return varlen ? h * p.lse_head_stride + r
+                : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
+}
+
 template <typename T, int kD>
 __global__ void __launch_bounds__(kPrePostThreads) bwd_kvbound_kernel(const BwdParams p) {
   using G = RowGroup<kD>;
@@ -145,9 +152,7 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_pre_kernel(const BwdParam
     for (int off = G::kGroup / 2; off > 0; off /= 2) dsq += __shfl_xor_sync(0xffffffffu, dsq, off);
   }
   if (valid && lg == 0) {
-    // delta is laid out like lse: dense [B, H, S] (b = r / S), varlen [H, total].
-    const int64_t idx = varlen ? h * p.lse_head_stride + r
-                               : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
+    const int64_t idx = stat_index(p, r, h, varlen);
     p.delta[idx] = sum;
     if (p.dq_fixed) {
       const float* kv = p.dq_kvbound + 2 * (h / p.h_ratio);
@@ -173,9 +178,7 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_post_kernel(const BwdPara
   float4 a = acc[0], b = acc[1];
   float s = p.softmax_scale;
   if (p.dq_fixed) {  // int32 sums of dQ * 2^k: back to float, times 2^-k (NaN where the bound was not finite)
-    const int64_t idx = varlen ? h * p.lse_head_stride + r
-                               : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
-    const int32_t k = p.dq_exp[idx];
+    const int32_t k = p.dq_exp[stat_index(p, r, h, varlen)];
     s = k == kDqExpNonFinite ? __int_as_float(0x7fffffff) : s * prims::exp2_int(-k);
     auto f = [](float x) { return __int2float_rn(__float_as_int(x)); };
     a = make_float4(f(a.x), f(a.y), f(a.z), f(a.w));

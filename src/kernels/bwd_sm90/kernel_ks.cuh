@@ -313,9 +313,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const float dl0 = delta_s[row0], dl1 = delta_s[row0 + 8];
     int fx[2] = {0, 0};  // kFixed: this thread's dQ rows' exponents (used at this step's staging)
     if constexpr (kFixed) {
-      const int32_t* ex = p.dq_exp + cta.stat_offset(p, head, m0);
-      fx[0] = m0 + row0 < cta.seqlen_q ? ex[row0] : 0;
-      fx[1] = m0 + row0 + 8 < cta.seqlen_q ? ex[row0 + 8] : 0;
+      cta.dq_row_exps(p, head, m0, row0, fx);
     }
     if constexpr (FLASHKIT_BWD_KS_STATS_ASYNC != 0) {
       // log2 units; +inf (P = 0) for rows past the sequence and rows that see no key

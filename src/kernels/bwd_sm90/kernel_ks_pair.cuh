@@ -290,9 +290,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     int fx[2] = {0, 0};  // kFixed: this thread's dQ rows' exponents (used at this step's staging)
     if constexpr (kFixed) {
       static_assert(!kDet, "fixed-point dQ needs no turns");
-      const int32_t* ex = p.dq_exp + cta.stat_offset(p, head, m0);
-      fx[0] = m0 + row0 < cta.seqlen_q ? ex[row0] : 0;
-      fx[1] = m0 + row0 + 8 < cta.seqlen_q ? ex[row0 + 8] : 0;
+      cta.dq_row_exps(p, head, m0, row0, fx);
     }
     lse0 = m0 + row0 >= cta.seqlen_q || lse0 == -INFINITY ? INFINITY : lse0 * attn::kLog2e;
     lse1 = m0 + row0 + 8 >= cta.seqlen_q || lse1 == -INFINITY ? INFINITY : lse1 * attn::kLog2e;
