@@ -150,8 +150,15 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_pre_kernel(const BwdParam
                                : (r / p.seqlen_q) * p.lse_batch_stride + h * p.lse_head_stride + r % p.seqlen_q;
     p.delta[idx] = sum;
     if (p.dq_fixed) {
+      // A varlen row after the last sequence (the padding of q) gets nothing from the main
+      // kernel, so its dq is 0 whatever its dout holds (NaN included): the exponent of a zero row.
+      bool covered = true;
+      if (varlen) {
+        const int64_t end = p.cu_seqlens_q[p.batch];  // (untrusted: clamped)
+        covered = r < (end < 0 ? 0 : (end < p.rows_q ? end : p.rows_q));
+      }
       const float* kv = p.dq_kvbound + 2 * (h / p.h_ratio);
-      p.dq_exp[idx] = dq_row_exp(sqrtf(dsq), kv[0], kv[1]);
+      p.dq_exp[idx] = covered ? dq_row_exp(sqrtf(dsq), kv[0], kv[1]) : dq_row_exp(0.f, 0.f, 0.f);
     }
   }
   if (p.deterministic) {
