@@ -115,8 +115,7 @@ struct AttentionBwdArgs {
   // point with a per-row scale derived from a bound on |dq| (integer sums do not depend on
   // their order; 0.85-0.97x the fast mode's speed, H200); the portable kernels (and Hopper
   // with a softcap at D 64 / 128) add in a fixed order instead. A row whose bound is not
-  // finite gets NaN: inf or NaN in its dout or anywhere in k or v (as in the fast mode), or
-  // 2 ||dout_i|| max_j ||v_j|| max|k| beyond fp32's range (~3e38). The bound assumes the
+  // finite gets NaN: inf or NaN in its dout or anywhere in k or v (as in the fast mode). The bound assumes the
   // forward's lse and softmax_scale (with others the int32 sums can wrap).
   bool deterministic = false;
   // uint8 (or int32), 1-D, contiguous, on q's device, at least attention_bwd_workspace_size

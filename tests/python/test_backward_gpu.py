@@ -514,6 +514,27 @@ def test_deterministic_long_keys(D, causal):
         assert torch.equal(runs[0][1], fast[1]) and torch.equal(runs[0][2], fast[2])
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["fast", "deterministic"])
+def test_varlen_padding_rows_of_q_get_zero_dq(deterministic):
+    """Rows of a varlen q after the last sequence (cu_seqlens_q[-1] < total_q) belong to no
+    sequence: their dq is written as 0 even when their dout is NaN (the fixed-point deterministic
+    mode must not turn the padding's non-finite bound into NaN there)."""
+    dt, D = torch.bfloat16, 128
+    require_variant(dt, D)
+    gen = generator("varlen-q-padding", deterministic)
+    lens = [17, 0, 70]
+    q, k, v, dout, cu_q, cu_k, mq, mk = varlen_inputs(dt, D, 4, 2, gen, lens, lens)
+    pad = 9
+    q = torch.cat([q, randn((pad, 4, D), dt, gen)])
+    dout = torch.cat([dout, torch.full((pad, 4, D), float("nan"), dtype=dt, device="cuda")])
+    out, lse = flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk, return_lse=True)
+    out = out.nan_to_num(0.0)
+    dq, dk, dv = flashkit.attention_varlen_backward(dout, q, k, v, out, lse, cu_q, cu_k, mq, mk,
+                                                    deterministic=deterministic)
+    assert torch.equal(dq[-pad:], torch.zeros_like(dq[-pad:]))
+    assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
+
+
 @pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
 def test_deterministic_dq_nan_row(D):
     """A NaN in one row of dO makes that row of dq NaN in both modes, and leaves the other rows

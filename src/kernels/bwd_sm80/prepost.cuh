@@ -58,13 +58,15 @@ __device__ __forceinline__ int64_t row_offset(int64_t r, int h, int seqlen, bool
 // bits, the norms in fp32). Scaled by 2^k with bound < 2^(30 - k), every partial sum stays below
 // 2^30 and the int32 sum cannot overflow (2^31 leaves room for the roundings of 2^20 adds).
 // A bound of 0 (dO_i = 0, or K or V all zero: every add is 0) gives k = 30 (frexpf's exponent of 0).
+// The product in double precision: finite inputs always give a finite bound (at most ~2^386), and
+// a bound past 2^156 clamps k to -126 (such a row's adds, fp32 values below 2^128, stay below 4).
 __device__ __forceinline__ int32_t dq_row_exp(float dnorm, float kmax, float vmax) {
-  const float bound = 2.0625f * dnorm * vmax * kmax;
-  if (!(bound <= 3.0e38f)) return kDqExpNonFinite;  // inf or NaN somewhere in dO, K or V
+  const double bound = 2.0625 * double(dnorm) * double(vmax) * double(kmax);
+  if (!(bound <= 1.0e300)) return kDqExpNonFinite;  // inf or NaN somewhere in dO, K or V
   int e = 0;
-  (void)frexpf(bound, &e);  // bound < 2^e (bound = 0: e = 0)
+  (void)frexp(bound, &e);  // bound < 2^e (bound = 0: e = 0)
   const int k = 30 - e;
-  return k > 126 ? 126 : k;  // (bound <= 3e38 < 2^128: k >= -98)
+  return k > 126 ? 126 : (k < -126 ? -126 : k);
 }
 
 // Index of (row r, head h) in delta / dq_exp, laid out like lse: dense [B, H, S] (b = r / S),
@@ -155,8 +157,15 @@ __global__ void __launch_bounds__(kPrePostThreads) bwd_pre_kernel(const BwdParam
     const int64_t idx = stat_index(p, r, h, varlen);
     p.delta[idx] = sum;
     if (p.dq_fixed) {
+      // A varlen row after the last sequence (the padding of q) gets nothing from the main
+      // kernel, so its dq is 0 whatever its dout holds (NaN included): the exponent of a zero row.
+      bool covered = true;
+      if (varlen) {
+        const int64_t end = p.cu_seqlens_q[p.batch];  // (untrusted: clamped)
+        covered = r < (end < 0 ? 0 : (end < p.rows_q ? end : p.rows_q));
+      }
       const float* kv = p.dq_kvbound + 2 * (h / p.h_ratio);
-      p.dq_exp[idx] = dq_row_exp(sqrtf(dsq), kv[0], kv[1]);
+      p.dq_exp[idx] = covered ? dq_row_exp(sqrtf(dsq), kv[0], kv[1]) : dq_row_exp(0.f, 0.f, 0.f);
     }
   }
   if (p.deterministic) {
