@@ -98,6 +98,8 @@ def main(argv=None) -> int:
         cases.append((f"{dtype} FP8 cache h16 s_q2 page16 causal", lambda d=dtype: run(
             "fp8", *fp8(*case([0, 1, 63, 65, 2000], 2, 16, 1, 16, d)))))
         if dtype == torch.bfloat16:
+            cases.append(("bf16 FP8 cache h128 s_q2 page64 causal (Hopper: the converters)", lambda d=dtype: run(
+                "fp8-64", *fp8(*case([0, 1, 63, 65, 2000], 2, 128, 1, 64, d)))))
             cases.append(("bf16 h16 s_q1 page16 runs", lambda d=dtype: run(
                 "runs16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 16, d, runs=True), causal=False)))
             cases.append(("bf16 h128 s_q2 page32 runs causal", lambda d=dtype: run(
