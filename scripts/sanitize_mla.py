@@ -26,6 +26,7 @@ import traceback
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", metavar="TEXT", help="run only the cases whose label contains TEXT")
     args = p.parse_args(argv)
     try:
         import torch
@@ -126,6 +127,8 @@ def main(argv=None) -> int:
         cases.append(("bad block ids / lengths", bad))
 
     failed = 0
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
     for label, fn in cases:
         try:
             fn()

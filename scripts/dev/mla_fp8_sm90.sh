@@ -27,7 +27,7 @@ for s in ${STEPS:-tests san bench}; do
   san)
     export PYTORCH_NO_CUDA_MEMORY_CACHING=1
     for tool in memcheck racecheck synccheck; do
-      step $tool 240 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick
+      step $tool 240 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick ${SAN_ARGS:-}
       tail -2 "$O/$tool.log"
     done
     unset PYTORCH_NO_CUDA_MEMORY_CACHING ;;

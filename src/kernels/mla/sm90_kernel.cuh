@@ -996,7 +996,7 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
 // buffers it is not), then per chunk reads its token's 64 e4m3 bytes, multiplies them by the
 // group's scale in fp32 and rounds to bf16 (the portable kernel's and the reference's arithmetic:
 // bit-identical), writes its 128-byte row of the swizzled tile and arrives on the chunk's barrier
-// (two arrivals per chunk, one per warp of the half). Exits when the MMA warpgroups are done.
+// (64 arrivals per chunk: every lane of the half's two warps). Exits when the MMA warpgroups are done.
 template <class Tr>
 __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
   using T = typename Tr::T;
@@ -1081,8 +1081,8 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
         }
       }
       prims::fence_proxy_async_smem();  // the generic stores, before the wgmmas read them
-      __syncwarp();
-      if (lane == 0) prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      // every lane releases its own stores (the barrier counts the 64 lanes of the half)
+      prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
     }
   }
 }
@@ -1123,10 +1123,10 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const _
     *reinterpret_cast<float*>(smem + Tr::kSmemZero) = 0.f;
     // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals
     // (+1 on chunk 0: the bad-row mask, see load_chunks).
-    // kFp8: the NoPE chunks get one arrival from each of the two converter warps of their half.
+    // kFp8: the NoPE chunks get one arrival from each lane of the two converter warps of their half.
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
       prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
-                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? 2
+                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? 64
                            : Tr::kTma                                 ? 1
                                                                       : (i % Tr::kChunks == 0 ? 129 : 128));
     // kFp8: the raw bytes' barriers (one expect-tx arrival each) and the done barrier.
