@@ -1000,89 +1000,88 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
 template <class Tr>
 __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
   using T = typename Tr::T;
-  const int w = ct / 32, lane = ct % 32, h = w / 2, k = w % 2;
+  // (24 registers: scalars only, no run-time-indexed arrays, addresses built from one base)
+  const int lane = ct & 31, w = ct >> 5, h = w >> 1, k = w & 1;
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
-  const uint32_t land = prims::smem_addr(smem + Tr::kSmemLand);
-  const uint32_t done_bar = land + 8 * 8;
-  uint32_t ph[2] = {0u, 0u};
+  const uint32_t land = prims::smem_addr(smem + Tr::kSmemLand) + 8 * (2 * h + k);  // + 32 * buf
+  const uint32_t done_bar = prims::smem_addr(smem + Tr::kSmemLand) + 8 * 8;
+  const uint32_t k0 = prims::smem_addr(smem + Tr::kSmemK0);
+  uint32_t ph0 = 0u, ph1 = 0u;
   for (;;) {
-    int buf = -1;
-    while (buf < 0) {  // (warp-uniform: lane 0 decides)
-      int v = -1;
+    int v = -1;
+    while (v < 0) {  // (warp-uniform: lane 0 decides)
       if (lane == 0) {
-        if (prims::mbarrier_test_wait(land + 8 * ((0 * 2 + h) * 2 + k), ph[0])) {
+        if (prims::mbarrier_test_wait(land, ph0)) {
           v = 0;
-        } else if (prims::mbarrier_test_wait(land + 8 * ((1 * 2 + h) * 2 + k), ph[1])) {
+        } else if (prims::mbarrier_test_wait(land + 32, ph1)) {
           v = 1;
         } else if (prims::mbarrier_test_wait(done_bar, 0)) {
           v = 2;
+        } else {
+          __nanosleep(64);
         }
       }
       v = __shfl_sync(0xffffffffu, v, 0);
-      if (v == 2) return;
-      buf = v;
     }
-    const uint32_t lb = land + 8 * ((buf * 2 + h) * 2 + k);
-    prims::mbarrier_wait(lb, ph[buf]);  // every lane's own acquire (complete already)
-    ph[buf] ^= 1u;
-    const uint32_t base = prims::smem_addr(smem + (buf == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
-    float sc[2];  // token 32k + lane's two group scales (read before any row is written)
+    if (v == 2) return;
+    const int buf = v;
+    prims::mbarrier_wait(land + 32 * buf, buf == 0 ? ph0 : ph1);  // every lane's own acquire (complete)
+    if (buf == 0) {
+      ph0 ^= 1u;
+    } else {
+      ph1 ^= 1u;
+    }
+    const uint32_t kb = k0 + buf * Tr::Tile::kBytes;
+    float sc0, sc1;  // token 32k + lane's two group scales (read before any row is written)
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
-                 : "=f"(sc[0]), "=f"(sc[1])
-                 : "r"(base + Tr::land_scales(h, k) + 64 * lane + 8 * h)
+                 : "=f"(sc0), "=f"(sc1)
+                 : "r"(kb + Tr::land_scales(h, k) + 64 * lane + 8 * h)
                  : "memory");
+    // Per chunk two passes of 16 tokens, two lanes per token (lane % 2 = which 32 of its 64 bytes).
+    // Pass 0's rows (0 .. 15 of the warp's) lie below the raw bytes; pass 1's rows 24 .. 31 overwrite
+    // raw bytes of pass 1's own tokens, so every lane reads its 32 bytes before any lane writes.
 #pragma unroll 1
-    for (int cc = 0; cc < 4; ++cc) {
-      const int c = 4 * h + cc;
-      // Two passes of 16 tokens, two lanes per token (lane % 2 = which 32 of its 64 bytes). Pass 0's
-      // rows (0 .. 15 of the warp's) lie below the raw bytes; pass 1's rows 24 .. 31 overwrite raw
-      // bytes of pass 1's own tokens, so every lane reads its 32 bytes before any lane writes.
-#pragma unroll 1
-      for (int pass = 0; pass < 2; ++pass) {
-        const int tl = 16 * pass + lane / 2, u = lane % 2;  // token within the warp's 32, half
-        const float s = __shfl_sync(0xffffffffu, sc[cc / 2], tl);  // lane tl read token tl's scales
-        const uint32_t src = base + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
-        uint32_t raw[2][4];
+    for (int it = 0; it < 8; ++it) {
+      const int cc = it >> 1, pass = it & 1, c = 4 * h + cc;
+      const int tl = 16 * pass + (lane >> 1), u = lane & 1, row = 32 * k + tl;
+      const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
+      uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                   : "r"(src)
+                   : "memory");
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                   : "r"(src + 16)
+                   : "memory");
+      __syncwarp();
+      const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);  // lane tl read token tl's
+      // Row `row` of chunk c, 16-byte unit 4u + q at position (4u + q) ^ (row % 8) (128-byte swizzle).
+      const uint32_t dst = kb + c * Tr::kChunkBytes + row * 128;
+      const uint32_t x = uint32_t(row & 7);
+      const uint32_t words[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          // tokens 2m, 2m + 1 start at the 16-byte piece m % 2: a wavefront's 8 lanes read 8
-          // distinct bank groups
-          const int q = (i + tl / 2) % 2;
-          uint32_t r0, r1, r2, r3;
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                       : "r"(src + 16 * q)
-                       : "memory");
-          const bool first = q == 0;  // (selects: a run-time index would put raw in local memory)
-          raw[0][0] = first ? r0 : raw[0][0], raw[0][1] = first ? r1 : raw[0][1];
-          raw[0][2] = first ? r2 : raw[0][2], raw[0][3] = first ? r3 : raw[0][3];
-          raw[1][0] = first ? raw[1][0] : r0, raw[1][1] = first ? raw[1][1] : r1;
-          raw[1][2] = first ? raw[1][2] : r2, raw[1][3] = first ? raw[1][3] : r3;
-        }
-        __syncwarp();
-        const int row = 32 * k + tl;
+      for (int q = 0; q < 4; ++q) {  // 8 values: columns 32u + 8q .. + 7 of the chunk
+        uint32_t out[4];
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {  // 8 values: columns 32u + 8v .. + 7 of the chunk
-          uint32_t out[4];
+        for (int e = 0; e < 2; ++e) {
+          uint32_t hw[2];
+          prims::e4m3x4_to_f16x2x2(words[2 * q + e], hw[0], hw[1]);
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            uint32_t hw[2];
-            prims::e4m3x4_to_f16x2x2(raw[v / 2][2 * (v % 2) + e], hw[0], hw[1]);
-#pragma unroll
-            for (int g = 0; g < 2; ++g) {
-              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
-              out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
-            }
+          for (int g = 0; g < 2; ++g) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
+            out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
           }
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                           base + 2 * Tr::Tile::offset(row, c * 64 + 32 * u + 8 * v)),
-                       "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
-                       : "memory");
         }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
+                     "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                     : "memory");
       }
-      prims::fence_proxy_async_smem();  // the generic stores, before the wgmmas read them
-      // every lane releases its own stores (the barrier counts the 64 lanes of the half)
-      prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      if (pass == 1) {
+        prims::fence_proxy_async_smem();  // the generic stores, before the wgmmas read them
+        // every lane releases its own stores (the barrier counts the 64 lanes of the half)
+        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      }
     }
   }
 }
