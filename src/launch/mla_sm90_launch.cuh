@@ -160,8 +160,10 @@ extern template cudaError_t launch<Traits<__nv_bfloat16, true, true>>(const MlaP
                                                                       cudaStream_t);
 extern template cudaError_t launch<Traits<__half, true, true>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
 // The FP8-cache kernel (bf16 q): inst/mla_sm90_bf16_fp8.cu.
-extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, true>>(const MlaParams&, const DeviceInfo&,
-                                                                            cudaStream_t);
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 1>>(const MlaParams&, const DeviceInfo&,
+                                                                         cudaStream_t);
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 2>>(const MlaParams&, const DeviceInfo&,
+                                                                         cudaStream_t);
 
 }  // namespace mla_sm90
 
@@ -183,7 +185,10 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
       p.page_div = prims::FastDiv::make(p.page_size);
       mla_sm90::make_q_tensor_map<T>(p);
       mla_sm90::make_o_tensor_map<T>(p);
-      return mla_sm90::launch<mla_sm90::Traits<T, true, true, true>>(p, dev, stream);
+      // FLASHKIT_MLA_FP8_WIDE (read once): 1 = the 40-register converters (Traits kFp8_ = 2).
+      static const bool wide = dispatch::env_flag("FLASHKIT_MLA_FP8_WIDE");
+      return wide ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream)
+                  : mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream);
     } else {
       return kMlaLaunchNotHandled;
     }
@@ -243,8 +248,8 @@ int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, u
   template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true>>(                  \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
-#define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T)                                                                  \
-  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true, true>>(            \
+#define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T, MODE)                                                            \
+  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true, MODE>>(            \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90(TAG)                                                  \

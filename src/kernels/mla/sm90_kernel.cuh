@@ -158,12 +158,15 @@ __device__ __forceinline__ unsigned long long mla_gtime() {
 // into, and a third warpgroup (the converters, fp8_convert_loop) turns them into the bf16 tile in
 // place; the RoPE chunk (bf16 in the cache) lands by TMA as before. Everything after the chunk
 // barriers is the bf16 kernel.
-template <typename T_, bool kTma_, bool kWholeBox_ = false, bool kFp8_ = false>
+// kFp8_: 0 = 16-bit cache; 1 = FP8 with 24-register converters (two passes of 16 tokens per chunk);
+// 2 = FP8 with 40-register converters (a chunk's 32 tokens at once) and 232-register MMA warpgroups.
+template <typename T_, bool kTma_, bool kWholeBox_ = false, int kFp8_ = 0>
 struct Traits {
   using T = T_;
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
-  static constexpr bool kFp8 = kFp8_;
+  static constexpr bool kFp8 = kFp8_ != 0;
+  static constexpr bool kFp8Wide = kFp8_ == 2;
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
   static_assert(!kFp8 || (kWholeBox && std::is_same<T_, __nv_bfloat16>::value),
                 "the FP8 cache: whole-block boxes and bf16 q (its RoPE part is bf16)");
@@ -171,8 +174,8 @@ struct Traits {
   static constexpr int kThreads = 256;  // the two MMA warpgroups (named barriers count these)
   static constexpr int kBlockThreads = kFp8 ? 384 : 256;  // + the converters' warpgroup
   // setmaxnreg split with the converters (launched at 65536 / 384 = 168 per thread):
-  // 256 x 240 + 128 x 24 = 64512 (at 232 / 40 the MMA warpgroups spilled 184 bytes).
-  static constexpr int kMmaRegs = 240, kConvRegs = 24;
+  // 256 x 240 + 128 x 24 = 64512, or 256 x 232 + 128 x 40 (kFp8Wide).
+  static constexpr int kMmaRegs = kFp8Wide ? 232 : 240, kConvRegs = kFp8Wide ? 40 : 24;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
   using Tile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDim>;  // Q and each K buffer
@@ -1040,6 +1043,55 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
     // Per chunk two passes of 16 tokens, two lanes per token (lane % 2 = which 32 of its 64 bytes).
     // Pass 0's rows (0 .. 15 of the warp's) lie below the raw bytes; pass 1's rows 24 .. 31 overwrite
     // raw bytes of pass 1's own tokens, so every lane reads its 32 bytes before any lane writes.
+    if constexpr (Tr::kFp8Wide) {
+      // The whole chunk per iteration: both passes' 32 bytes read first (16 registers), then written.
+#pragma unroll 1
+      for (int cc = 0; cc < 4; ++cc) {
+        const int c = 4 * h + cc, u = lane & 1;
+        uint32_t wd[2][8];
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int tl = 16 * pass + (lane >> 1);
+          const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(wd[pass][0]), "=r"(wd[pass][1]), "=r"(wd[pass][2]), "=r"(wd[pass][3])
+                       : "r"(src)
+                       : "memory");
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(wd[pass][4]), "=r"(wd[pass][5]), "=r"(wd[pass][6]), "=r"(wd[pass][7])
+                       : "r"(src + 16)
+                       : "memory");
+        }
+        __syncwarp();
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int tl = 16 * pass + (lane >> 1), row = 32 * k + tl;
+          const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);
+          const uint32_t dst = kb + c * Tr::kChunkBytes + row * 128;
+          const uint32_t x = uint32_t(row & 7);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            uint32_t out[4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              uint32_t hw[2];
+              prims::e4m3x4_to_f16x2x2(wd[pass][2 * q + e], hw[0], hw[1]);
+#pragma unroll
+              for (int g = 0; g < 2; ++g) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
+                out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
+              }
+            }
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
+                         "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                         : "memory");
+          }
+        }
+        prims::fence_proxy_async_smem();
+        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      }
+      continue;
+    }
 #pragma unroll 1
     for (int it = 0; it < 8; ++it) {
       const int cc = it >> 1, pass = it & 1, c = 4 * h + cc;
