@@ -1090,8 +1090,7 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
         prims::fence_proxy_async_smem();
         prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
       }
-      continue;
-    }
+    } else {
 #pragma unroll 1
     for (int it = 0; it < 8; ++it) {
       const int cc = it >> 1, pass = it & 1, c = 4 * h + cc;
@@ -1134,6 +1133,7 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
         // every lane releases its own stores (the barrier counts the 64 lanes of the half)
         prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
       }
+    }
     }
   }
 }
