@@ -26,6 +26,7 @@ import traceback
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", metavar="TEXT", help="run only the cases whose label contains TEXT")
     args = p.parse_args(argv)
     try:
         import torch
@@ -98,6 +99,8 @@ def main(argv=None) -> int:
         cases.append((f"{dtype} FP8 cache h16 s_q2 page16 causal", lambda d=dtype: run(
             "fp8", *fp8(*case([0, 1, 63, 65, 2000], 2, 16, 1, 16, d)))))
         if dtype == torch.bfloat16:
+            cases.append(("bf16 FP8 cache h128 s_q2 page64 causal (Hopper: the converters)", lambda d=dtype: run(
+                "fp8-64", *fp8(*case([0, 1, 63, 65, 2000], 2, 128, 1, 64, d)))))
             cases.append(("bf16 h16 s_q1 page16 runs", lambda d=dtype: run(
                 "runs16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 16, d, runs=True), causal=False)))
             cases.append(("bf16 h128 s_q2 page32 runs causal", lambda d=dtype: run(
@@ -124,6 +127,8 @@ def main(argv=None) -> int:
         cases.append(("bad block ids / lengths", bad))
 
     failed = 0
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
     for label, fn in cases:
         try:
             fn()

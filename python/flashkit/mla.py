@@ -83,8 +83,10 @@ def mla_workspace_size(batch, s_q, num_heads_q, num_parts):
 
 def split_kernel_family(dtype, fp8_kv_cache=False):
     """'sm90' or 'sm80': the split kernel a call with q in ``dtype`` runs now on the current
-    device ('' if not compiled). ``FLASHKIT_MLA_PORTABLE=1`` gives 'sm80', and so does the
-    FP8 cache (``fp8_kv_cache=True``)."""
+    device ('' if not compiled). ``FLASHKIT_MLA_PORTABLE=1`` gives 'sm80'. The FP8 cache
+    (``fp8_kv_cache=True``): 'sm90' for bf16 q on Hopper, where pages of multiples of 64 tokens
+    run the Hopper kernel and other page sizes the portable one; 'sm80' for fp16 q and with
+    ``FLASHKIT_MLA_FP8_PORTABLE=1``."""
     import torch
 
     name = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(dtype, str(dtype))

@@ -88,8 +88,9 @@ struct MlaParams {
   bool causal;
   // FlashMLA's FP8 latent cache: kv is bytes, [num_pages, page_size, h_kv, 656] with per
   // token 512 e4m3 values (the NoPE part), 4 fp32 scales (one per 128 of them:
-  // value = e4m3 * scale) and 64 bf16 RoPE values; kv strides are then in bytes. Only the
-  // portable split kernel reads it.
+  // value = e4m3 * scale) and 64 bf16 RoPE values; kv strides are then in bytes. Read by the
+  // Hopper kernel for bf16 q at pages of multiples of 64 tokens (Traits kFp8_), else by the
+  // portable one.
   bool kv_fp8;
   uint32_t* errors;  // sticky device error word (bits 4: block id, 8: seqlen)
 

@@ -47,9 +47,15 @@ bool portable_forced() {
   return e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0;
 }
 
-// The FP8 cache is read by the portable kernel only.
+// The FP8 cache: the Hopper kernel for bf16 q (whose launcher hands calls it has no kernel for,
+// pages that are not multiples of 64 tokens, back: launch_mla_split_for), the portable one otherwise.
+// FLASHKIT_MLA_FP8_PORTABLE=1 (per call) keeps FP8 on the portable kernel (comparisons, tests).
 bool use_sm90(const MlaVariant& v, const DeviceInfo& dev, bool fp8_cache) {
-  return v.sm90 != nullptr && !fp8_cache && dev.cc_major == 9 && dev.cc_minor == 0 && !portable_forced();
+  if (fp8_cache) {
+    const char* e = std::getenv("FLASHKIT_MLA_FP8_PORTABLE");
+    if (v.dtype != DType::kBFloat16 || (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0)) return false;
+  }
+  return v.sm90 != nullptr && dev.cc_major == 9 && dev.cc_minor == 0 && !portable_forced();
 }
 
 }  // namespace
@@ -71,7 +77,11 @@ int mla_split_smem_bytes(DType dtype, const DeviceInfo& dev, bool fp8_cache) {
 int launch_mla_split_for(DType dtype, const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   const MlaVariant* v = find(dtype);
   if (v == nullptr) return int(cudaErrorInvalidDeviceFunction);
-  return use_sm90(*v, dev, p.kv_fp8) ? v->sm90(p, dev, stream) : v->sm80(p, dev, stream);
+  if (use_sm90(*v, dev, p.kv_fp8)) {
+    const int r = v->sm90(p, dev, stream);
+    if (r != kMlaLaunchNotHandled) return r;
+  }
+  return v->sm80(p, dev, stream);
 }
 
 int launch_mla_combine_for(DType dtype, const MlaParams& p, bool pdl, cudaStream_t stream) {

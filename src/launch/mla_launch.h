@@ -1,6 +1,6 @@
 // Declarations of the MLA decoding launchers (src/kernels/mla/). All return cudaError_t as
 // int. The split kernels exist per dtype: the Hopper one (sm_90a, wgmma) in
-// src/kernels/mla/inst/mla_sm90_<dtype>.cu (+ _box64.cu), the portable one (sm_80+, mma.sync) in
+// src/kernels/mla/inst/mla_sm90_<dtype>.cu (+ _box64.cu, and bf16's _fp8.cu), the portable one (sm_80+, mma.sync) in
 // src/kernels/mla/inst/mla_sm80_<dtype>.cu; metadata and combine in
 // src/kernels/mla/inst/mla_aux.cu.
 #pragma once
@@ -16,6 +16,10 @@ int launch_mla_metadata(const MlaMetadataParams& params, cudaStream_t stream);
 
 // Split kernels. `pdl_wait`: the kernel was launched as a programmatic dependent of the
 // previous one (it then calls griddepcontrol.wait before reading the metadata).
+// The Hopper launcher returns kMlaLaunchNotHandled for an FP8 cache it has no kernel for (q not
+// bf16, pages not multiples of 64 tokens, a cache its TMA maps cannot describe): the dispatcher
+// then runs the portable kernel.
+constexpr int kMlaLaunchNotHandled = -1;
 template <typename DTypeTag>
 int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaStream_t stream);
 template <typename DTypeTag>

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/mla/sm90_kernel.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"  // env_off, env_flag, env_int
@@ -84,6 +86,23 @@ int make_kv_tensor_map(MlaParams& p) {
   return box;
 }
 
+// FlashMLA's FP8 cache ([num_pages, page_size, h_kv, 656] bytes: 512 e4m3, 4 fp32 scales, 64 bf16
+// RoPE values per token) for the kFp8 kernel (pages of multiples of 64 tokens): kv_tmap gives the
+// RoPE chunk (128 bytes from byte 528 x 64 tokens, 128-byte swizzle: it lands as a bf16 chunk),
+// kv_tmap_run the raw bytes (64 bytes x 32 tokens, unswizzled: one e4m3 chunk, or from byte 512
+// the scales, of half a block). False when a map cannot describe the cache.
+inline bool make_fp8_tensor_maps(MlaParams& p) {
+  const int64_t dims[4] = {kMlaFp8TokenBytes, p.page_size, p.h_kv, p.num_pages};
+  const CUtensorMapL2promotion promo = mla_kv_l2_promotion(p.rows_per_kv, kMlaBlockN);
+  const cuuint32_t rope_box[4] = {128, kMlaBlockN, 1, 1};
+  const cuuint32_t raw_box[4] = {64, kMlaBlockN / 2, 1, 1};
+  p.tma_run_pages = 0;
+  return launch_util::make_tma_map_u8_4d(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                         p.kv_page_stride, rope_box, CU_TENSOR_MAP_SWIZZLE_128B, promo) &&
+         launch_util::make_tma_map_u8_4d(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                         p.kv_page_stride, raw_box, CU_TENSOR_MAP_SWIZZLE_NONE, promo);
+}
+
 // Q and out by TMA (MlaParams::q_tmap / o_tmap): a box of 64 columns x bh heads x 64 / bh tokens is
 // one m-block's 64 rows of a chunk when the query heads per KV head (ratio) are a multiple of 64
 // (bh = 64, one token) or divide 64 (bh = ratio, 64 / ratio tokens; Q's rows past s_q are
@@ -131,7 +150,7 @@ cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t strea
   if (err != cudaSuccess) return err;
   // Programmatic dependent launch: the kernel waits (griddepcontrol.wait) before it reads
   // anything, so its prologue overlaps the previous kernel's tail.
-  return launch_util::launch_pdl(kernel, dim3(p.m_blocks, p.h_kv, p.num_parts), dim3(Tr::kThreads),
+  return launch_util::launch_pdl(kernel, dim3(p.m_blocks, p.h_kv, p.num_parts), dim3(Tr::kBlockThreads),
                                  Tr::kSmemBytes, stream, true, p);
 }
 
@@ -140,6 +159,11 @@ cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t strea
 extern template cudaError_t launch<Traits<__nv_bfloat16, true, true>>(const MlaParams&, const DeviceInfo&,
                                                                       cudaStream_t);
 extern template cudaError_t launch<Traits<__half, true, true>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
+// The FP8-cache kernel (bf16 q): inst/mla_sm90_bf16_fp8.cu.
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 1>>(const MlaParams&, const DeviceInfo&,
+                                                                         cudaStream_t);
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 2>>(const MlaParams&, const DeviceInfo&,
+                                                                         cudaStream_t);
 
 }  // namespace mla_sm90
 
@@ -150,6 +174,27 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
   if (params.batch <= 0 || params.num_parts <= 0) return cudaSuccess;
   static const bool no_tma = dispatch::env_flag("FLASHKIT_MLA_NO_TMA");
   MlaParams p = params;
+  if (p.kv_fp8) {
+    // FlashMLA's FP8 cache: the kFp8 kernel for bf16 q and pages of multiples of 64 tokens (the
+    // RoPE part is bf16, its chunk lands by TMA as it is); anything else is left to the portable
+    // kernel (the dispatcher's fallback).
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      if (no_tma || p.page_size % kMlaBlockN != 0 || !mla_sm90::make_fp8_tensor_maps(p)) return kMlaLaunchNotHandled;
+      p.tma_box_rows = kMlaBlockN;
+      p.tma_boxes = 1;
+      p.page_div = prims::FastDiv::make(p.page_size);
+      mla_sm90::make_q_tensor_map<T>(p);
+      mla_sm90::make_o_tensor_map<T>(p);
+      // The 40-register converters (Traits kFp8_ = 2): 14-16 % less time than the 24-register ones
+      // (H200, 2026-11-28, mla.md "FP8 cache on the Hopper kernel"); FLASHKIT_MLA_FP8_NARROW=1 (read
+      // once) runs those for A/B.
+      static const bool narrow = dispatch::env_flag("FLASHKIT_MLA_FP8_NARROW");
+      return narrow ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream)
+                    : mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream);
+    } else {
+      return kMlaLaunchNotHandled;
+    }
+  }
   p.tma_box_rows = no_tma ? 0 : mla_sm90::make_kv_tensor_map<T>(p);
   p.tma_boxes = p.tma_box_rows > 0 ? kMlaBlockN / p.tma_box_rows : 0;
   p.page_div = prims::FastDiv::make(p.page_size);
@@ -170,6 +215,8 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
 // kernel's file (which defines FLASHKIT_MLA_TRACE_TU_BOX64) carry a _box64 suffix.
 #ifdef FLASHKIT_MLA_TRACE_TU_BOX64
 #define FLASHKIT_MLA_TRACE_FN(name) name##_box64
+#elif defined(FLASHKIT_MLA_TRACE_TU_FP8)
+#define FLASHKIT_MLA_TRACE_FN(name) name##_fp8
 #else
 #define FLASHKIT_MLA_TRACE_FN(name) name
 #endif
@@ -201,6 +248,10 @@ int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, u
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90_BOX64(T)                                                                \
   template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true>>(                  \
+      const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
+
+#define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T, MODE)                                                            \
+  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true, MODE>>(            \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90(TAG)                                                  \

@@ -37,7 +37,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // Encodes a 4-D map of a tensor that passed tma_layout_ok (dims, byte strides st) with the
 // 128-byte swizzle and no OOB fill; false when there is no encoder or it refuses.
 inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void* base, const int64_t (&dims)[4],
-                              const int64_t (&st)[3], const cuuint32_t (&box)[4], CUtensorMapL2promotion promotion) {
+                              const int64_t (&st)[3], const cuuint32_t (&box)[4], CUtensorMapL2promotion promotion,
+                              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   static_assert(sizeof(CUtensorMap) == sizeof(TmaDesc), "TmaDesc mirrors CUtensorMap");
   const auto encode = tensor_map_encoder();
   if (encode == nullptr) return false;
@@ -47,7 +48,7 @@ inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void
   cuuint32_t estr[4] = {1, 1, 1, 1};
   CUtensorMap map;
   const CUresult r = encode(&map, type, 4, const_cast<void*>(base), gdims, gstrides, box_dims, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return false;
   std::memcpy(out, &map, sizeof(map));
@@ -80,6 +81,17 @@ bool make_tma_map_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], i
                      int64_t batch_s, int box_rows, int box_batches = 1,
                      CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   return make_tma_map_4d_box<T>(out, base, dims, row_s, head_s, batch_s, box_rows, 1, box_batches, promotion);
+}
+
+// A 4-D map of a byte tensor (dims innermost first, byte strides s1..s3) with boxes of
+// box[0] bytes x box[1] x box[2] x box[3], swizzled (`swizzle`) or not; zeros outside the tensor.
+// False as make_tma_map_4d.
+inline bool make_tma_map_u8_4d(TmaDesc* out, const void* base, const int64_t (&dims)[4], int64_t s1, int64_t s2,
+                               int64_t s3, const cuuint32_t (&box)[4], CUtensorMapSwizzle swizzle,
+                               CUtensorMapL2promotion promotion) {
+  int64_t st[3] = {s1, s2, s3};
+  if (!tma_layout_ok(base, dims, st)) return false;
+  return encode_tma_map_4d(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, dims, st, box, promotion, swizzle);
 }
 
 // A 4-D map of the backward's fp32 dq accumulator for TMA reduce-adds: dims (innermost first)

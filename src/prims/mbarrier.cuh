@@ -53,6 +53,18 @@ __device__ __forceinline__ void mbarrier_wait_sleep(uint32_t bar, uint32_t parit
   } while (!done);
 }
 
+// Whether the phase of `bar` with parity `parity` has completed (acquire when it has), without
+// waiting: for a thread that watches several barriers.
+__device__ __forceinline__ bool mbarrier_test_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Blocks until the phase of `bar` with parity `parity` has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;

@@ -15,6 +15,7 @@ Run: ``pytest -m gpu tests/python/test_mla_fp8_gpu.py``.
 """
 
 import math
+import os
 import zlib
 
 import pytest
@@ -243,7 +244,8 @@ def test_staged_and_direct_fp8_loads_match_bitwise(run_probe):
     cp.async where the shared memory allows, or dequantized straight from global memory:
     FLASHKIT_MLA_FP8_SYNC=1, read once, so a subprocess each) write the same bytes into
     the same tile: bitwise equal out and lse (empty, split, page 1 and causal cases)."""
-    runs = [run_probe(_STAGING_PROBE, {"FLASHKIT_MLA_FP8_SYNC": v}, ["FLASHKIT_MLA_PORTABLE"]).split()
+    runs = [run_probe(_STAGING_PROBE, {"FLASHKIT_MLA_FP8_SYNC": v, "FLASHKIT_MLA_FP8_PORTABLE": "1"},
+                      ["FLASHKIT_MLA_PORTABLE"]).split()
             for v in ("0", "1")]
     assert len(runs[0]) == 6 and runs[0] == runs[1]
 
@@ -260,6 +262,81 @@ def test_misuse_raises_clear_errors():
         f(q, kv8[..., :576], bt, sl, DV, sched, splits, is_fp8_kvcache=True)
     with pytest.raises(NotImplementedError, match="indices"):
         f(q, kv8, bt, sl, DV, sched, splits, is_fp8_kvcache=True, indices=bt)
-    assert flash_mla.split_kernel_family(q.dtype, fp8_kv_cache=True) == "sm80"
+    hopper = torch.cuda.get_device_capability() == (9, 0) and not os.environ.get("FLASHKIT_MLA_PORTABLE")
+    assert flash_mla.split_kernel_family(torch.bfloat16, fp8_kv_cache=True) == ("sm90" if hopper else "sm80")
+    assert flash_mla.split_kernel_family(torch.float16, fp8_kv_cache=True) == "sm80"
     with pytest.raises(ValueError, match="576"):
         flash_mla.quantize_kv_cache_fp8(kv16[..., :512])
+
+
+# --- the Hopper kernel's FP8 path (sm90_kernel.cuh, Traits::kFp8) ----------------------------
+
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="the FP8 path of the Hopper MLA kernel needs an sm_90 GPU")
+
+
+def _both_kernels(q, kv8, bt, sl, causal, monkeypatch, expect_errors=0):
+    """(out, lse) of the Hopper kernel and of the portable one (FLASHKIT_MLA_FP8_PORTABLE=1, read per
+    call), each checked against the reference on the dequantized cache."""
+    res = []
+    for portable in (False, True):
+        if portable:
+            monkeypatch.setenv("FLASHKIT_MLA_FP8_PORTABLE", "1")
+        else:
+            monkeypatch.delenv("FLASHKIT_MLA_FP8_PORTABLE", raising=False)
+        out, lse = run(q, kv8, bt, sl, causal=causal, expect_errors=expect_errors)
+        check(q, kv8, bt, sl, out, lse, causal=causal)
+        res.append((out, lse))
+    monkeypatch.delenv("FLASHKIT_MLA_FP8_PORTABLE", raising=False)
+    return res
+
+
+FP8_SM90_CASES = [
+    # lens, s_q, h_q, h_kv, page, causal
+    ([1, 63, 64, 65, 1000], 1, 16, 1, 64, False),
+    ([0, 130, 2100, 5000], 2, 128, 1, 64, True),
+    ([777, 3, 4096], 4, 16, 1, 128, True),
+    ([500, 129, 1], 1, 64, 2, 64, False),
+    ([9000, 200], 1, 72, 1, 256, True),
+]
+
+
+@needs_hopper
+@pytest.mark.parametrize("case", FP8_SM90_CASES, ids=[f"{c[1]}x{c[2]}x{c[3]}-p{c[4]}-{'c' if c[5] else 'n'}"
+                                                       for c in FP8_SM90_CASES])
+def test_hopper_fp8_kernel_matches_the_portable_one(case, monkeypatch):
+    """The Hopper kernel reads FlashMLA's FP8 cache for bf16 q at pages of multiples of 64 tokens:
+    dequantized in place by its converter warpgroup with the portable kernel's arithmetic (e4m3 ->
+    fp16 exactly, times the fp32 group scale, rounded to bf16), so both kernels see the same tile.
+    Partly filled pages hold 0xFF bytes (NaN e4m3 values and NaN scales) after the last token."""
+    lens, s_q, h_q, h_kv, page, causal = case
+    assert flash_mla.split_kernel_family(torch.bfloat16, fp8_kv_cache=True) == "sm90"
+    q, kv8, _, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, h_kv=h_kv, page=page, seed=("sm90", case))
+    (o9, l9), (o8, l8) = _both_kernels(q, kv8, bt, sl, causal, monkeypatch)
+    # different MMA shapes and orders, the same inputs: as close as two bf16 kernels get
+    assert torch.isfinite(o9).all()
+    err = (o9.float() - o8.float()).abs().max().item()
+    assert err <= 2e-2 * o8.float().abs().max().item() + 1e-3, err
+    fin = torch.isfinite(l8)
+    assert torch.equal(fin, torch.isfinite(l9)) and torch.allclose(l9[fin], l8[fin], atol=1e-3, rtol=1e-4)
+
+
+@needs_hopper
+def test_hopper_fp8_kernel_bad_block_ids(monkeypatch):
+    """Block ids out of range at page 64 (whole-block boxes): those tokens are left out and reported, in
+    the Hopper kernel as in the portable one."""
+    q, kv8, _, bt, sl = make_case([200, 500, 33], h_q=16, page=64, seed=31)
+    bad = bt.clone()
+    bad[1, 3] = kv8.shape[0] + 100
+    bad[2, 0] = -5
+    _both_kernels(q, kv8, bad, sl, False, monkeypatch, expect_errors=4)
+
+
+@needs_hopper
+def test_hopper_fp8_kernel_falls_back_where_it_has_no_kernel(monkeypatch):
+    """fp16 q and pages that are not multiples of 64 tokens go to the portable kernel (same results
+    with FLASHKIT_MLA_FP8_PORTABLE=1, bitwise)."""
+    for dtype, page in ((torch.float16, 64), (torch.bfloat16, 32)):
+        q, kv8, _, bt, sl = make_case([100, 700], s_q=2, h_q=16, page=page, dtype=dtype, seed=("fb", page))
+        (a, la), (b, lb) = _both_kernels(q, kv8, bt, sl, True, monkeypatch)
+        assert torch.equal(a, b) and torch.equal(la, lb)

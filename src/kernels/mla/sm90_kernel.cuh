@@ -42,10 +42,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/device_errors.cuh"
 #include "kernels/mla_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/fp8.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
@@ -151,14 +153,29 @@ __device__ __forceinline__ unsigned long long mla_gtime() {
 // kWholeBox (TMA only): pages are multiples of 64 tokens, every chunk of a block is one box
 // resolved by lane 0; the other load paths (one box per page, runs of pages) are compiled
 // out, so the block loop's code holds only what runs (mla.md "One box per chunk at compile time").
-template <typename T_, bool kTma_, bool kWholeBox_ = false>
+// kFp8 (whole boxes, bf16 q): the cache is FlashMLA's FP8 layout (MlaParams::kv_fp8). The raw e4m3
+// bytes and scales of a block land by TMA in the half of the K buffer they will be dequantized
+// into, and a third warpgroup (the converters, fp8_convert_loop) turns them into the bf16 tile in
+// place; the RoPE chunk (bf16 in the cache) lands by TMA as before. Everything after the chunk
+// barriers is the bf16 kernel.
+// kFp8_: 0 = 16-bit cache; 1 = FP8 with 24-register converters (two passes of 16 tokens per chunk);
+// 2 = FP8 with 40-register converters (a chunk's 32 tokens at once) and 232-register MMA warpgroups.
+template <typename T_, bool kTma_, bool kWholeBox_ = false, int kFp8_ = 0>
 struct Traits {
   using T = T_;
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
+  static constexpr bool kFp8 = kFp8_ != 0;
+  static constexpr bool kFp8Wide = kFp8_ == 2;
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
+  static_assert(!kFp8 || (kWholeBox && std::is_same<T_, __nv_bfloat16>::value),
+                "the FP8 cache: whole-block boxes and bf16 q (its RoPE part is bf16)");
   static constexpr int kExpMix = kWholeBox ? FLASHKIT_MLA_EXP_MIX : FLASHKIT_MLA_EXP_MIX_PAGED;
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 256;  // the two MMA warpgroups (named barriers count these)
+  static constexpr int kBlockThreads = kFp8 ? 384 : 256;  // + the converters' warpgroup
+  // setmaxnreg split with the converters (launched at 65536 / 384 = 168 per thread):
+  // 256 x 240 + 128 x 24 = 64512, or 256 x 232 + 128 x 40 (kFp8Wide).
+  static constexpr int kMmaRegs = kFp8Wide ? 232 : 240, kConvRegs = kFp8Wide ? 40 : 24;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
   using Tile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDim>;  // Q and each K buffer
@@ -179,13 +196,29 @@ struct Traits {
   static constexpr int kSmemBar = kSmemInv + 16;          // mbarriers: K0 chunks, K1 chunks, Q
   static constexpr int kNumBars = 2 * kChunks + 1;
   static constexpr int kSmemZero = kSmemBar + 8 * kNumBars;  // float 0 (see zero_after_arrive)
-  static constexpr int kSmemBytes = kSmemZero + 16 + 1024;     // + alignment slack
+  // kFp8: mbarriers [buffer][half][converter warp of the half] for the raw bytes' arrival, then
+  // one the MMA warpgroups arrive on when they are done (the converters then exit).
+  static constexpr int kSmemLand = kSmemZero + 16;
+  static constexpr int kNumLandBars = kFp8 ? 2 * 2 * 2 + 1 : 0;
+  static constexpr int kSmemBytes = kSmemLand + 8 * kNumLandBars + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block");
   // Epilogue staging of O in the K buffers (free then): rows padded by 16 bytes so the
   // fragment stores of a warp's 8 rows hit distinct banks; every row start 16-byte aligned.
   static constexpr int kORowBytesOut = kMlaHeadDimV * int(sizeof(T)) + 16;  // q's dtype
   static constexpr int kORowBytesPart = kMlaHeadDimV * 4 + 32;              // fp32 partials
   static_assert(kMlaBlockM * kORowBytesPart <= 2 * Tile::kBytes && kSmemK1 == kSmemK0 + Tile::kBytes,
                 "O staging fits the two K buffers");
+  // kFp8 landing places, bytes into a K buffer. Half h of a block (NoPE chunks 4h .. 4h + 3) is
+  // dequantized by converter warps (h, k), k = 0 / 1 for tokens 32k .. 32k + 31, each in its own
+  // rows: rows 32k .. 32k + 31 of every chunk of the half, i.e. bytes [c * 8192 + 4096 k, + 4096)
+  // of chunk c (the 128-byte swizzle permutes 16-byte units within a row). Chunk c's e4m3 bytes of
+  // those tokens (32 x 64 bytes) land in the second half of that range, where only the warp's own
+  // rows 16 .. 31 are written, after it has read them; each token's 64 bytes from byte 512 (its 4
+  // scales, then RoPE values) land in the first half of chunk 4h's range, read before chunk 4h is
+  // written.
+  static constexpr int land_fp8(int c, int k) { return c * kChunkBytes + 4096 * k + 2048; }
+  static constexpr int land_scales(int h, int k) { return 4 * h * kChunkBytes + 4096 * k; }
+  static constexpr int kLandBytes = 5 * 2048;  // per (half, warp): 4 chunks + the scales
 };
 
 // Loads inside the block loop (the ablation bit 1 drops them).
@@ -223,6 +256,9 @@ struct Piece {
 
   __device__ __forceinline__ uint32_t bar_k(int buf, int c) const {
     return prims::smem_addr(smem + Tr::kSmemBar) + 8 * (buf * Tr::kChunks + c);
+  }
+  __device__ __forceinline__ uint32_t bar_land(int buf, int h, int k) const {
+    return prims::smem_addr(smem + Tr::kSmemLand) + 8 * ((buf * 2 + h) * 2 + k);
   }
   __device__ __forceinline__ T* buf_ptr(int buf) const {
     return reinterpret_cast<T*>(smem + (buf == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
@@ -306,7 +342,33 @@ struct Piece {
     // all but the last m-block measured 1-13 % slower, v16).
     const uint64_t policy = prims::l2_evict_first_policy();
     const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
-    if constexpr (Tr::kTma) {
+    if constexpr (Tr::kFp8) {
+      // The raw bytes of this warpgroup's half (e4m3 chunks c0 .. c0 + 3 and the scales) for the
+      // converters (Traits::land_fp8), and the RoPE chunk (bf16 in the cache) by TMA into its place.
+      // Byte coordinates in the uint8 maps (launcher: make_fp8_tensor_maps).
+      static_assert((c0 == 0 && c1 == 4) || (c0 == 4 && c1 == 9), "halves of a block");
+      constexpr int h = c0 == 0 ? 0 : 1;
+      const int ok0 = __shfl_sync(0xffffffffu, int(ok), 0);
+      const int slot0 = ok0 ? __shfl_sync(0xffffffffu, slot, 0) : 0;
+      const int page0 = ok0 ? __shfl_sync(0xffffffffu, id, 0) : p.num_pages;  // out of range: zeros
+      if constexpr (h == 1) {
+        prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, 8), Tr::kChunkBytes);
+        prims::tma_load_4d_if(lt == 0, dst + 8 * Tr::kChunkBytes, &p.kv_tmap, kMlaFp8RopeOffset, slot0, kvh, page0,
+                              bar_k(buf, 8), policy);
+      }
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t lb = bar_land(buf, h, k);
+        prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, Tr::kLandBytes);
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) {
+          prims::tma_load_4d_if(lt == 0, dst + Tr::land_fp8(4 * h + cc, k), &p.kv_tmap_run, (4 * h + cc) * 64,
+                                slot0 + 32 * k, kvh, page0, lb, policy);
+        }
+        prims::tma_load_4d_if(lt == 0, dst + Tr::land_scales(h, k), &p.kv_tmap_run, kMlaFp8ScaleOffset,
+                              slot0 + 32 * k, kvh, page0, lb, policy);
+      }
+    } else if constexpr (Tr::kTma) {
       // Predicated, not branched: no thread-divergent branch among the in-flight wgmmas.
 #pragma unroll
       for (int c = c0; c < c1; ++c) prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_k(buf, c), Tr::kChunkBytes);
@@ -930,8 +992,164 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
   }
 }
 
+// kFp8: the converters' warpgroup (threads 256 .. 383; `ct` = thread index in it). Warp (h, k) =
+// (ct / 64, ct / 32 % 2) dequantizes half h (NoPE chunks 4h .. 4h + 3) of every block for tokens
+// 32k .. 32k + 31, one token per lane, in place (Traits::land_fp8): it waits for the raw bytes of
+// either K buffer (whichever lands: the MMA warpgroups' request order per buffer is fixed, across
+// buffers it is not), then per chunk reads its token's 64 e4m3 bytes, multiplies them by the
+// group's scale in fp32 and rounds to bf16 (the portable kernel's and the reference's arithmetic:
+// bit-identical), writes its 128-byte row of the swizzled tile and arrives on the chunk's barrier
+// (64 arrivals per chunk: every lane of the half's two warps). Exits when the MMA warpgroups are done.
 template <class Tr>
-__global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid_constant__ MlaParams p) {
+__device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct) {
+  using T = typename Tr::T;
+  // (24 registers: scalars only, no run-time-indexed arrays, addresses built from one base)
+  const int lane = ct & 31, w = ct >> 5, h = w >> 1, k = w & 1;
+  const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
+  const uint32_t land = prims::smem_addr(smem + Tr::kSmemLand) + 8 * (2 * h + k);  // + 32 * buf
+  const uint32_t done_bar = prims::smem_addr(smem + Tr::kSmemLand) + 8 * 8;
+  const uint32_t k0 = prims::smem_addr(smem + Tr::kSmemK0);
+  uint32_t ph0 = 0u, ph1 = 0u;
+  for (;;) {
+    int v = -1;
+    while (v < 0) {  // (warp-uniform: lane 0 decides)
+      if (lane == 0) {
+        if (prims::mbarrier_test_wait(land, ph0)) {
+          v = 0;
+        } else if (prims::mbarrier_test_wait(land + 32, ph1)) {
+          v = 1;
+        } else if (prims::mbarrier_test_wait(done_bar, 0)) {
+          v = 2;
+        } else {
+          __nanosleep(64);
+        }
+      }
+      v = __shfl_sync(0xffffffffu, v, 0);
+    }
+    if (v == 2) return;
+    const int buf = v;
+    prims::mbarrier_wait(land + 32 * buf, buf == 0 ? ph0 : ph1);  // every lane's own acquire (complete)
+    if (buf == 0) {
+      ph0 ^= 1u;
+    } else {
+      ph1 ^= 1u;
+    }
+    const uint32_t kb = k0 + buf * Tr::Tile::kBytes;
+    float sc0, sc1;  // token 32k + lane's two group scales (read before any row is written)
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                 : "=f"(sc0), "=f"(sc1)
+                 : "r"(kb + Tr::land_scales(h, k) + 64 * lane + 8 * h)
+                 : "memory");
+    // Per chunk two passes of 16 tokens, two lanes per token (lane % 2 = which 32 of its 64 bytes).
+    // Pass 0's rows (0 .. 15 of the warp's) lie below the raw bytes; pass 1's rows 24 .. 31 overwrite
+    // raw bytes of pass 1's own tokens, so every lane reads its 32 bytes before any lane writes.
+    if constexpr (Tr::kFp8Wide) {
+      // The whole chunk per iteration: both passes' 32 bytes read first (16 registers), then written.
+#pragma unroll 1
+      for (int cc = 0; cc < 4; ++cc) {
+        const int c = 4 * h + cc, u = lane & 1;
+        uint32_t wd[2][8];
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int tl = 16 * pass + (lane >> 1);
+          const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(wd[pass][0]), "=r"(wd[pass][1]), "=r"(wd[pass][2]), "=r"(wd[pass][3])
+                       : "r"(src)
+                       : "memory");
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(wd[pass][4]), "=r"(wd[pass][5]), "=r"(wd[pass][6]), "=r"(wd[pass][7])
+                       : "r"(src + 16)
+                       : "memory");
+        }
+        __syncwarp();
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int tl = 16 * pass + (lane >> 1), row = 32 * k + tl;
+          const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);
+          const uint32_t dst = kb + c * Tr::kChunkBytes + row * 128;
+          const uint32_t x = uint32_t(row & 7);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            uint32_t out[4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              uint32_t hw[2];
+              prims::e4m3x4_to_f16x2x2(wd[pass][2 * q + e], hw[0], hw[1]);
+#pragma unroll
+              for (int g = 0; g < 2; ++g) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
+                out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
+              }
+            }
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
+                         "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                         : "memory");
+          }
+        }
+        prims::fence_proxy_async_smem();
+        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      }
+    } else {
+#pragma unroll 1
+    for (int it = 0; it < 8; ++it) {
+      const int cc = it >> 1, pass = it & 1, c = 4 * h + cc;
+      const int tl = 16 * pass + (lane >> 1), u = lane & 1, row = 32 * k + tl;
+      const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
+      uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                   : "r"(src)
+                   : "memory");
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                   : "r"(src + 16)
+                   : "memory");
+      __syncwarp();
+      const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);  // lane tl read token tl's
+      // Row `row` of chunk c, 16-byte unit 4u + q at position (4u + q) ^ (row % 8) (128-byte swizzle).
+      const uint32_t dst = kb + c * Tr::kChunkBytes + row * 128;
+      const uint32_t x = uint32_t(row & 7);
+      const uint32_t words[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // 8 values: columns 32u + 8q .. + 7 of the chunk
+        uint32_t out[4];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          uint32_t hw[2];
+          prims::e4m3x4_to_f16x2x2(words[2 * q + e], hw[0], hw[1]);
+#pragma unroll
+          for (int g = 0; g < 2; ++g) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
+            out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
+          }
+        }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
+                     "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                     : "memory");
+      }
+      if (pass == 1) {
+        prims::fence_proxy_async_smem();  // the generic stores, before the wgmmas read them
+        // every lane releases its own stores (the barrier counts the 64 lanes of the half)
+        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
+      }
+    }
+    }
+  }
+}
+
+// Barrier of the MMA warpgroups' whole-CTA syncs (with kFp8 the converters are not in them).
+template <class Tr>
+__device__ __forceinline__ void mma_sync_all() {
+  if constexpr (Tr::kFp8) {
+    prims::bar_sync(7, Tr::kThreads);
+  } else {
+    __syncthreads();
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const __grid_constant__ MlaParams p) {
 #if FLASHKIT_MLA_SM90_BODY
   using T = typename Tr::T;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -956,14 +1174,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
     *reinterpret_cast<float*>(smem + Tr::kSmemZero) = 0.f;
     // K chunks: one expect-tx arrival (TMA) or the loading warpgroup's 128 cp.async arrivals
     // (+1 on chunk 0: the bad-row mask, see load_chunks).
+    // kFp8: the NoPE chunks get one arrival from each lane of the two converter warps of their half.
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
       prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
-                           Tr::kTma ? 1 : (i % Tr::kChunks == 0 ? 129 : 128));
+                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? 64
+                           : Tr::kTma                                 ? 1
+                                                                      : (i % Tr::kChunks == 0 ? 129 : 128));
+    // kFp8: the raw bytes' barriers (one expect-tx arrival each) and the done barrier.
+    for (int i = 0; i < Tr::kNumLandBars; ++i) prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemLand) + 8 * i, 1);
     prims::mbarrier_init(bar_q, q_tma ? 1 : Tr::kThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (Tr::kTma) {
     if (tid == 0) prims::tma_prefetch_desc(&p.kv_tmap);
+    if (tid == 0 && Tr::kFp8) prims::tma_prefetch_desc(&p.kv_tmap_run);
     if (tid == 0 && q_tma) prims::tma_prefetch_desc(&p.q_tmap);
   }
   __syncthreads();
@@ -985,6 +1209,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   const int begin_split = sched[4];
   if (begin_b < 0 || begin_b >= p.batch) return;
   const int end_b = min(end_b_raw, p.batch - 1);
+  if constexpr (Tr::kFp8) {
+    if (wg == 2) {
+      prims::setmaxnreg_dec<Tr::kConvRegs>();
+      fp8_convert_loop<Tr>(smem, tid - Tr::kThreads);
+      return;
+    }
+    prims::setmaxnreg_inc<Tr::kMmaRegs>();
+  }
 
   Descs d;
   d.q = prims::smem_desc_sw128(prims::smem_addr(smem + Tr::kSmemQ), 16, 1024);
@@ -1102,7 +1334,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
 #if FLASHKIT_MLA_STAGED_O
     if (tid < kMlaBlockM) prims::bulk_wait_group_read<0>();  // the previous piece's O copies
 #endif
-    __syncthreads();  // the previous piece is done with shared memory
+    mma_sync_all<Tr>();  // the previous piece is done with shared memory
 #if FLASHKIT_MLA_TRACE
     tr_piece_at(5);
 #endif
@@ -1150,7 +1382,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
         }
       }
       prims::fence_proxy_async_smem();
-      __syncthreads();  // RoPE registers loaded everywhere (sP1 overwrites that chunk); sM set
+      mma_sync_all<Tr>();  // RoPE registers loaded everywhere (sP1 overwrites that chunk); sM set
 #if FLASHKIT_MLA_TRACE
       tr_piece_at(7);
 #endif
@@ -1211,7 +1443,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       sL[wg * 64 + row0 + 8] = l[1];
     }
     if (q_tma) prims::fence_proxy_async_smem();  // P1's stores (in Q's RoPE chunk) before the next Q's copy
-    __syncthreads();
+    mma_sync_all<Tr>();
     // Both warpgroups are done with Q (and P1): the next sequence's Q copy runs during this
     // epilogue (FlashMLA's order). A piece that then turns out to have nothing to do leaves it
     // for q_drain.
@@ -1283,7 +1515,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
       }
       }
       prims::fence_proxy_async_smem();  // the generic-proxy stores, before the bulk copies read them
-      __syncthreads();
+      mma_sync_all<Tr>();
 #if FLASHKIT_MLA_TRACE
       tr_piece_at(8);
 #endif
@@ -1354,6 +1586,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) mla_split_kernel(const __grid
   if (tid < kMlaBlockM) prims::bulk_wait_group<0>();  // the O copies are done before the CTA exits
 #endif
   q_drain();  // no copy into shared memory outlives the CTA
+  if constexpr (Tr::kFp8) {
+    // Every block this CTA loaded was waited for (and so converted): the converters may go.
+    if (tid == 0) prims::mbarrier_arrive(prims::smem_addr(smem + Tr::kSmemLand) + 8 * 8);
+  }
 #if FLASHKIT_MLA_TRACE
   if (tid == 0 && tr_cta_id < kTraceMaxCtas) g_mla_cta[tr_cta_id * 2 + 1] = mla_gtime();
 #endif
