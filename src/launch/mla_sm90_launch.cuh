@@ -164,8 +164,6 @@ extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 1>>(const M
                                                                          cudaStream_t);
 extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 2>>(const MlaParams&, const DeviceInfo&,
                                                                          cudaStream_t);
-extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 3>>(const MlaParams&, const DeviceInfo&,
-                                                                         cudaStream_t);
 
 }  // namespace mla_sm90
 
@@ -193,11 +191,8 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
       // (H200, 2026-11-28, mla.md "FP8 cache on the Hopper kernel"); FLASHKIT_MLA_FP8_NARROW=1 (read
       // once) runs those for A/B.
       static const bool narrow = dispatch::env_flag("FLASHKIT_MLA_FP8_NARROW");
-      // FLASHKIT_MLA_FP8_PER_CHUNK=1 (read once): one raw-bytes barrier per chunk (Traits kFp8_ = 3).
-      static const bool per_chunk = dispatch::env_flag("FLASHKIT_MLA_FP8_PER_CHUNK");
-      if (narrow) return mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream);
-      return per_chunk ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 3>>(p, dev, stream)
-                       : mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream);
+      return narrow ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream)
+                    : mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream);
     } else {
       return kMlaLaunchNotHandled;
     }

@@ -166,11 +166,9 @@ struct Traits {
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
   static constexpr bool kFp8 = kFp8_ != 0;
-  static constexpr bool kFp8Wide = kFp8_ >= 2;
-  // kFp8_ = 3: as 2, with one raw-bytes barrier per chunk (a chunk is converted as soon as its own
-  // bytes have landed) instead of one per half.
-  static constexpr bool kFp8PerChunk = kFp8_ == 3;
-  static constexpr int kLandPer = kFp8PerChunk ? 4 : 1;
+  static constexpr bool kFp8Wide = kFp8_ == 2;
+  // (One raw-bytes barrier per chunk instead of one per half, so that a chunk is converted as soon as
+  // its own bytes have landed, measured 4-8 % slower: mla.md "FP8 cache on the Hopper kernel".)
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
   static_assert(!kFp8 || (kWholeBox && std::is_same<T_, __nv_bfloat16>::value),
                 "the FP8 cache: whole-block boxes and bf16 q (its RoPE part is bf16)");
@@ -203,8 +201,8 @@ struct Traits {
   // kFp8: mbarriers [buffer][half][converter warp of the half] for the raw bytes' arrival, then
   // one the MMA warpgroups arrive on when they are done (the converters then exit).
   static constexpr int kSmemLand = kSmemZero + 16;
-  static constexpr int kNumLandBars = kFp8 ? 2 * 2 * 2 * kLandPer + 1 : 0;
-  static constexpr int kLandDone = 2 * 2 * 2 * kLandPer;  // index of the done barrier
+  static constexpr int kNumLandBars = kFp8 ? 2 * 2 * 2 + 1 : 0;
+  static constexpr int kLandDone = 2 * 2 * 2;  // index of the done barrier
   static constexpr int kSmemBytes = kSmemLand + 8 * kNumLandBars + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block");
   // Epilogue staging of O in the K buffers (free then): rows padded by 16 bytes so the
@@ -262,8 +260,8 @@ struct Piece {
   __device__ __forceinline__ uint32_t bar_k(int buf, int c) const {
     return prims::smem_addr(smem + Tr::kSmemBar) + 8 * (buf * Tr::kChunks + c);
   }
-  __device__ __forceinline__ uint32_t bar_land(int buf, int h, int k, int cc = 0) const {
-    return prims::smem_addr(smem + Tr::kSmemLand) + 8 * (((buf * 2 + h) * 2 + k) * Tr::kLandPer + cc);
+  __device__ __forceinline__ uint32_t bar_land(int buf, int h, int k) const {
+    return prims::smem_addr(smem + Tr::kSmemLand) + 8 * ((buf * 2 + h) * 2 + k);
   }
   __device__ __forceinline__ T* buf_ptr(int buf) const {
     return reinterpret_cast<T*>(smem + (buf == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
@@ -368,19 +366,11 @@ struct Piece {
       for (int k = 0; k < 2; ++k) {
         const uint32_t lb = prims::opaque(bar_land(buf, h, k));
         const int s_k = slot0 + 32 * k;
-        if constexpr (Tr::kFp8PerChunk) {
-          prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(2 * 2048)));  // chunk 0 + scales
-#pragma unroll
-          for (int cc = 1; cc < 4; ++cc)
-            prims::mbarrier_arrive_expect_tx_if(lt == 0, prims::opaque(bar_land(buf, h, k, cc)), 2048u);
-        } else {
-          prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
-        }
+        prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
 #pragma unroll
         for (int cc = 0; cc < 4; ++cc) {
           prims::tma_load_4d_if(lt == 0, prims::opaque(dst + Tr::land_fp8(4 * h + cc, k)), &p.kv_tmap_run,
-                                prims::opaque((4 * h + cc) * 64), s_k, kvh, page0,
-                                Tr::kFp8PerChunk && cc > 0 ? prims::opaque(bar_land(buf, h, k, cc)) : lb, policy);
+                                prims::opaque((4 * h + cc) * 64), s_k, kvh, page0, lb, policy);
         }
         prims::tma_load_4d_if(lt == 0, prims::opaque(dst + Tr::land_scales(h, k)), &p.kv_tmap_run,
                               prims::opaque(kMlaFp8ScaleOffset), s_k, kvh, page0, lb, policy);
@@ -1023,8 +1013,8 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
   // (24 registers: scalars only, no run-time-indexed arrays, addresses built from one base)
   const int lane = ct & 31, w = ct >> 5, h = w >> 1, k = w & 1;
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
-  // this warp's raw-bytes barrier(s) of buffer 0 (+ 32 kLandPer: buffer 1; + 8 cc: chunk cc's)
-  const uint32_t land = prims::smem_addr(smem + Tr::kSmemLand) + 8 * (2 * h + k) * Tr::kLandPer;
+  // this warp's raw-bytes barrier of buffer 0 (+ 32: buffer 1's)
+  const uint32_t land = prims::smem_addr(smem + Tr::kSmemLand) + 8 * (2 * h + k);
   const uint32_t done_bar = prims::smem_addr(smem + Tr::kSmemLand) + 8 * Tr::kLandDone;
   const uint32_t k0 = prims::smem_addr(smem + Tr::kSmemK0);
   uint32_t ph0 = 0u, ph1 = 0u;
@@ -1034,7 +1024,7 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
       if (lane == 0) {
         if (prims::mbarrier_test_wait(land, ph0)) {
           v = 0;
-        } else if (prims::mbarrier_test_wait(land + 32 * Tr::kLandPer, ph1)) {
+        } else if (prims::mbarrier_test_wait(land + 32, ph1)) {
           v = 1;
         } else if (prims::mbarrier_test_wait(done_bar, 0)) {
           v = 2;
@@ -1046,8 +1036,7 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
     }
     if (v == 2) return;
     const int buf = v;
-    const uint32_t lbuf = land + 32 * Tr::kLandPer * buf, phb = buf == 0 ? ph0 : ph1;
-    prims::mbarrier_wait(lbuf, phb);  // every lane's own acquire (complete)
+    prims::mbarrier_wait(land + 32 * buf, buf == 0 ? ph0 : ph1);  // every lane's own acquire (complete)
     if (buf == 0) {
       ph0 ^= 1u;
     } else {
@@ -1072,9 +1061,6 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
 #pragma unroll 1
       for (int cc = 0; cc < 4; ++cc) {
         const int c = 4 * h + cc, u = lane & 1;
-        if constexpr (Tr::kFp8PerChunk) {
-          if (cc > 0) prims::mbarrier_wait(lbuf + 8 * cc, phb);
-        }
         uint32_t wd[2][8];
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
