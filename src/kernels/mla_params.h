@@ -122,6 +122,9 @@ struct MlaParams {
   // per-pair page lookups divide by neither at run time.
   prims::FastDiv page_div;
   int tma_boxes;
+  // Development only (FLASHKIT_MLA_FP8_ABLATE, read once by the launcher; timing, results wrong):
+  // 1 = the FP8 kernel's converters arrive on the chunk barriers without converting.
+  int fp8_ablate;
 };
 
 }  // namespace flashkit

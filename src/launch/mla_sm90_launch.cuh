@@ -182,6 +182,8 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
       if (no_tma || p.page_size % kMlaBlockN != 0 || !mla_sm90::make_fp8_tensor_maps(p)) return kMlaLaunchNotHandled;
       p.tma_box_rows = kMlaBlockN;
       p.tma_boxes = 1;
+      static const int ablate = dispatch::env_int("FLASHKIT_MLA_FP8_ABLATE", 0);  // development only
+      p.fp8_ablate = ablate;
       p.page_div = prims::FastDiv::make(p.page_size);
       mla_sm90::make_q_tensor_map<T>(p);
       mla_sm90::make_o_tensor_map<T>(p);
