@@ -187,9 +187,12 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
     // RoPE part is bf16, its chunk lands by TMA as it is); anything else is left to the portable
     // kernel (the dispatcher's fallback).
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      // The chunk-pair converters (Traits kFp8_ = 3) by default: 6-12 % less time than the 40-register
+      // per-token-half ones (kFp8_ = 2), which took 14-16 % off the 24-register ones (kFp8_ = 1); H200,
+      // 2026-11-28, mla.md "FP8 cache on the Hopper kernel". For A/B (read once):
+      // FLASHKIT_MLA_FP8_PAIRS=0 runs kFp8_ = 2, FLASHKIT_MLA_FP8_NARROW=1 kFp8_ = 1.
       static const bool narrow = dispatch::env_flag("FLASHKIT_MLA_FP8_NARROW");
-      // FLASHKIT_MLA_FP8_PAIRS=1 (read once): the chunk-pair converters (Traits kFp8_ = 3), for A/B.
-      static const bool pairs = !narrow && dispatch::env_flag("FLASHKIT_MLA_FP8_PAIRS");
+      static const bool pairs = !narrow && !dispatch::env_off("FLASHKIT_MLA_FP8_PAIRS");
       if (no_tma || p.page_size % kMlaBlockN != 0 || !mla_sm90::make_fp8_tensor_maps(p, pairs)) {
         return kMlaLaunchNotHandled;
       }
@@ -200,9 +203,6 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
       p.page_div = prims::FastDiv::make(p.page_size);
       mla_sm90::make_q_tensor_map<T>(p);
       mla_sm90::make_o_tensor_map<T>(p);
-      // The 40-register converters (Traits kFp8_ = 2): 14-16 % less time than the 24-register ones
-      // (H200, 2026-11-28, mla.md "FP8 cache on the Hopper kernel"); FLASHKIT_MLA_FP8_NARROW=1 (read
-      // once) runs those for A/B.
       if (pairs) return mla_sm90::launch<mla_sm90::Traits<T, true, true, 3>>(p, dev, stream);
       return narrow ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream)
                     : mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream);
