@@ -166,7 +166,11 @@ struct Traits {
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
   static constexpr bool kFp8 = kFp8_ != 0;
-  static constexpr bool kFp8Wide = kFp8_ == 2;
+  static constexpr bool kFp8Wide = kFp8_ >= 2;
+  // kFp8_ = 3 (chunk pairs): converter warp (h, k) takes chunks 4h + 2k and 4h + 2k + 1 of all 64 tokens;
+  // their e4m3 bytes land as one 128-byte x 64-token box in the second chunk's place, the scales as a
+  // 16-byte x 64-token box in the first's (4 copies per half instead of 10).
+  static constexpr bool kFp8Pairs = kFp8_ == 3;
   // (One raw-bytes barrier per chunk instead of one per half, so that a chunk is converted as soon as
   // its own bytes have landed, measured 4-8 % slower: mla.md "FP8 cache on the Hopper kernel".)
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
@@ -221,7 +225,7 @@ struct Traits {
   // written.
   static constexpr int land_fp8(int c, int k) { return c * kChunkBytes + 4096 * k + 2048; }
   static constexpr int land_scales(int h, int k) { return 4 * h * kChunkBytes + 4096 * k; }
-  static constexpr int kLandBytes = 5 * 2048;  // per (half, warp): 4 chunks + the scales
+  static constexpr int kLandBytes = kFp8Pairs ? 8192 + 1024 : 5 * 2048;  // per (half, warp)
 };
 
 // Loads inside the block loop (the ablation bit 1 drops them).
@@ -365,6 +369,15 @@ struct Piece {
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const uint32_t lb = prims::opaque(bar_land(buf, h, k));
+        if constexpr (Tr::kFp8Pairs) {
+          const int cp = 4 * h + 2 * k;  // the warp's first chunk
+          prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
+          prims::tma_load_4d_if(lt == 0, prims::opaque(dst + (cp + 1) * Tr::kChunkBytes), &p.kv_tmap_run,
+                                prims::opaque(cp * 64), slot0, kvh, page0, lb, policy);
+          prims::tma_load_4d_if(lt == 0, prims::opaque(dst + cp * Tr::kChunkBytes), &p.kv_tmap_scales,
+                                prims::opaque(kMlaFp8ScaleOffset), slot0, kvh, page0, lb, policy);
+          continue;
+        }
         const int s_k = slot0 + 32 * k;
         prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
 #pragma unroll
@@ -1045,7 +1058,70 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
     const uint32_t kb = k0 + buf * Tr::Tile::kBytes;
     if (ablate == 1) {  // (timing only: the tile keeps the raw bytes)
 #pragma unroll 1
-      for (int cc = 0; cc < 4; ++cc) prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + 4 * h + cc));
+      for (int cc = 0; cc < 4; ++cc) {
+        if (!Tr::kFp8Pairs || cc / 2 == k) prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + 4 * h + cc));
+      }
+      continue;
+    }
+    if constexpr (Tr::kFp8Pairs) {
+      // Chunks cp (out of place: its bytes lie in cp + 1's rows) and cp + 1 (in place: row t of the tile
+      // is token t's raw row, read whole by its own lane first). Lane: tokens lane and lane + 32.
+      const int cp = 4 * h + 2 * k;
+      const uint32_t raw = kb + (cp + 1) * Tr::kChunkBytes;
+      float s2[2];  // the group scale of the two tokens (scales box in chunk cp's rows 0-7)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        asm volatile("ld.shared.f32 %0, [%1];\n"
+                     : "=f"(s2[i])
+                     : "r"(kb + cp * Tr::kChunkBytes + 16 * (lane + 32 * i) + 4 * (2 * h + k))
+                     : "memory");
+      }
+      __syncwarp();  // every scale read before chunk cp's rows 0-7 are written
+#pragma unroll 1
+      for (int cc = 0; cc < 2; ++cc) {
+        const int c = cp + cc;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int t = lane + 32 * i;
+          const uint32_t src = prims::opaque(raw + 128 * t + 64 * cc);
+          // The 4 pieces of 16 bytes in the order lane % 4, lane % 4 + 1, ... (consecutive lanes read rows
+          // 128 bytes apart: 2-way instead of 8-way bank conflicts); all read before any is written.
+          uint32_t wd[4][4];
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(wd[jj][0]), "=r"(wd[jj][1]), "=r"(wd[jj][2]), "=r"(wd[jj][3])
+                         : "r"(src + 16 * ((jj + lane) & 3))
+                         : "memory");
+          }
+          const float s = s2[i];
+          const uint32_t dst = prims::opaque(kb + c * Tr::kChunkBytes + t * 128);
+          const uint32_t x = uint32_t(t & 7);
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const uint32_t q = uint32_t((jj + lane) & 3);  // columns 16q .. 16q + 15: units 2q, 2q + 1
+#pragma unroll
+            for (int v = 0; v < 2; ++v) {
+              uint32_t out[4];
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                uint32_t hw[2];
+                prims::e4m3x4_to_f16x2x2(wd[jj][2 * v + e], hw[0], hw[1]);
+#pragma unroll
+                for (int g = 0; g < 2; ++g) {
+                  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
+                  out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
+                }
+              }
+              asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((2 * q + v) ^ x) << 4)),
+                           "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                           : "memory");
+            }
+          }
+        }
+        prims::fence_proxy_async_smem();
+        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));  // (32 arrivals: this warp's lanes)
+      }
       continue;
     }
     float sc0, sc1;  // token 32k + lane's two group scales (read before any row is written)
@@ -1191,7 +1267,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const _
     // kFp8: the NoPE chunks get one arrival from each lane of the two converter warps of their half.
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
       prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
-                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? 64
+                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? (Tr::kFp8Pairs ? 32 : 64)
                            : Tr::kTma                                 ? 1
                                                                       : (i % Tr::kChunks == 0 ? 129 : 128));
     // kFp8: the raw bytes' barriers (one expect-tx arrival each) and the done barrier.
@@ -1202,6 +1278,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const _
   if constexpr (Tr::kTma) {
     if (tid == 0) prims::tma_prefetch_desc(&p.kv_tmap);
     if (tid == 0 && Tr::kFp8) prims::tma_prefetch_desc(&p.kv_tmap_run);
+    if (tid == 0 && Tr::kFp8Pairs) prims::tma_prefetch_desc(&p.kv_tmap_scales);
     if (tid == 0 && q_tma) prims::tma_prefetch_desc(&p.q_tmap);
   }
   __syncthreads();
