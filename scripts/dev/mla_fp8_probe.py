@@ -1,6 +1,6 @@
 """Times one MLA decode shape over the bf16 cache and over FlashMLA's FP8 cache (CUDA events, 20 calls
 after 5; b 128, causal, fixed lengths, page 64, shuffled block table). The FP8 kernel follows the
-environment (FLASHKIT_MLA_FP8_PORTABLE, FLASHKIT_MLA_FP8_NARROW, FLASHKIT_MLA_FP8_ABLATE).
+environment (FLASHKIT_MLA_FP8_PORTABLE, FLASHKIT_MLA_FP8_ABLATE).
 usage: python3 mla_fp8_probe.py ["h_q s_q mean;..."] [--fp8-only]"""
 import sys
 

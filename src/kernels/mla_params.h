@@ -104,8 +104,8 @@ struct MlaParams {
   // FLASHKIT_MLA_PAGE_RUNS=16 makes it for page 16 only, for A/B runs).
   int tma_run_pages;
   MlaTmaDesc kv_tmap_run;
-  // FP8 cache, chunk-pair converters (sm90_kernel.cuh Traits kFp8_ = 3) only: boxes of the 16 scale bytes
-  // of 64 tokens.
+  // FP8 cache (sm90_kernel.cuh Traits kFp8_): boxes of the 16 scale bytes of 64 tokens (kv_tmap: the
+  // RoPE chunk, kv_tmap_run: two e4m3 chunks).
   MlaTmaDesc kv_tmap_scales;
   // Hopper kernel with TMA K loads only (set by its launcher): TMA map of q as 4-D (576 columns,
   // h_q heads, s_q tokens, B) with boxes of 64 columns x q_tma_heads heads x 64 / q_tma_heads

@@ -89,24 +89,21 @@ int make_kv_tensor_map(MlaParams& p) {
 // FlashMLA's FP8 cache ([num_pages, page_size, h_kv, 656] bytes: 512 e4m3, 4 fp32 scales, 64 bf16
 // RoPE values per token) for the kFp8 kernel (pages of multiples of 64 tokens): kv_tmap gives the
 // RoPE chunk (128 bytes from byte 528 x 64 tokens, 128-byte swizzle: it lands as a bf16 chunk),
-// kv_tmap_run the raw bytes (64 bytes x 32 tokens, unswizzled: one e4m3 chunk, or from byte 512
-// the scales, of half a block). False when a map cannot describe the cache.
-// pairs (Traits kFp8_ = 3): raw boxes of 128 bytes x 64 tokens (two chunks) and kv_tmap_scales (16 bytes x
-// 64 tokens from byte 512).
-inline bool make_fp8_tensor_maps(MlaParams& p, bool pairs) {
+// kv_tmap_run the raw bytes of two e4m3 chunks (128 bytes x 64 tokens, unswizzled), kv_tmap_scales the
+// scales (16 bytes from byte 512 x 64 tokens). False when a map cannot describe the cache.
+inline bool make_fp8_tensor_maps(MlaParams& p) {
   const int64_t dims[4] = {kMlaFp8TokenBytes, p.page_size, p.h_kv, p.num_pages};
   const CUtensorMapL2promotion promo = mla_kv_l2_promotion(p.rows_per_kv, kMlaBlockN);
   const cuuint32_t rope_box[4] = {128, kMlaBlockN, 1, 1};
-  const cuuint32_t raw_box[4] = {pairs ? 128u : 64u, pairs ? cuuint32_t(kMlaBlockN) : kMlaBlockN / 2, 1, 1};
+  const cuuint32_t raw_box[4] = {128, kMlaBlockN, 1, 1};
   const cuuint32_t scale_box[4] = {16, kMlaBlockN, 1, 1};
   p.tma_run_pages = 0;
   return launch_util::make_tma_map_u8_4d(&p.kv_tmap, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
                                          p.kv_page_stride, rope_box, CU_TENSOR_MAP_SWIZZLE_128B, promo) &&
          launch_util::make_tma_map_u8_4d(&p.kv_tmap_run, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
                                          p.kv_page_stride, raw_box, CU_TENSOR_MAP_SWIZZLE_NONE, promo) &&
-         (!pairs || launch_util::make_tma_map_u8_4d(&p.kv_tmap_scales, p.kv, dims, p.kv_slot_stride,
-                                                    p.kv_head_stride, p.kv_page_stride, scale_box,
-                                                    CU_TENSOR_MAP_SWIZZLE_NONE, promo));
+         launch_util::make_tma_map_u8_4d(&p.kv_tmap_scales, p.kv, dims, p.kv_slot_stride, p.kv_head_stride,
+                                         p.kv_page_stride, scale_box, CU_TENSOR_MAP_SWIZZLE_NONE, promo);
 }
 
 // Q and out by TMA (MlaParams::q_tmap / o_tmap): a box of 64 columns x bh heads x 64 / bh tokens is
@@ -166,12 +163,8 @@ extern template cudaError_t launch<Traits<__nv_bfloat16, true, true>>(const MlaP
                                                                       cudaStream_t);
 extern template cudaError_t launch<Traits<__half, true, true>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
 // The FP8-cache kernel (bf16 q): inst/mla_sm90_bf16_fp8.cu.
-extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 1>>(const MlaParams&, const DeviceInfo&,
-                                                                         cudaStream_t);
-extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 2>>(const MlaParams&, const DeviceInfo&,
-                                                                         cudaStream_t);
-extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, 3>>(const MlaParams&, const DeviceInfo&,
-                                                                         cudaStream_t);
+extern template cudaError_t launch<Traits<__nv_bfloat16, true, true, true>>(const MlaParams&, const DeviceInfo&,
+                                                                            cudaStream_t);
 
 }  // namespace mla_sm90
 
@@ -187,13 +180,7 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
     // RoPE part is bf16, its chunk lands by TMA as it is); anything else is left to the portable
     // kernel (the dispatcher's fallback).
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-      // The chunk-pair converters (Traits kFp8_ = 3) by default: 6-12 % less time than the 40-register
-      // per-token-half ones (kFp8_ = 2), which took 14-16 % off the 24-register ones (kFp8_ = 1); H200,
-      // 2026-11-28, mla.md "FP8 cache on the Hopper kernel". For A/B (read once):
-      // FLASHKIT_MLA_FP8_PAIRS=0 runs kFp8_ = 2, FLASHKIT_MLA_FP8_NARROW=1 kFp8_ = 1.
-      static const bool narrow = dispatch::env_flag("FLASHKIT_MLA_FP8_NARROW");
-      static const bool pairs = !narrow && !dispatch::env_off("FLASHKIT_MLA_FP8_PAIRS");
-      if (no_tma || p.page_size % kMlaBlockN != 0 || !mla_sm90::make_fp8_tensor_maps(p, pairs)) {
+      if (no_tma || p.page_size % kMlaBlockN != 0 || !mla_sm90::make_fp8_tensor_maps(p)) {
         return kMlaLaunchNotHandled;
       }
       p.tma_box_rows = kMlaBlockN;
@@ -203,9 +190,7 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
       p.page_div = prims::FastDiv::make(p.page_size);
       mla_sm90::make_q_tensor_map<T>(p);
       mla_sm90::make_o_tensor_map<T>(p);
-      if (pairs) return mla_sm90::launch<mla_sm90::Traits<T, true, true, 3>>(p, dev, stream);
-      return narrow ? mla_sm90::launch<mla_sm90::Traits<T, true, true, 1>>(p, dev, stream)
-                    : mla_sm90::launch<mla_sm90::Traits<T, true, true, 2>>(p, dev, stream);
+      return mla_sm90::launch<mla_sm90::Traits<T, true, true, true>>(p, dev, stream);
     } else {
       return kMlaLaunchNotHandled;
     }
@@ -265,8 +250,8 @@ int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, u
   template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true>>(                  \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
-#define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T, MODE)                                                            \
-  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true, MODE>>(            \
+#define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T)                                                                  \
+  template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true, true>>(            \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90(TAG)                                                  \

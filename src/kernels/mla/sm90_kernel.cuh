@@ -154,25 +154,17 @@ __device__ __forceinline__ unsigned long long mla_gtime() {
 // resolved by lane 0; the other load paths (one box per page, runs of pages) are compiled
 // out, so the block loop's code holds only what runs (mla.md "One box per chunk at compile time").
 // kFp8 (whole boxes, bf16 q): the cache is FlashMLA's FP8 layout (MlaParams::kv_fp8). The raw e4m3
-// bytes and scales of a block land by TMA in the half of the K buffer they will be dequantized
-// into, and a third warpgroup (the converters, fp8_convert_loop) turns them into the bf16 tile in
-// place; the RoPE chunk (bf16 in the cache) lands by TMA as before. Everything after the chunk
-// barriers is the bf16 kernel.
-// kFp8_: 0 = 16-bit cache; 1 = FP8 with 24-register converters (two passes of 16 tokens per chunk);
-// 2 = FP8 with 40-register converters (a chunk's 32 tokens at once) and 232-register MMA warpgroups.
-template <typename T_, bool kTma_, bool kWholeBox_ = false, int kFp8_ = 0>
+// bytes and scales of a block land by TMA in the K buffer chunks they will be dequantized into, and
+// a third warpgroup (the converters, fp8_convert_loop) turns them into the bf16 tile in place; the
+// RoPE chunk (bf16 in the cache) lands by TMA as before. Everything after the chunk barriers is the
+// bf16 kernel. (Earlier layouts, measured slower, are in mla.md "FP8 cache on the Hopper kernel":
+// per-token-half converters, 24- or 40-register, and one raw-bytes barrier per chunk.)
+template <typename T_, bool kTma_, bool kWholeBox_ = false, bool kFp8_ = false>
 struct Traits {
   using T = T_;
   static constexpr bool kTma = kTma_;
   static constexpr bool kWholeBox = kWholeBox_;
-  static constexpr bool kFp8 = kFp8_ != 0;
-  static constexpr bool kFp8Wide = kFp8_ >= 2;
-  // kFp8_ = 3 (chunk pairs): converter warp (h, k) takes chunks 4h + 2k and 4h + 2k + 1 of all 64 tokens;
-  // their e4m3 bytes land as one 128-byte x 64-token box in the second chunk's place, the scales as a
-  // 16-byte x 64-token box in the first's (4 copies per half instead of 10).
-  static constexpr bool kFp8Pairs = kFp8_ == 3;
-  // (One raw-bytes barrier per chunk instead of one per half, so that a chunk is converted as soon as
-  // its own bytes have landed, measured 4-8 % slower: mla.md "FP8 cache on the Hopper kernel".)
+  static constexpr bool kFp8 = kFp8_;
   static_assert(kTma || !kWholeBox, "whole-block boxes are TMA copies");
   static_assert(!kFp8 || (kWholeBox && std::is_same<T_, __nv_bfloat16>::value),
                 "the FP8 cache: whole-block boxes and bf16 q (its RoPE part is bf16)");
@@ -180,8 +172,8 @@ struct Traits {
   static constexpr int kThreads = 256;  // the two MMA warpgroups (named barriers count these)
   static constexpr int kBlockThreads = kFp8 ? 384 : 256;  // + the converters' warpgroup
   // setmaxnreg split with the converters (launched at 65536 / 384 = 168 per thread):
-  // 256 x 240 + 128 x 24 = 64512, or 256 x 232 + 128 x 40 (kFp8Wide).
-  static constexpr int kMmaRegs = kFp8Wide ? 232 : 240, kConvRegs = kFp8Wide ? 40 : 24;
+  // 256 x 232 + 128 x 40 = 64512 (240 / 24 starved the converters: 14-16 % slower).
+  static constexpr int kMmaRegs = 232, kConvRegs = 40;
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
   using Tile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDim>;  // Q and each K buffer
@@ -215,17 +207,11 @@ struct Traits {
   static constexpr int kORowBytesPart = kMlaHeadDimV * 4 + 32;              // fp32 partials
   static_assert(kMlaBlockM * kORowBytesPart <= 2 * Tile::kBytes && kSmemK1 == kSmemK0 + Tile::kBytes,
                 "O staging fits the two K buffers");
-  // kFp8 landing places, bytes into a K buffer. Half h of a block (NoPE chunks 4h .. 4h + 3) is
-  // dequantized by converter warps (h, k), k = 0 / 1 for tokens 32k .. 32k + 31, each in its own
-  // rows: rows 32k .. 32k + 31 of every chunk of the half, i.e. bytes [c * 8192 + 4096 k, + 4096)
-  // of chunk c (the 128-byte swizzle permutes 16-byte units within a row). Chunk c's e4m3 bytes of
-  // those tokens (32 x 64 bytes) land in the second half of that range, where only the warp's own
-  // rows 16 .. 31 are written, after it has read them; each token's 64 bytes from byte 512 (its 4
-  // scales, then RoPE values) land in the first half of chunk 4h's range, read before chunk 4h is
-  // written.
-  static constexpr int land_fp8(int c, int k) { return c * kChunkBytes + 4096 * k + 2048; }
-  static constexpr int land_scales(int h, int k) { return 4 * h * kChunkBytes + 4096 * k; }
-  static constexpr int kLandBytes = kFp8Pairs ? 8192 + 1024 : 5 * 2048;  // per (half, warp)
+  // kFp8 landing places. Converter warp (h, k) dequantizes NoPE chunks cp = 4h + 2k and cp + 1 of
+  // all 64 tokens: their e4m3 bytes (128 contiguous bytes per token) land as one 128-byte x 64-token
+  // box in chunk cp + 1's place, the tokens' 16 scale bytes as a 16-byte x 64-token box in chunk cp's
+  // rows 0-7 (fp8_convert_loop reads them before it writes chunk cp).
+  static constexpr int kLandBytes = 8192 + 1024;  // per (buffer, half, warp)
 };
 
 // Loads inside the block loop (the ablation bit 1 drops them).
@@ -351,7 +337,8 @@ struct Piece {
     const uint32_t dst = prims::opaque(prims::smem_addr(buf_ptr(buf)));
     if constexpr (Tr::kFp8) {
       // The raw bytes of this warpgroup's half (e4m3 chunks c0 .. c0 + 3 and the scales) for the
-      // converters (Traits::land_fp8), and the RoPE chunk (bf16 in the cache) by TMA into its place.
+      // converters (Traits "kFp8 landing places"), and the RoPE chunk (bf16 in the cache) by TMA into
+      // its place.
       // Byte coordinates in the uint8 maps (launcher: make_fp8_tensor_maps).
       static_assert((c0 == 0 && c1 == 4) || (c0 == 4 && c1 == 9), "halves of a block");
       constexpr int h = c0 == 0 ? 0 : 1;
@@ -369,24 +356,12 @@ struct Piece {
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const uint32_t lb = prims::opaque(bar_land(buf, h, k));
-        if constexpr (Tr::kFp8Pairs) {
-          const int cp = 4 * h + 2 * k;  // the warp's first chunk
-          prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
-          prims::tma_load_4d_if(lt == 0, prims::opaque(dst + (cp + 1) * Tr::kChunkBytes), &p.kv_tmap_run,
-                                prims::opaque(cp * 64), slot0, kvh, page0, lb, policy);
-          prims::tma_load_4d_if(lt == 0, prims::opaque(dst + cp * Tr::kChunkBytes), &p.kv_tmap_scales,
-                                prims::opaque(kMlaFp8ScaleOffset), slot0, kvh, page0, lb, policy);
-          continue;
-        }
-        const int s_k = slot0 + 32 * k;
+        const int cp = 4 * h + 2 * k;  // the warp's first chunk
         prims::mbarrier_arrive_expect_tx_if(lt == 0, lb, prims::opaque(uint32_t(Tr::kLandBytes)));
-#pragma unroll
-        for (int cc = 0; cc < 4; ++cc) {
-          prims::tma_load_4d_if(lt == 0, prims::opaque(dst + Tr::land_fp8(4 * h + cc, k)), &p.kv_tmap_run,
-                                prims::opaque((4 * h + cc) * 64), s_k, kvh, page0, lb, policy);
-        }
-        prims::tma_load_4d_if(lt == 0, prims::opaque(dst + Tr::land_scales(h, k)), &p.kv_tmap_run,
-                              prims::opaque(kMlaFp8ScaleOffset), s_k, kvh, page0, lb, policy);
+        prims::tma_load_4d_if(lt == 0, prims::opaque(dst + (cp + 1) * Tr::kChunkBytes), &p.kv_tmap_run,
+                              prims::opaque(cp * 64), slot0, kvh, page0, lb, policy);
+        prims::tma_load_4d_if(lt == 0, prims::opaque(dst + cp * Tr::kChunkBytes), &p.kv_tmap_scales,
+                              prims::opaque(kMlaFp8ScaleOffset), slot0, kvh, page0, lb, policy);
       }
     } else if constexpr (Tr::kTma) {
       // Predicated, not branched: no thread-divergent branch among the in-flight wgmmas.
@@ -1013,17 +988,16 @@ __device__ __forceinline__ void wg1_pair(Piece<Tr>& pc, const Descs& d, int blk,
 }
 
 // kFp8: the converters' warpgroup (threads 256 .. 383; `ct` = thread index in it). Warp (h, k) =
-// (ct / 64, ct / 32 % 2) dequantizes half h (NoPE chunks 4h .. 4h + 3) of every block for tokens
-// 32k .. 32k + 31, one token per lane, in place (Traits::land_fp8): it waits for the raw bytes of
-// either K buffer (whichever lands: the MMA warpgroups' request order per buffer is fixed, across
-// buffers it is not), then per chunk reads its token's 64 e4m3 bytes, multiplies them by the
-// group's scale in fp32 and rounds to bf16 (the portable kernel's and the reference's arithmetic:
-// bit-identical), writes its 128-byte row of the swizzled tile and arrives on the chunk's barrier
-// (64 arrivals per chunk: every lane of the half's two warps). Exits when the MMA warpgroups are done.
+// (ct / 64, ct / 32 % 2) dequantizes NoPE chunks cp = 4h + 2k and cp + 1 of every block, in place
+// (Traits "kFp8 landing places"): it waits for the raw bytes of either K buffer (whichever lands: the
+// MMA warpgroups' request order per buffer is fixed, across buffers it is not), multiplies the e4m3
+// values by their group's scale in fp32 and rounds to bf16 (the portable kernel's and the reference's
+// arithmetic: bit-identical), writes the rows of the swizzled tile and arrives on each chunk's barrier
+// (32 arrivals per chunk: every lane). Exits when the MMA warpgroups are done.
 template <class Tr>
 __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, int ablate) {
   using T = typename Tr::T;
-  // (24 registers: scalars only, no run-time-indexed arrays, addresses built from one base)
+  // (40 registers: no run-time-indexed arrays; store addresses rebuilt per row, not hoisted and spilled)
   const int lane = ct & 31, w = ct >> 5, h = w >> 1, k = w & 1;
   const uint32_t bars = prims::smem_addr(smem + Tr::kSmemBar);
   // this warp's raw-bytes barrier of buffer 0 (+ 32: buffer 1's)
@@ -1059,171 +1033,67 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
     if (ablate == 1) {  // (timing only: the tile keeps the raw bytes)
 #pragma unroll 1
       for (int cc = 0; cc < 4; ++cc) {
-        if (!Tr::kFp8Pairs || cc / 2 == k) prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + 4 * h + cc));
+        if (cc / 2 == k) prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + 4 * h + cc));
       }
       continue;
     }
-    if constexpr (Tr::kFp8Pairs) {
-      // Chunks cp (out of place: its bytes lie in cp + 1's rows) and cp + 1 (in place: row t of the tile
-      // is token t's raw row, read whole by its own lane first). Lane: tokens lane and lane + 32.
-      const int cp = 4 * h + 2 * k;
-      const uint32_t raw = kb + (cp + 1) * Tr::kChunkBytes;
-      float s2[2];  // the group scale of the two tokens (scales box in chunk cp's rows 0-7)
+    // Chunks cp (out of place: its bytes lie in cp + 1's rows) and cp + 1 (in place: row t of the tile
+    // is token t's raw row, read whole by its own lane first). Lane: tokens lane and lane + 32.
+    const int cp = 4 * h + 2 * k;
+    const uint32_t raw = kb + (cp + 1) * Tr::kChunkBytes;
+    float s2[2];  // the group scale of the two tokens (scales box in chunk cp's rows 0-7)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      asm volatile("ld.shared.f32 %0, [%1];\n"
+                   : "=f"(s2[i])
+                   : "r"(kb + cp * Tr::kChunkBytes + 16 * (lane + 32 * i) + 4 * (2 * h + k))
+                   : "memory");
+    }
+    __syncwarp();  // every scale read before chunk cp's rows 0-7 are written
+#pragma unroll 1
+    for (int cc = 0; cc < 2; ++cc) {
+      const int c = cp + cc;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        asm volatile("ld.shared.f32 %0, [%1];\n"
-                     : "=f"(s2[i])
-                     : "r"(kb + cp * Tr::kChunkBytes + 16 * (lane + 32 * i) + 4 * (2 * h + k))
-                     : "memory");
-      }
-      __syncwarp();  // every scale read before chunk cp's rows 0-7 are written
-#pragma unroll 1
-      for (int cc = 0; cc < 2; ++cc) {
-        const int c = cp + cc;
+        const int t = lane + 32 * i;
+        const uint32_t src = prims::opaque(raw + 128 * t + 64 * cc);
+        // The 4 pieces of 16 bytes in the order lane % 4, lane % 4 + 1, ... (consecutive lanes read rows
+        // 128 bytes apart: 2-way instead of 8-way bank conflicts); all read before any is written.
+        uint32_t wd[4][4];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int t = lane + 32 * i;
-          const uint32_t src = prims::opaque(raw + 128 * t + 64 * cc);
-          // The 4 pieces of 16 bytes in the order lane % 4, lane % 4 + 1, ... (consecutive lanes read rows
-          // 128 bytes apart: 2-way instead of 8-way bank conflicts); all read before any is written.
-          uint32_t wd[4][4];
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(wd[jj][0]), "=r"(wd[jj][1]), "=r"(wd[jj][2]), "=r"(wd[jj][3])
-                         : "r"(src + 16 * ((jj + lane) & 3))
-                         : "memory");
-          }
-          const float s = s2[i];
-          const uint32_t dst = prims::opaque(kb + c * Tr::kChunkBytes + t * 128);
-          const uint32_t x = uint32_t(t & 7);
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const uint32_t q = uint32_t((jj + lane) & 3);  // columns 16q .. 16q + 15: units 2q, 2q + 1
-#pragma unroll
-            for (int v = 0; v < 2; ++v) {
-              uint32_t out[4];
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                uint32_t hw[2];
-                prims::e4m3x4_to_f16x2x2(wd[jj][2 * v + e], hw[0], hw[1]);
-#pragma unroll
-                for (int g = 0; g < 2; ++g) {
-                  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
-                  out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
-                }
-              }
-              asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((2 * q + v) ^ x) << 4)),
-                           "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
-                           : "memory");
-            }
-          }
-        }
-        prims::fence_proxy_async_smem();
-        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));  // (32 arrivals: this warp's lanes)
-      }
-      continue;
-    }
-    float sc0, sc1;  // token 32k + lane's two group scales (read before any row is written)
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
-                 : "=f"(sc0), "=f"(sc1)
-                 : "r"(kb + Tr::land_scales(h, k) + 64 * lane + 8 * h)
-                 : "memory");
-    // Per chunk two passes of 16 tokens, two lanes per token (lane % 2 = which 32 of its 64 bytes).
-    // Pass 0's rows (0 .. 15 of the warp's) lie below the raw bytes; pass 1's rows 24 .. 31 overwrite
-    // raw bytes of pass 1's own tokens, so every lane reads its 32 bytes before any lane writes.
-    if constexpr (Tr::kFp8Wide) {
-      // The whole chunk per iteration: both passes' 32 bytes read first (16 registers), then written.
-#pragma unroll 1
-      for (int cc = 0; cc < 4; ++cc) {
-        const int c = 4 * h + cc, u = lane & 1;
-        uint32_t wd[2][8];
-#pragma unroll
-        for (int pass = 0; pass < 2; ++pass) {
-          const int tl = 16 * pass + (lane >> 1);
-          const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
+        for (int jj = 0; jj < 4; ++jj) {
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(wd[pass][0]), "=r"(wd[pass][1]), "=r"(wd[pass][2]), "=r"(wd[pass][3])
-                       : "r"(src)
-                       : "memory");
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(wd[pass][4]), "=r"(wd[pass][5]), "=r"(wd[pass][6]), "=r"(wd[pass][7])
-                       : "r"(src + 16)
+                       : "=r"(wd[jj][0]), "=r"(wd[jj][1]), "=r"(wd[jj][2]), "=r"(wd[jj][3])
+                       : "r"(src + 16 * ((jj + lane) & 3))
                        : "memory");
         }
-        __syncwarp();
+        const float s = s2[i];
+        const uint32_t dst = prims::opaque(kb + c * Tr::kChunkBytes + t * 128);
+        const uint32_t x = uint32_t(t & 7);
 #pragma unroll
-        for (int pass = 0; pass < 2; ++pass) {
-          const int tl = 16 * pass + (lane >> 1), row = 32 * k + tl;
-          const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);
-          // (opaque: hoisted out of the loop, the 8 store addresses were spilled and reloaded)
-          const uint32_t dst = prims::opaque(kb + c * Tr::kChunkBytes + row * 128);
-          const uint32_t x = prims::opaque(uint32_t(row & 7));
+        for (int jj = 0; jj < 4; ++jj) {
+          const uint32_t q = uint32_t((jj + lane) & 3);  // columns 16q .. 16q + 15: units 2q, 2q + 1
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
+          for (int v = 0; v < 2; ++v) {
             uint32_t out[4];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               uint32_t hw[2];
-              prims::e4m3x4_to_f16x2x2(wd[pass][2 * q + e], hw[0], hw[1]);
+              prims::e4m3x4_to_f16x2x2(wd[jj][2 * v + e], hw[0], hw[1]);
 #pragma unroll
               for (int g = 0; g < 2; ++g) {
                 const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
                 out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
               }
             }
-            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((2 * q + v) ^ x) << 4)),
                          "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
                          : "memory");
           }
         }
-        prims::fence_proxy_async_smem();
-        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
       }
-    } else {
-#pragma unroll 1
-    for (int it = 0; it < 8; ++it) {
-      const int cc = it >> 1, pass = it & 1, c = 4 * h + cc;
-      const int tl = 16 * pass + (lane >> 1), u = lane & 1, row = 32 * k + tl;
-      const uint32_t src = kb + Tr::land_fp8(c, k) + 64 * tl + 32 * u;
-      uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
-                   : "r"(src)
-                   : "memory");
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
-                   : "r"(src + 16)
-                   : "memory");
-      __syncwarp();
-      const float s = __shfl_sync(0xffffffffu, cc < 2 ? sc0 : sc1, tl);  // lane tl read token tl's
-      // Row `row` of chunk c, 16-byte unit 4u + q at position (4u + q) ^ (row % 8) (128-byte swizzle).
-      const uint32_t dst = kb + c * Tr::kChunkBytes + row * 128;
-      const uint32_t x = uint32_t(row & 7);
-      const uint32_t words[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // 8 values: columns 32u + 8q .. + 7 of the chunk
-        uint32_t out[4];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          uint32_t hw[2];
-          prims::e4m3x4_to_f16x2x2(words[2 * q + e], hw[0], hw[1]);
-#pragma unroll
-          for (int g = 0; g < 2; ++g) {
-            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
-            out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
-          }
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((4u * u + q) ^ x) << 4)),
-                     "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
-                     : "memory");
-      }
-      if (pass == 1) {
-        prims::fence_proxy_async_smem();  // the generic stores, before the wgmmas read them
-        // every lane releases its own stores (the barrier counts the 64 lanes of the half)
-        prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));
-      }
-    }
+      prims::fence_proxy_async_smem();
+      prims::mbarrier_arrive(bars + 8 * (buf * Tr::kChunks + c));  // (32 arrivals: this warp's lanes)
     }
   }
 }
@@ -1267,7 +1137,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const _
     // kFp8: the NoPE chunks get one arrival from each lane of the two converter warps of their half.
     for (int i = 0; i < 2 * Tr::kChunks; ++i)
       prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i,
-                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? (Tr::kFp8Pairs ? 32 : 64)
+                           Tr::kFp8 && i % Tr::kChunks < Tr::kVChunks ? 32
                            : Tr::kTma                                 ? 1
                                                                       : (i % Tr::kChunks == 0 ? 129 : 128));
     // kFp8: the raw bytes' barriers (one expect-tx arrival each) and the done barrier.
@@ -1278,7 +1148,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_split_kernel(const _
   if constexpr (Tr::kTma) {
     if (tid == 0) prims::tma_prefetch_desc(&p.kv_tmap);
     if (tid == 0 && Tr::kFp8) prims::tma_prefetch_desc(&p.kv_tmap_run);
-    if (tid == 0 && Tr::kFp8Pairs) prims::tma_prefetch_desc(&p.kv_tmap_scales);
+    if (tid == 0 && Tr::kFp8) prims::tma_prefetch_desc(&p.kv_tmap_scales);
     if (tid == 0 && q_tma) prims::tma_prefetch_desc(&p.q_tmap);
   }
   __syncthreads();

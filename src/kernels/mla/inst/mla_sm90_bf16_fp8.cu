@@ -3,6 +3,4 @@
 #define FLASHKIT_MLA_TRACE_TU_FP8  // its own trace readers (development builds only)
 #include "launch/mla_sm90_launch.cuh"
 
-FLASHKIT_INSTANTIATE_MLA_SM90_FP8(__nv_bfloat16, 1)
-FLASHKIT_INSTANTIATE_MLA_SM90_FP8(__nv_bfloat16, 2)
-FLASHKIT_INSTANTIATE_MLA_SM90_FP8(__nv_bfloat16, 3)
+FLASHKIT_INSTANTIATE_MLA_SM90_FP8(__nv_bfloat16)
