@@ -42,19 +42,19 @@ const MlaVariant* find(DType dtype) {
   return nullptr;
 }
 
-bool portable_forced() {
-  const char* e = std::getenv("FLASHKIT_MLA_PORTABLE");  // per call: tests flip it
+// Whether `name` is set to something other than "" or "0" (read per call: tests flip these).
+bool env_set(const char* name) {
+  const char* e = std::getenv(name);
   return e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0;
 }
+
+bool portable_forced() { return env_set("FLASHKIT_MLA_PORTABLE"); }
 
 // The FP8 cache: the Hopper kernel for bf16 q (whose launcher hands calls it has no kernel for,
 // pages that are not multiples of 64 tokens, back: launch_mla_split_for), the portable one otherwise.
 // FLASHKIT_MLA_FP8_PORTABLE=1 (per call) keeps FP8 on the portable kernel (comparisons, tests).
 bool use_sm90(const MlaVariant& v, const DeviceInfo& dev, bool fp8_cache) {
-  if (fp8_cache) {
-    const char* e = std::getenv("FLASHKIT_MLA_FP8_PORTABLE");
-    if (v.dtype != DType::kBFloat16 || (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0)) return false;
-  }
+  if (fp8_cache && (v.dtype != DType::kBFloat16 || env_set("FLASHKIT_MLA_FP8_PORTABLE"))) return false;
   return v.sm90 != nullptr && dev.cc_major == 9 && dev.cc_minor == 0 && !portable_forced();
 }
 

@@ -34,8 +34,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Encodes a 4-D map of a tensor that passed tma_layout_ok (dims, byte strides st) with the
-// 128-byte swizzle and no OOB fill; false when there is no encoder or it refuses.
+// Encodes a 4-D map of a tensor that passed tma_layout_ok (dims, byte strides st) with `swizzle`
+// (the 128-byte swizzle unless given) and no OOB fill; false when there is no encoder or it refuses.
 inline bool encode_tma_map_4d(TmaDesc* out, CUtensorMapDataType type, const void* base, const int64_t (&dims)[4],
                               const int64_t (&st)[3], const cuuint32_t (&box)[4], CUtensorMapL2promotion promotion,
                               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
