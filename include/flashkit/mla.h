@@ -69,8 +69,10 @@ Status mla_decode(const MlaDecodeArgs& args, cudaStream_t stream);
 
 // The split kernel mla_decode runs for `dtype` (q's) on the current device: "sm90" (Hopper,
 // where compiled, on compute capability 9.0), "sm80" (the portable kernel; always with
-// FLASHKIT_MLA_PORTABLE=1 in the environment, read on every call, and for the FP8 cache),
-// or "" when the dtype is not compiled or there is no usable device.
+// FLASHKIT_MLA_PORTABLE=1 in the environment, read on every call), or "" when the dtype is not
+// compiled or there is no usable device. The FP8 cache: "sm90" for bf16 q on Hopper (its pages of
+// multiples of 64 tokens run the Hopper kernel, other page sizes the portable one), else "sm80"
+// (also with FLASHKIT_MLA_FP8_PORTABLE=1, read on every call).
 const char* mla_split_kernel_family(DType dtype, bool fp8_kv_cache = false);
 
 }  // namespace flashkit

@@ -30,7 +30,9 @@ split kernel (read on every call).
 FP8 cache (FlashMLA's layout, ``is_fp8_kvcache=True``): ``k_cache [num_pages, page_size,
 h_kv, 656]`` uint8 / float8_e4m3fn, per token 512 e4m3 NoPE values, 4 fp32 scales (one per
 128 values) and 64 bf16 RoPE values; :func:`quantize_kv_cache_fp8` writes it,
-:func:`dequantize_kv_cache_fp8` reads it back.
+:func:`dequantize_kv_cache_fp8` reads it back. On Hopper with bf16 q and pages of multiples of 64
+tokens the Hopper kernel reads it (dequantized in shared memory by a third warpgroup); otherwise the
+portable kernel does (``FLASHKIT_MLA_FP8_PORTABLE=1`` forces that, read on every call).
 """
 
 from __future__ import annotations
