@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "prims/numeric.cuh"  // pack2
+
 namespace flashkit::prims {
 
 // The four e4m3 bytes of `w` as two fp16 pairs: bytes 0-1 -> lo, bytes 2-3 -> hi (byte 0
@@ -26,6 +28,19 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t w, uint32_t& lo, uint
   lo = *reinterpret_cast<const uint32_t*>(&a);
   hi = *reinterpret_cast<const uint32_t*>(&b);
 #endif
+}
+
+// The four e4m3 bytes of `w` times `scale` as four T values, packed in pairs (bytes 0-1 -> lo, 2-3 ->
+// hi): exact to fp16, the multiply in fp32, one rounding to T, as the reference dequantizes (the MLA
+// kernels' FP8 cache, portable and Hopper).
+template <typename T>
+__device__ __forceinline__ void e4m3x4_scaled(uint32_t w, float scale, uint32_t& lo, uint32_t& hi) {
+  uint32_t hw[2];
+  e4m3x4_to_f16x2x2(w, hw[0], hw[1]);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&hw[0]));
+  lo = pack2<T>(a.x * scale, a.y * scale);
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hw[1]));
+  hi = pack2<T>(b.x * scale, b.y * scale);
 }
 
 }  // namespace flashkit::prims

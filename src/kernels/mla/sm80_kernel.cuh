@@ -58,15 +58,7 @@ __device__ __forceinline__ void dequant_fp8x16(T* dst, const uint4 raw, float sc
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t out[8];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    uint32_t hw[2];
-    prims::e4m3x4_to_f16x2x2(w[k], hw[0], hw[1]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[h]));
-      out[2 * k + h] = prims::pack2<T>(f.x * scale, f.y * scale);
-    }
-  }
+  for (int k = 0; k < 4; ++k) prims::e4m3x4_scaled<T>(w[k], scale, out[2 * k], out[2 * k + 1]);
   *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
   *reinterpret_cast<uint4*>(dst + 8) = make_uint4(out[4], out[5], out[6], out[7]);
 }

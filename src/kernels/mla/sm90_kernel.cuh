@@ -1077,15 +1077,7 @@ __device__ __forceinline__ void fp8_convert_loop(unsigned char* smem, int ct, in
           for (int v = 0; v < 2; ++v) {
             uint32_t out[4];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              uint32_t hw[2];
-              prims::e4m3x4_to_f16x2x2(wd[jj][2 * v + e], hw[0], hw[1]);
-#pragma unroll
-              for (int g = 0; g < 2; ++g) {
-                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hw[g]));
-                out[2 * e + g] = prims::pack2<T>(f.x * s, f.y * s);
-              }
-            }
+            for (int e = 0; e < 2; ++e) prims::e4m3x4_scaled<T>(wd[jj][2 * v + e], s, out[2 * e], out[2 * e + 1]);
             asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + (((2 * q + v) ^ x) << 4)),
                          "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
                          : "memory");
