@@ -7,6 +7,7 @@ import sys
 import torch
 
 import flashkit.mla as mla
+from mla_profile import call_us  # (scripts/dev/, this script's folder, is on sys.path)
 
 
 def one(hq, sq, mean, fp8_only, b=128, page=64):
@@ -23,16 +24,7 @@ def one(hq, sq, mean, fp8_only, b=128, page=64):
         if fp8_only and not fp8:
             continue
         f = lambda: mla.flash_mla_with_kvcache(q, cache, bt, lens, 512, meta, splits, causal=True, is_fp8_kvcache=fp8)
-        for _ in range(5):
-            f()
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(20):
-            f()
-        e1.record()
-        torch.cuda.synchronize()
-        out.append(f"{name} {e0.elapsed_time(e1) / 20 * 1e3:.1f} us")
+        out.append(f"{name} {call_us(f):.1f} us")
     print(f"hq={hq} sq={sq} mean={mean}: " + ", ".join(out), flush=True)
 
 

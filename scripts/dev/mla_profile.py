@@ -9,6 +9,21 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 
+def call_us(f, n=20, warmup=5):
+    """Mean time of n back-to-back calls of f after `warmup`, by CUDA events, in us (also used by
+    mla_fp8_probe.py)."""
+    for _ in range(warmup):
+        f()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(n):
+        f()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) / n * 1e3
+
+
 def one(mod, name, hq, sq, mean, b=128, page=64):
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = torch.full((b,), mean, dtype=torch.int32, device="cuda")
@@ -18,16 +33,7 @@ def one(mod, name, hq, sq, mean, b=128, page=64):
     q = torch.randn(b, sq, hq, 576, dtype=torch.bfloat16, device="cuda", generator=g)
     meta, splits = mod.get_mla_metadata(lens, sq * hq, 1)
     f = lambda: mod.flash_mla_with_kvcache(q, kv, bt, lens, 512, meta, splits, causal=True)
-    for _ in range(5):
-        f()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(20):
-        f()
-    e1.record()
-    torch.cuda.synchronize()
-    ms = e0.elapsed_time(e1) / 20
+    ms = call_us(f) / 1e3
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(20):
             f()
