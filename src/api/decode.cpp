@@ -293,6 +293,20 @@ int combine_prewait_on() {
   return off ? 0 : 1;
 }
 
+// DecodeParams::self_plan for a one-call decode (plan launched just before the split kernel):
+// on Hopper, calls of at most kSelfPlanMaxBatch sequences let each split CTA compute its item
+// instead of waiting for the plan kernel (kernels/decode/self_plan.cuh; docs/kernels/decode.md
+// "Self-planned split CTAs"). FLASHKIT_DECODE_SELF_PLAN=0 turns it off, =verify (tests) has every
+// self-planned CTA compare its item with the plan kernel's (kDecodeErrPlan where they differ);
+// read per call, so that the tests and A/B runs can compare the forms in one process.
+int self_plan_for(bool plan_first, int cc_major, int64_t batch) {
+  if (!plan_first || cc_major < 9 || batch > kSelfPlanMaxBatch) return 0;
+  const char* e = std::getenv("FLASHKIT_DECODE_SELF_PLAN");
+  if (e == nullptr) return 1;
+  if (std::string(e) == "verify") return 2;
+  return e[0] == '0' ? 0 : 1;
+}
+
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
@@ -608,6 +622,7 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   }
   DeviceInfo dev;
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
+  p.self_plan = self_plan_for(plan_first, dev.cc_major, m.B);
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, m.quant, p, dev, stream)),
                                  "decode split launch"));
   if (L.max_combines > 0) {

@@ -59,6 +59,10 @@ constexpr int kTraceCombineCtas = 2048;
 constexpr int64_t kTraceWords = int64_t(kTraceSplitCtas) * 8 + int64_t(kTraceCombineCtas) * 8;
 #endif
 
+// Calls of at most this many sequences may be self-planned (DecodeParams::self_plan): one warp
+// of a split CTA computes the whole plan (kernels/decode/self_plan.cuh).
+constexpr int kSelfPlanMaxBatch = 32;
+
 constexpr int kFusedMergeFloats = 7168;  // 28 KB: fits the smallest ring (8-bit D 128, 2 stages: 32 KB)
 constexpr int kFusedMergeRows = 128;     // n * R <= kFusedMergeFloats / 64 = 112
 // max_splits: DecodeParams::fused_max_splits (4 unless FLASHKIT_DECODE_FUSED_MAX_SPLITS; api/decode.cpp).
@@ -129,6 +133,7 @@ struct DecodeParams {
   int combine_prewait;   // 1: the combine reads the plan's header / its first entry before griddepcontrol.wait
   int split_cap;         // 1: short balanced calls of many rows cap their splits (plan_math.h split_cap)
   int fused_max_splits;  // sequences of more splits go to the combine kernel (api/decode.cpp: 4)
+  int self_plan;         // 1: split CTAs compute their item from seqlens_k (decode/self_plan.cuh; sm_90, one-call form)
   int max_items, max_combines, max_partials;
 
   DecodeWorkspace ws;

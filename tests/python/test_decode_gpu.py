@@ -233,6 +233,94 @@ def test_one_call_and_lse_optional():
     check(q, k, v, bt, sl, out, lse)
 
 
+# Self-planned split CTAs (kernels/decode/self_plan.cuh: Hopper, one-call form, B <= 32): each split
+# CTA computes its item from seqlens_k instead of waiting for the plan kernel. The items must be the
+# plan kernel's exactly: outputs bitwise equal to FLASHKIT_DECODE_SELF_PLAN=0, and with =verify
+# every self-planned CTA compares its item and the item count with the plan kernel's (error bit on
+# a difference). Cases: one tile, many splits (combine kernel), 2-4 splits (fused merge), empty
+# sequences, the split cap (s_q 4), many head-row groups, a full warp of sequences (32) and one more
+# (33: not self-planned), D 64 / 256, a fixed split size, the 8-bit caches.
+_LENS32 = [(i * 977 + 13) % 3100 for i in range(32)]
+SELF_PLAN_CASES = [
+    ([1], 1, (8, 2), 128, 0, None),
+    ([0, 0], 1, (8, 2), 128, 0, None),
+    ([65], 1, (32, 8), 128, 0, None),
+    ([300], 1, (32, 8), 128, 0, None),
+    ([20000], 1, (32, 8), 128, 0, None),
+    ([5000, 12000, 3, 800], 2, (16, 4), 128, 0, None),
+    ([4096], 4, (32, 8), 128, 0, None),
+    ([4096, 1000], 4, (64, 2), 128, 0, None),
+    (_LENS32, 1, (32, 8), 128, 0, None),
+    (_LENS32 + [2222], 1, (8, 2), 128, 0, None),
+    ([3000, 1, 0, 700], 1, (16, 4), 64, 0, None),
+    ([3000, 2500], 1, (8, 1), 256, 0, None),
+    ([5000, 100, 2049], 1, (16, 4), 128, 256, None),
+    ([9000, 0, 300], 1, (32, 8), 128, 0, "fp8"),
+    ([9000, 77], 2, (32, 8), 128, 0, "int8"),
+]
+
+
+@pytest.mark.parametrize("lens,s_q,heads,d,split,kind", SELF_PLAN_CASES)
+def test_self_planned_split_ctas_match_the_plan(monkeypatch, lens, s_q, heads, d, split, kind):
+    h_q, h_kv = heads
+    q, k, v, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, h_kv=h_kv, d=d, seed=("self-plan", len(lens), s_q, d, kind))
+    extra = {}
+    if kind is not None:
+        k, v, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+        extra = dict(k_scale=ks, v_scale=vs)
+    if split:
+        extra.update(split_size=split, max_seqlen_k=bt.shape[1] * k.shape[1])
+
+    def one_call(mode):
+        if mode is None:
+            monkeypatch.delenv("FLASHKIT_DECODE_SELF_PLAN", raising=False)
+        else:
+            monkeypatch.setenv("FLASHKIT_DECODE_SELF_PLAN", mode)
+        flashkit.device_errors(clear=True)
+        out, lse = flashkit.decode(q, k, v, bt, sl, return_lse=True, **extra)
+        torch.cuda.synchronize()
+        assert flashkit.device_errors(clear=True) == 0, mode
+        return out, lse
+
+    out, lse = one_call(None)
+    for mode in ("0", "verify"):
+        o, l = one_call(mode)
+        assert torch.equal(o, out) and torch.equal(l, lse), mode
+    if kind is None:
+        check(q, k, v, bt, sl, out, lse)
+    else:
+        kf = torch.nan_to_num(dequantized(k, extra["k_scale"]))
+        vf = torch.nan_to_num(dequantized(v, extra["v_scale"]))
+        ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+        res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+        assert res.ok, res.message
+
+
+def test_self_planned_one_call_in_cuda_graph_with_new_lengths(monkeypatch):
+    # The one-call form captured once and replayed with new lengths: the self-planned CTAs read
+    # seqlens_k at replay time (verify mode: their items are the plan kernel's at every replay).
+    monkeypatch.setenv("FLASHKIT_DECODE_SELF_PLAN", "verify")
+    B, h_q, h_kv = 3, 32, 8
+    q, k, v, bt, sl = make_case([6000, 6000, 6000], h_q=h_q, h_kv=h_kv, seed=("self-plan-graph",))
+    sl_buf = sl.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        flashkit.decode(q, k, v, bt, sl_buf, return_lse=True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = flashkit.decode(q, k, v, bt, sl_buf, return_lse=True)
+    flashkit.device_errors(clear=True)
+    for lens in ([6000, 1, 0], [3, 5999, 700], [0, 0, 64], [6000, 6000, 6000]):
+        sl_buf.copy_(torch.tensor(lens, dtype=torch.int32))
+        poison_(out), poison_(lse)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert flashkit.device_errors(clear=True) == 0, lens
+        check(q, k, v, bt, sl_buf, out, lse)
+
+
 def test_cuda_graph_replay_with_new_lengths_and_tables():
     B, h_q, h_kv, d, page = 4, 16, 4, 128, 16
     q, k, v, bt, sl = make_case([4000, 4000, 4000, 4000], h_q=h_q, h_kv=h_kv, d=d, page=page, seed=10)

@@ -22,6 +22,7 @@
 
 #include "kernels/attention_common/online_softmax.cuh"
 #include "kernels/decode/lse_merge.cuh"
+#include "kernels/decode/self_plan.cuh"
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
@@ -181,31 +182,58 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #ifdef FLASHKIT_DECODE_TRACE
   const unsigned long long trace_t0 = prims::globaltimer();
 #endif
+  DecodeItem item;
+  int num_items;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (FLASHKIT_DECODE_PREWAIT_PREFETCH != 0) {
-    if (p.batch <= FLASHKIT_DECODE_PREWAIT_MAX_BATCH) prewait_prefetch<Tr>(p);
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
-  if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) != 0) asm volatile("griddepcontrol.launch_dependents;");
+  // Self-planned (self_plan.cuh): the item from seqlens_k, no wait before the K/V stream.
+  const bool self_planned = p.self_plan != 0;
+  if (self_planned) {
+    num_items = self_plan_item(p, int(blockIdx.x), item);
+    if (p.self_plan == 2) {  // verify (tests): the plan kernel's item and count must be the same
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      const DecodeItem w = p.ws.items[blockIdx.x];
+      const int planned = p.ws.header[kHdrNumItems];
+      const bool same = planned == num_items &&
+                        (int(blockIdx.x) >= num_items ||
+                         (w.batch == item.batch && w.hr == item.hr && w.t_begin == item.t_begin && w.t_end == item.t_end &&
+                          w.partial == item.partial && w.split == item.split && w.len == item.len && w.merge_n == item.merge_n));
+      if (!same && threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
+    }
+    if (int(blockIdx.x) >= num_items) {
+      asm volatile("griddepcontrol.wait;" ::: "memory");  // the split grid never completes before the plan
+      return;
+    }
+  } else
+#else
+  constexpr bool self_planned = false;
 #endif
-  // Header and item are independent loads: both in flight before either is used.
-  const int num_items = p.ws.header[kHdrNumItems];
-  const int hdr_batch = p.ws.header[kHdrBatch];
-  const int hdr_hr = p.ws.header[kHdrHrCount];
-  const int hdr_target = p.ws.header[kHdrTargetCtas];
-  const DecodeItem item = p.ws.items[blockIdx.x];
-  if (int(blockIdx.x) >= num_items) return;
+  {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (FLASHKIT_DECODE_PREWAIT_PREFETCH != 0) {
+      if (p.batch <= FLASHKIT_DECODE_PREWAIT_MAX_BATCH) prewait_prefetch<Tr>(p);
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");  // the plan (if launched just before) is done
+    if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) != 0) asm volatile("griddepcontrol.launch_dependents;");
+#endif
+    // Header and item are independent loads: both in flight before either is used.
+    num_items = p.ws.header[kHdrNumItems];
+    const int hdr_batch = p.ws.header[kHdrBatch];
+    const int hdr_hr = p.ws.header[kHdrHrCount];
+    const int hdr_target = p.ws.header[kHdrTargetCtas];
+    item = p.ws.items[blockIdx.x];
+    if (int(blockIdx.x) >= num_items) return;
+    // A workspace that was not planned for these dims is a caller error: never index with it.
+    if (hdr_batch != p.batch || hdr_hr != p.hr_count || hdr_target != p.target_ctas || item.batch < 0 ||
+        item.batch >= p.batch || item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
+      if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
+      return;
+    }
+  }
 #ifdef FLASHKIT_DECODE_TRACE
   FLASHKIT_DTRACE(0, trace_t0);
   FLASHKIT_DTRACE(1, prims::globaltimer());
   FLASHKIT_DTRACE(7, blockIdx.x + 1ull);
 #endif
-  // A workspace that was not planned for these dims is a caller error: never index with it.
-  if (hdr_batch != p.batch || hdr_hr != p.hr_count || hdr_target != p.target_ctas || item.batch < 0 || item.batch >= p.batch ||
-      item.hr < 0 || item.hr >= p.hr_count || item.partial >= p.max_partials) {
-    if (threadIdx.x == 0) atomicOr(p.errors, uint32_t(kDecodeErrPlan));
-    return;
-  }
 
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
@@ -615,7 +643,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 
   // --- merge the 4 warps' partial softmax states (fixed order: deterministic) ---
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr ((FLASHKIT_DECODE_EARLY_TRIGGER & 2) == 0) asm volatile("griddepcontrol.launch_dependents;");  // the combine may get resident
+  // Self-planned CTAs wait for the plan here, before their first global write (and before the
+  // trigger, which the combine's reads before its own wait rely on).
+  if (self_planned) asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (self_planned || (FLASHKIT_DECODE_EARLY_TRIGGER & 2) == 0) asm volatile("griddepcontrol.launch_dependents;");  // the combine may get resident
+#else
+  (void)self_planned;
 #endif
   prims::cp_async_wait<0>();
   __syncthreads();  // every load landed and every warp is done: the rings are free
