@@ -91,7 +91,9 @@ Status validate_decode(const DecodeArgs& args);
 Status decode_plan(const DecodePlanArgs& args, cudaStream_t stream);
 // Split + combine with a workspace planned for the same sizes and lengths.
 Status decode_run(const DecodeArgs& args, cudaStream_t stream);
-// Convenience: plan + run (args.workspace must be large enough).
+// Convenience: plan + run (args.workspace must be large enough). On Hopper, with at most 32
+// sequences, the split CTAs compute their own items while the plan kernel runs, so this form costs
+// ~1.5-3.5 us over decode_run instead of ~5-7 (FLASHKIT_DECODE_SELF_PLAN=0 turns that off).
 Status decode(const DecodeArgs& args, cudaStream_t stream);
 
 // Append: writes k_new [B, s_new, H_kv, D] and v_new [B, s_new, H_kv, D_v] into the slots

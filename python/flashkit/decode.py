@@ -2,7 +2,7 @@
 
 ::
 
-    # one call (plans on the GPU, then runs):
+    # one call (plans on the GPU, then runs; on Hopper with B <= 32 within ~1.5-3.5 us of a run):
     out = flashkit.decode(q, k_cache, v_cache, block_table, seqlens_k)
 
     # plan once per decode step, run for every layer; both CUDA-graph capturable:
