@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "api/attention_internal.h"  // FLASHKIT_EXPORT
@@ -303,7 +304,7 @@ int self_plan_for(bool plan_first, int cc_major, int64_t batch) {
   if (!plan_first || cc_major < 9 || batch > kSelfPlanMaxBatch) return 0;
   const char* e = std::getenv("FLASHKIT_DECODE_SELF_PLAN");
   if (e == nullptr) return 1;
-  if (std::string(e) == "verify") return 2;
+  if (std::strcmp(e, "verify") == 0) return 2;
   return e[0] == '0' ? 0 : 1;
 }
 

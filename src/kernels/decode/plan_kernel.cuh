@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "kernels/decode/plan_math.h"
-#include "kernels/decode/split_kernel.cuh"  // clamped_len
+#include "kernels/decode/split_kernel.cuh"  // clamped_len, make_item (self_plan.cuh)
 #include "kernels/decode_params.h"
 
 namespace flashkit::decode {
@@ -147,15 +147,8 @@ __global__ void __launch_bounds__(kPlanThreads) decode_plan_kernel(const DecodeP
         int n;
         int64_t chunk_b;
         decode_math::splits_of(len, chunk, p.split_size > 0, cap, &n, &chunk_b);
-        DecodeItem it;
-        it.batch = b;
-        it.hr = h;
-        it.t_begin = int(min(len, int64_t(split) * chunk_b));
-        it.t_end = int(min(len, int64_t(split + 1) * chunk_b));
-        it.partial = fp >= 0 ? (fp + split) * hr + h : -1;
-        it.split = split;
-        it.len = int(len);
-        it.merge_n = fused_merge(n, rows_max, p.head_dim_v, p.fused_max_splits) ? n : 0;
+        const DecodeItem it = make_item(b, h, split, int(len), n, chunk_b, fp, hr,
+                                        fused_merge(n, rows_max, p.head_dim_v, p.fused_max_splits));
         p.ws.items[i] = it;
       }
     }

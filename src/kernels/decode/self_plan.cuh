@@ -26,6 +26,23 @@
 
 namespace flashkit::decode {
 
+// Split `split` of head row `h` of sequence b (length len, n splits of chunk_b tokens, partial slots
+// from first_partial where n > 1; merged by its last split CTA where fused). The plan kernel and the
+// self-planned CTAs build their items here, so that both are the same bit for bit.
+__device__ __forceinline__ DecodeItem make_item(int b, int h, int split, int len, int n, int64_t chunk_b,
+                                                int first_partial, int hr, bool fused) {
+  DecodeItem it;
+  it.batch = b;
+  it.hr = h;
+  it.t_begin = int(min(int64_t(len), int64_t(split) * chunk_b));
+  it.t_end = int(min(int64_t(len), int64_t(split + 1) * chunk_b));
+  it.partial = n > 1 ? (first_partial + split) * hr + h : -1;
+  it.split = split;
+  it.len = len;
+  it.merge_n = fused ? n : 0;
+  return it;
+}
+
 // Item `cta` of the plan decode_plan_kernel writes for this call, computed by the calling warp
 // (all 32 lanes, converged). Returns the plan's item count (0 where the plan does not fit the
 // workspace: the plan kernel flags that); `it` is set only when cta < the count.
@@ -77,15 +94,8 @@ __device__ __forceinline__ int self_plan_item(const DecodeParams& p, int cta, De
   const int64_t chunk_bb = static_cast<int64_t>(__shfl_sync(kAll, static_cast<long long>(chunk_b), b));
   const bool fused_b = __shfl_sync(kAll, fused ? 1 : 0, b) != 0;
   const int local_i = cta - base_b * hr;
-  const int split = local_i / hr, h = local_i - split * hr;
-  it.batch = b;
-  it.hr = h;
-  it.t_begin = int(min(int64_t(len_b), int64_t(split) * chunk_bb));
-  it.t_end = int(min(int64_t(len_b), int64_t(split + 1) * chunk_bb));
-  it.partial = n_b > 1 ? (first_partial + split) * hr + h : -1;
-  it.split = split;
-  it.len = len_b;
-  it.merge_n = fused_b ? n_b : 0;
+  const int split = local_i / hr;
+  it = make_item(b, local_i - split * hr, split, len_b, n_b, chunk_bb, first_partial, hr, fused_b);
   return int(num_items);
 }
 
