@@ -294,20 +294,6 @@ int combine_prewait_on() {
   return off ? 0 : 1;
 }
 
-// DecodeParams::self_plan for a one-call decode (plan launched just before the split kernel):
-// on Hopper, calls of at most kSelfPlanMaxBatch sequences let each split CTA compute its item
-// instead of waiting for the plan kernel (kernels/decode/self_plan.cuh; docs/kernels/decode.md
-// "Self-planned split CTAs"). FLASHKIT_DECODE_SELF_PLAN=0 turns it off, =verify (tests) has every
-// self-planned CTA compare its item with the plan kernel's (kDecodeErrPlan where they differ);
-// read per call, so that the tests and A/B runs can compare the forms in one process.
-int self_plan_for(bool plan_first, int cc_major, int64_t batch) {
-  if (!plan_first || cc_major < 9 || batch > kSelfPlanMaxBatch) return 0;
-  const char* e = std::getenv("FLASHKIT_DECODE_SELF_PLAN");
-  if (e == nullptr) return 1;
-  if (std::strcmp(e, "verify") == 0) return 2;
-  return e[0] == '0' ? 0 : 1;
-}
-
 // DecodeParams from validated args and a layout (workspace may be null: sizes only).
 DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   DecodeParams p{};
@@ -540,6 +526,18 @@ FLASHKIT_EXPORT Status validate_decode_plan(const DecodePlanArgs& a) {
 FLASHKIT_EXPORT Status validate_decode(const DecodeArgs& a) { return validate_decode_impl(a, false); }
 
 namespace detail {
+
+// Self-planned split CTAs (kernels/decode/self_plan.cuh; docs/kernels/decode.md "Self-planned split
+// CTAs"): only the one-call form launches the plan kernel just before the split kernel, which is what
+// makes the split CTAs' reads before their wait safe. Read per call, so that the tests and A/B runs can
+// compare the forms in one process.
+FLASHKIT_EXPORT int decode_self_plan_mode(bool plan_first, int cc_major, int64_t batch) {
+  if (!plan_first || cc_major < 9 || batch > kSelfPlanMaxBatch) return 0;
+  const char* e = std::getenv("FLASHKIT_DECODE_SELF_PLAN");
+  if (e == nullptr) return 1;
+  if (std::strcmp(e, "verify") == 0) return 2;
+  return e[0] == '0' ? 0 : 1;
+}
 FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& a, int target_ctas, DecodePlanLimits* out) {
   FK_RETURN_IF_ERROR(validate_plan_sizes(a));
   if (target_ctas < 1) return invalid("target_ctas", "expected >= 1, got " + str(target_ctas));
@@ -623,7 +621,7 @@ Status run_impl(const DecodeArgs& a, cudaStream_t stream, bool plan_first) {
   }
   DeviceInfo dev;
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(cached_device_info_status(&dev)), "device query"));
-  p.self_plan = self_plan_for(plan_first, dev.cc_major, m.B);
+  p.self_plan = detail::decode_self_plan_mode(plan_first, dev.cc_major, m.B);
   FK_RETURN_IF_ERROR(cuda_status(static_cast<cudaError_t>(launch_decode_split_for(a.q.dtype, m.quant, p, dev, stream)),
                                  "decode split launch"));
   if (L.max_combines > 0) {

@@ -27,5 +27,11 @@ struct DecodePlanLimits {
 };
 FLASHKIT_EXPORT Status decode_plan_limits(const DecodePlanArgs& args, int target_ctas, DecodePlanLimits* out);
 
+// DecodeParams::self_plan for a call (api/decode.cpp; kernels/decode/self_plan.cuh): 1 where the split
+// CTAs compute their own items (the one-call form on a device of compute capability >= 9 with at most
+// kSelfPlanMaxBatch sequences), 2 for the same with FLASHKIT_DECODE_SELF_PLAN=verify, 0 otherwise or
+// with FLASHKIT_DECODE_SELF_PLAN=0. The environment is read at every call.
+FLASHKIT_EXPORT int decode_self_plan_mode(bool plan_first, int cc_major, int64_t batch);
+
 }  // namespace detail
 }  // namespace flashkit

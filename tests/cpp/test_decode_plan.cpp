@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -340,3 +341,26 @@ TEST(DecodePlan, LimitsRefuseBadSizes) {
 }
 
 }  // namespace
+
+// Which calls self-plan (kernels/decode/self_plan.cuh): only the one-call form (the plan kernel launched
+// just before the split kernel), on compute capability >= 9, with at most kSelfPlanMaxBatch sequences;
+// FLASHKIT_DECODE_SELF_PLAN=0 turns it off and =verify asks for the checking form, read at every call.
+TEST(DecodePlan, SelfPlanMode) {
+  using flashkit::detail::decode_self_plan_mode;
+  const char* saved = std::getenv("FLASHKIT_DECODE_SELF_PLAN");
+  const std::string keep = saved != nullptr ? saved : "";
+  unsetenv("FLASHKIT_DECODE_SELF_PLAN");
+  EXPECT_EQ(decode_self_plan_mode(true, 9, 1), 1);
+  EXPECT_EQ(decode_self_plan_mode(true, 10, flashkit::kSelfPlanMaxBatch), 1);
+  EXPECT_EQ(decode_self_plan_mode(true, 9, flashkit::kSelfPlanMaxBatch + 1), 0);
+  EXPECT_EQ(decode_self_plan_mode(false, 9, 1), 0);  // decode_run: an earlier plan
+  EXPECT_EQ(decode_self_plan_mode(true, 8, 1), 0);   // no programmatic dependent launch
+  setenv("FLASHKIT_DECODE_SELF_PLAN", "0", 1);
+  EXPECT_EQ(decode_self_plan_mode(true, 9, 1), 0);
+  setenv("FLASHKIT_DECODE_SELF_PLAN", "verify", 1);
+  EXPECT_EQ(decode_self_plan_mode(true, 9, 4), 2);
+  EXPECT_EQ(decode_self_plan_mode(false, 9, 4), 0);
+  setenv("FLASHKIT_DECODE_SELF_PLAN", "1", 1);
+  EXPECT_EQ(decode_self_plan_mode(true, 9, 4), 1);
+  if (saved != nullptr) setenv("FLASHKIT_DECODE_SELF_PLAN", keep.c_str(), 1); else unsetenv("FLASHKIT_DECODE_SELF_PLAN");
+}
