@@ -85,9 +85,6 @@ __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 // being rewritten by the kernel before (the plan kernel, a block-table upload, an append); it
 // only picks prefetch addresses, each checked to lie inside the cache, so a wrong guess costs
 // bandwidth, never a result. After the wait the kernel reads all of it again, properly.
-#ifndef FLASHKIT_DECODE_RING_PREFETCH
-#define FLASHKIT_DECODE_RING_PREFETCH 0  // (the L2 prefetch in write_offsets; A/B switch)
-#endif
 #ifndef FLASHKIT_DECODE_PREWAIT_PREFETCH
 #define FLASHKIT_DECODE_PREWAIT_PREFETCH 1
 #endif
@@ -288,7 +285,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   };
   // Writes the offsets of `tile` into its ring slot; a block id out of range is never
   // dereferenced: offset -1 (zero-filled and masked) and the error bit.
-  auto write_offsets = [&](int tile, int page, bool ring_prefetch) {
+  auto write_offsets = [&](int tile, int page) {
     const int slot = tile % kOffSlots;
     const int tok = t_begin + tile * kBlockN + tid;
     const bool in_range = tile < n_tiles && tok < t_end;
@@ -305,23 +302,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
     sOffK[slot * kBlockN + tid] = ok_k;
     sOffV[slot * kBlockN + tid] = ok_v;
-    // FLASHKIT_DECODE_RING_PREFETCH (A/B switch, decode.md "The 8-bit kernels on the H200"): the
-    // token's K / V rows (and scales) of the tile after the next into L2 as soon as their offsets are
-    // known, a tile before their copies into the ring are issued: more bytes in flight per CTA
-    // without shared memory. Bit 0: the 8-bit caches, bit 1: the 16-bit ones.
-    if constexpr ((FLASHKIT_DECODE_RING_PREFETCH & (kQuant != 0 ? 1 : 2)) != 0) {
-      if (ring_prefetch && ok_k >= 0) {
-#pragma unroll
-        for (int c = 0; c < kD * int(sizeof(TC)); c += 128) {
-          prims::prefetch_l2(reinterpret_cast<const char*>(k_base + ok_k) + c);
-          prims::prefetch_l2(reinterpret_cast<const char*>(v_base + ok_v) + c);
-        }
-        if constexpr (kQuant != 0) {
-          prims::prefetch_l2(ks_base + ok_ks);
-          prims::prefetch_l2(vs_base + ok_vs);
-        }
-      }
-    }
     if constexpr (kQuant != 0) {
       sOffKs[slot * kBlockN + tid] = ok_ks;
       sOffVs[slot * kBlockN + tid] = ok_vs;
@@ -401,7 +381,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
     next_page = page_of(kStages);
 #pragma unroll
-    for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j], false);
+    for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
   }
   __syncthreads();
 #pragma unroll
@@ -477,7 +457,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #endif
     load_tile(tile + kStages - 1);
     if (tid < kBlockN) {
-      write_offsets(tile + kStages, next_page, true);
+      write_offsets(tile + kStages, next_page);
       next_page = page_of(tile + kStages + 1);
     }
 
