@@ -252,9 +252,11 @@ def test_flashinfer_library_lookup(tmp_path, monkeypatch):
 
 
 def test_impl_registry():
-    assert set(di.ALL_IMPLS) == {"flashkit", "flashinfer", "flashinfer_tc", "flashinfer_fa3",
-                                 "sdpa_cudnn", "sdpa_flash", "read_limit"}
-    assert set(di.PAGED_IMPLS) == {"flashkit", "flashinfer", "flashinfer_tc", "flashinfer_fa3"}
+    assert set(di.ALL_IMPLS) == {"flashkit", "flashkit_onecall", "flashinfer", "flashinfer_tc",
+                                 "flashinfer_fa3", "sdpa_cudnn", "sdpa_flash", "read_limit"}
+    assert set(di.DEFAULT_IMPLS) == set(di.ALL_IMPLS) - {"flashkit_onecall"}  # opt-in
+    assert set(di.PAGED_IMPLS) == {"flashkit", "flashkit_onecall", "flashinfer", "flashinfer_tc",
+                                   "flashinfer_fa3"}
     for n in di.ALL_IMPLS:
         impl = di.make_impl(n)
         assert impl.name == n and impl.paged == (n in di.PAGED_IMPLS)
@@ -275,6 +277,24 @@ def test_flashkit_impl_not_available(monkeypatch):
     assert impl.setup(di.Env()) is None and "plan inside" in impl.how
     fake.DecodePlan = object
     assert impl.setup(di.Env()) is None and "outside the timed region" in impl.how
+
+
+def test_flashkit_onecall_impl_times_the_plan(monkeypatch):
+    # flashkit_onecall calls flashkit.decode (plan kernel in the timed call) even where DecodePlan
+    # exists, and says why it cannot run without flashkit.decode.
+    fake = types.ModuleType("flashkit")
+    monkeypatch.setitem(sys.modules, "flashkit", fake)
+    impl = di.make_impl("flashkit_onecall")
+    fake.DecodePlan = object
+    assert "not available" in impl.setup(di.Env())
+    calls = []
+    fake.decode = lambda *a, **k: calls.append((a, k)) or ("out", "lse")
+    assert impl.setup(di.Env()) is None and "plan inside" in impl.how
+    pc = types.SimpleNamespace(k="k", v="v", block_table="bt", seqlens="sl")
+    d = types.SimpleNamespace(q="q", paged={16: pc})
+    fns = impl.prepare(ds.DecodeShape(1, 32, 8, 1024, 1), 16, [d])
+    assert len(fns) == 1 and fns[0]() == "out"
+    assert calls == [(("q", "k", "v", "bt", "sl"), {"causal": True})]
 
 
 def test_rotating_timer_with_fake_torch(monkeypatch):

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", choices=("decode",), default="decode", help=argparse.SUPPRESS)
     p.add_argument("--impls", nargs="+", action="extend", metavar="IMPL",
-                   help=f"any of {', '.join(decode_impls.ALL_IMPLS)} (default: all)")
+                   help=f"any of {', '.join(decode_impls.ALL_IMPLS)} (default: {', '.join(decode_impls.DEFAULT_IMPLS)})")
     p.add_argument("--batch", nargs="+", action="extend", metavar="B", help="batch sizes")
     p.add_argument("--ratios", nargs="+", action="extend", metavar="HQ/HKV",
                    help="head ratios, e.g. 32/8 64/8 32/32")

@@ -2,6 +2,8 @@
 
 - ``flashkit``        flashkit.DecodePlan (planned outside the timed region) or flashkit.decode,
                       on the paged cache (page size as given)
+- ``flashkit_onecall`` flashkit.decode (plan kernel, split, combine inside the timed call: the
+                      one-call form; opt-in, not in the default set)
 - ``flashinfer``      FlashInfer's BatchDecodeWithPagedKVCacheWrapper default kernel (CUDA
                       cores, s_q = 1 only), same paged cache
 - ``flashinfer_tc``   FlashInfer's FA2 tensor-core paged kernel: the decode wrapper with
@@ -34,15 +36,16 @@ from typing import Optional
 from . import fi_peer
 
 FLASHKIT = "flashkit"
+FLASHKIT_ONECALL = "flashkit_onecall"
 FLASHINFER = "flashinfer"
 FLASHINFER_TC = "flashinfer_tc"
 FLASHINFER_FA3 = "flashinfer_fa3"
 FLASHINFER_IMPLS = (FLASHINFER, FLASHINFER_TC, FLASHINFER_FA3)
 SDPA_BACKENDS = {"sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_flash": "FLASH_ATTENTION"}
 READ_LIMIT = "read_limit"
-ALL_IMPLS = (FLASHKIT, *FLASHINFER_IMPLS, *SDPA_BACKENDS, READ_LIMIT)
-DEFAULT_IMPLS = ALL_IMPLS
-PAGED_IMPLS = (FLASHKIT, *FLASHINFER_IMPLS)
+ALL_IMPLS = (FLASHKIT, FLASHKIT_ONECALL, *FLASHINFER_IMPLS, *SDPA_BACKENDS, READ_LIMIT)
+DEFAULT_IMPLS = (FLASHKIT, *FLASHINFER_IMPLS, *SDPA_BACKENDS, READ_LIMIT)
+PAGED_IMPLS = (FLASHKIT, FLASHKIT_ONECALL, *FLASHINFER_IMPLS)
 
 
 class Env:
@@ -129,6 +132,21 @@ class FlashKitImpl(DecodeImpl):
 
     def release(self) -> None:
         self._plan = None
+
+
+class FlashKitOneCallImpl(FlashKitImpl):
+    """flashkit.decode with its plan kernel inside the timed call (the form a caller without a
+    DecodePlan uses; on Hopper with B <= 32 its split CTAs compute their own items)."""
+
+    name = FLASHKIT_ONECALL
+
+    def setup(self, env: Env) -> Optional[str]:
+        why = super().setup(env)
+        if why is None and self._decode is None:
+            why = "flashkit.decode is not available in this build"
+        self._plan_cls = None
+        self.how = "flashkit.decode() (plan inside the timed call)"
+        return why
 
 
 class FlashInferImpl(DecodeImpl):
@@ -343,6 +361,8 @@ def triton_cdiv(a: int, b: int) -> int:
 def make_impl(name: str) -> DecodeImpl:
     if name == FLASHKIT:
         return FlashKitImpl()
+    if name == FLASHKIT_ONECALL:
+        return FlashKitOneCallImpl()
     if name in FLASHINFER_IMPLS:
         return FlashInferImpl(name)
     if name in SDPA_BACKENDS:
