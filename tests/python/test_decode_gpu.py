@@ -296,6 +296,29 @@ def test_self_planned_split_ctas_match_the_plan(monkeypatch, lens, s_q, heads, d
         assert res.ok, res.message
 
 
+def test_self_planned_out_of_range_lengths(monkeypatch):
+    # Lengths outside [0, capacity] in the one-call form: the self-planned CTAs plan with the plan
+    # kernel's lengths (only negative ones clamped there; the split kernel clamps to the table) and
+    # must agree with it (verify mode would add kDecodeErrPlan); the error bits are the plan's (8) and
+    # the junk block ids the clamped length reaches (4), the outputs bitwise those of the switch off.
+    q, k, v, bt, sl = make_case([200, 500], h_q=8, h_kv=2, page=16, seed=("self-plan-bad",), fill=0.25)
+    bad = torch.tensor([-3, 10 ** 9], dtype=torch.int32, device="cuda")
+    res = []
+    for mode in (None, "0", "verify"):
+        if mode is None:
+            monkeypatch.delenv("FLASHKIT_DECODE_SELF_PLAN", raising=False)
+        else:
+            monkeypatch.setenv("FLASHKIT_DECODE_SELF_PLAN", mode)
+        flashkit.device_errors(clear=True)
+        out, lse = flashkit.decode(q, k, v, bt, bad, causal=False, return_lse=True)
+        torch.cuda.synchronize()
+        assert flashkit.device_errors(clear=True) == 8 | 4, mode
+        res.append((out, lse))
+    for o, l in res[1:]:
+        assert torch.equal(o, res[0][0]) and torch.equal(l, res[0][1])
+    assert (res[0][0][0] == 0).all() and torch.isneginf(res[0][1][0]).all()
+
+
 def test_self_planned_one_call_in_cuda_graph_with_new_lengths(monkeypatch):
     # The one-call form captured once and replayed with new lengths: the self-planned CTAs read
     # seqlens_k at replay time (verify mode: their items are the plan kernel's at every replay).
