@@ -11,10 +11,9 @@ O=${OUT:-/tmp}/selfplan
 STEPS=${STEPS:-"build tests ab san"}
 cd /tmp
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-if has build; then
-  install_tree "$TREE"
-  step ldgsts 120 bash -c "for f in \$(find \"\$(python3 -c 'import flashkit,os;print(os.path.dirname(flashkit.__file__))')\" -name '*.so'); do bash $TREE/scripts/check_ldgsts_desc.sh \$f || exit 1; done"
-fi
+# (the 8-bit kernels' LDGSTS descriptors are checked by the CTest sass_ldgsts_descriptor on the built
+# library; the installed package's _C module carries no device code to scan)
+has build && install_tree "$TREE"
 if has tests; then
   step new_tests 200 python3 -m pytest -q -m gpu -p no:cacheprovider "$TREE/tests/python/test_decode_gpu.py" -k "self_plan"
   step decode_tests 500 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider "$TREE/tests/python/test_decode_gpu.py" \
