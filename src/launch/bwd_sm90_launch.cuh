@@ -54,8 +54,115 @@ int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
   return launch_util::launch_with_smem<Kernel>(q, grid, Tr::kThreads, Tr::kSmemBytes, stream, device);
 }
 
+// The Q and dO maps of the Hopper kernels (64-row boxes of 64 columns: the row blocks of the
+// ping-pong and the key-split kernels; past the tensor's head_dim columns the boxes arrive as zeros).
+template <typename T>
+bool make_bwd_qdo_maps(const BwdParams& p, BwdParams& q) {
+  const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
+  return launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
+                                         64) &&
+         launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
+                                         p.do_batch_stride, 64);
+}
+
+// dq_accum's TMA map for the reduce-adds (fp32, or int32 for the fixed-point dQ; dims head_dim,
+// h_q, rows, batch; varlen: total_q rows, batch 1; boxes of 32 columns x 16 rows).
+inline bool make_bwd_dq_map(const BwdParams& p, BwdParams& q, bool int32) {
+  const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
+                               p.cu_seqlens_q != nullptr ? 1 : p.batch};
+  const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
+                             int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
+  return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16, int32);
+}
+
+// D 96 (the ping-pong kernel on D 128's tiles, pp_traits.cuh) and D 192 (the key-split kernel on
+// D 256's, ks_traits.cuh): the fast mode's kernels (TMA loads and dQ reduce-adds where the maps
+// can be made, else cp.async and per-thread reds; softcaps included) and the deterministic
+// mode's fixed-point instantiation (D 96: without a softcap). What these two head dims do not
+// instantiate runs on the portable family (its own pre / post launches): deterministic calls
+// that cannot take the fixed-point path (a D 96 softcap; FLASHKIT_BWD_DET_TURNS=1), and the A/B
+// switches FLASHKIT_BWD_SM90_V1 / FLASHKIT_BWD_D256_V1 (docs/kernels/bwd.md "D 96 and 192 on the
+// Hopper kernels").
 template <typename Tag, int kD>
-int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  using T = typename ElementOf<Tag>::type;
+  static_assert(kD == 96 || kD == 192, "the padded head dims");
+  static const bool det_turns = dispatch::env_flag("FLASHKIT_BWD_DET_TURNS");
+  static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
+  static const bool no_tma = dispatch::env_flag("FLASHKIT_BWD_NO_TMA");
+  static const bool v1 = dispatch::env_flag(kD == 96 ? "FLASHKIT_BWD_SM90_V1" : "FLASHKIT_BWD_D256_V1");
+  const bool fixed = p.deterministic && !det_turns && !v1 && (kD == 192 || p.softcap <= 0.f) &&
+                     p.dq_exp != nullptr && p.dq_kvbound != nullptr;
+  BwdParams base = p;
+  if (fixed) base.dq_fixed = make_bwd_qdo_maps<T>(p, base) && make_bwd_dq_map(p, base, true);
+  if (v1 || (p.deterministic && !base.dq_fixed)) return launch_bwd_sm80<Tag, kD>(p, dev, stream);
+  return launch_util::launch_bwd_with_prepost<T, kD>(base, stream, [&]() -> int {
+    BwdParams q = base;
+    // fast mode: TMA loads and reduce-adds where the maps can be made (the fixed-point path made its own)
+    const bool tma = base.dq_fixed || (!no_tma && !dq_reds && make_bwd_qdo_maps<T>(p, q) && make_bwd_dq_map(p, q, false));
+    q.deterministic = false;  // (fixed point: the fast kernel's walk, no turns)
+    if constexpr (kD == 96) {
+      using Pp = bwd_sm90::BwdPpTraits<T, kD>;
+      const int n_blocks = (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN;
+      const dim3 grid(unsigned(n_blocks), unsigned(p.h_kv), unsigned(p.batch));
+      if (p.softcap > 0.f) {  // (fast mode only: cp.async and per-thread reds, as D 128's softcap kernel)
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp, true>>(q, grid, Pp::kThreads, Pp::kSmemBytes,
+                                                                                 stream, dev.device);
+      }
+      if (!tma) {
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp>>(q, grid, Pp::kThreads, Pp::kSmemBytes,
+                                                                           stream, dev.device);
+      }
+      // the GQA split as at D 128 (bwd_gqa_split.h's table, FLASHKIT_BWD_GQA_SPLIT)
+      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
+      int cap = split_env;
+      if (split_env < 0) {
+        const bool right = p.causal || p.window_right >= 0;
+        const long long base_ctas = (long long)n_blocks * p.h_kv * p.batch;
+        // (the fixed-point kernels take the fast mode's choice, as at D 128)
+        cap = launch_util::bwd_gqa_split_default(128, false, right, p.h_ratio, p.seqlen_k, base_ctas, dev.num_sms);
+      }
+      q.gqa_split_log2 = launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
+      if (base.dq_fixed) {
+        return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, false, true>,
+                             &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream,
+                                                                                                  dev.device);
+      }
+      return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>,
+                           &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true>, Pp>(q, n_blocks, stream,
+                                                                                             dev.device);
+    } else {
+      using Ks = bwd_sm90::BwdKsTraits<T, kD>;
+      const dim3 grid(unsigned((p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
+      q.dq_rotate = false;
+      if (base.dq_fixed) {
+        if (p.softcap > 0.f) {
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true, true>>(
+              q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+        }
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true, true>>(
+            q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+      }
+      if (tma) {
+        if (p.softcap > 0.f) {
+          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(q, grid, Ks::kThreads,
+                                                                                        Ks::kSmemBytes, stream, dev.device);
+        }
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true>>(q, grid, Ks::kThreads,
+                                                                                       Ks::kSmemBytes, stream, dev.device);
+      }
+      if (p.softcap > 0.f) {
+        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
+                                                                                stream, dev.device);
+      }
+      return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(q, grid, Ks::kThreads, Ks::kSmemBytes, stream,
+                                                                         dev.device);
+    }
+  });
+}
+
+template <typename Tag, int kD>
+int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
   using Tr = bwd_sm90::BwdTraits<T, kD>;
   static_assert(Tr::kBlockM % kBwdSemBlockM == 0, "dq counters are sized for 32-row blocks");
@@ -65,22 +172,8 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
   // The Q and dO maps (64-row boxes of 64 columns: the row blocks of the ping-pong and the
   // key-split kernels).
   static_assert(Tr::kBlockM == 64, "64-row blocks");
-  auto make_qdo_maps = [&](BwdParams& q) {
-    const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, p.cu_seqlens_q != nullptr ? 1 : p.batch};
-    return launch_util::make_tma_map_4d<T>(&q.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride,
-                                           p.q_batch_stride, 64) &&
-           launch_util::make_tma_map_4d<T>(&q.do_tmap, p.dout, dims, p.do_row_stride, p.do_head_stride,
-                                           p.do_batch_stride, 64);
-  };
-  // dq_accum's TMA map for the reduce-adds (fp32, dims head_dim, h_q, rows, batch; varlen:
-  // total_q rows, batch 1; boxes of 32 columns x 16 rows).
-  auto make_dq_map = [&](BwdParams& q, bool int32 = false) {
-    const int64_t acc_dims[4] = {p.head_dim, p.h_q, p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q,
-                                 p.cu_seqlens_q != nullptr ? 1 : p.batch};
-    const int64_t acc_st[3] = {int64_t(p.head_dim) * 4, int64_t(p.h_q) * p.head_dim * 4,
-                               int64_t(p.seqlen_q) * p.h_q * p.head_dim * 4};
-    return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16, int32);
-  };
+  auto make_qdo_maps = [&](BwdParams& q) { return make_bwd_qdo_maps<T>(p, q); };
+  auto make_dq_map = [&](BwdParams& q, bool int32 = false) { return make_bwd_dq_map(p, q, int32); };
   // FLASHKIT_BWD_DQ_TMA=0 (read once): the fast mode's dQ by per-thread reds (A/B runs).
   static const bool dq_reds = dispatch::env_off("FLASHKIT_BWD_DQ_TMA");
   // Deterministic mode: dQ in fixed point (BwdParams::dq_fixed; the kFixed instantiations of
@@ -363,6 +456,16 @@ int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stre
     return launch_util::launch_with_smem<&bwd_sm90::bwd_kernel<Tr>>(p, grid, Tr::kThreads, Tr::kSmemBytes, stream,
                                                                     dev.device);
   });
+}
+
+// The Hopper backward for head dim kD: D 64 / 128 / 256 natively, D 96 / 192 on the padded tiles.
+template <typename Tag, int kD>
+int launch_bwd_sm90(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
+  if constexpr (kD == 96 || kD == 192) {
+    return launch_bwd_sm90_padded<Tag, kD>(p, dev, stream);
+  } else {
+    return launch_bwd_sm90_native<Tag, kD>(p, dev, stream);
+  }
 }
 
 }  // namespace flashkit

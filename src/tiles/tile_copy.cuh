@@ -13,8 +13,10 @@ namespace flashkit::tiles {
 
 // Thread -> chunk assignment shared by the copies below: thread `tid` takes column chunk
 // tid % kChunksPerRow of rows tid / kChunksPerRow + i * kRowsPerPass. When the threads
-// don't split evenly into rows (head dims 96 and 192), the few left-over threads repeat
-// rows of the next pass (padded tiles: harmless, same data) or idle (swizzled tiles).
+// don't split evenly into rows (head dims 96 and 192), the few left-over threads idle.
+// (They used to repeat rows of the next pass in padded tiles: the same data, but two
+// cp.async writes of one address, which racecheck reports as a hazard: the portable
+// backward at D 96, 2026-11-28, docs/kernels/bwd.md "D 96 and 192 on the Hopper kernels".)
 // Keeping one row pointer per thread (instead of an address per chunk) matters: the
 // per-chunk 64-bit addresses are loop-invariant and would otherwise be hoisted out of
 // the key loop, pinning dozens of registers.
@@ -38,7 +40,7 @@ struct TileCopyPlan {
   __device__ __forceinline__ explicit TileCopyPlan(int tid)
       : row(tid / kChunksPerRow), col((tid % kChunksPerRow) * kElemsPerChunk) {}
   __device__ __forceinline__ bool active(int pass) const {
-    return kEven || ((!kTrimmed || row < kRowsPerPass) && row + pass * kRowsPerPass < Tile::kRows);
+    return kEven || (row < kRowsPerPass && row + pass * kRowsPerPass < Tile::kRows);
   }
 };
 

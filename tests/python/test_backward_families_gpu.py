@@ -1,7 +1,8 @@
 """Both backward kernel families on one GPU.
 
-On compute capability 9.0 the dispatcher runs the Hopper (sm90, wgmma) backward for the
-head dims that have one (64, 128, 256) and the portable (sm80) kernel for the others. The main
+On compute capability 9.0 the dispatcher runs the Hopper (sm90, wgmma) backward for every
+head dim it has (64, 96, 128, 192, 256: D 96 and 192 on the tiles of D 128 and 256) and the
+portable (sm80) kernel for the others. The main
 GPU tests (test_backward_gpu.py) therefore cover the sm90 family on a Hopper GPU; the
 subprocess below runs scripts/sanitize_bwd.py (every result checked against the float64
 reference, non-zero exit on a mismatch) with FLASHKIT_BWD_PORTABLE=1, so the portable
@@ -45,7 +46,7 @@ def test_dispatch_picks_the_backward_family(flashkit_ext):
     for v in flashkit_ext.compiled_fwd_variants():
         dtype, d = v.split("/")
         sm90_built = any(k.startswith(f"sm90/{dtype}/") for k in kernels)
-        want = "sm90" if hopper and not forced and sm90_built and int(d) in (64, 128, 256) else "sm80"
+        want = "sm90" if hopper and not forced and sm90_built and int(d) in (64, 96, 128, 192, 256) else "sm80"
         assert flashkit_ext.bwd_kernel_family(dtype, int(d)) == want, v
 
 
@@ -73,6 +74,24 @@ def test_sm90_v1_backward_matches_reference(flashkit_ext):
     _sanitize_bwd(["--quick", "--dims", "64", "128", "256"],
                   {"FLASHKIT_BWD_SM90_V1": "1", "FLASHKIT_BWD_D256_V1": "1", "FLASHKIT_BWD_D256_DUP": "1"},
                   drop=("FLASHKIT_BWD_PORTABLE",))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("env", [{"FLASHKIT_BWD_NO_TMA": "1"}, {"FLASHKIT_BWD_DQ_TMA": "0"},
+                                 {"FLASHKIT_BWD_DET_TURNS": "1"}, {"FLASHKIT_BWD_SM90_V1": "1", "FLASHKIT_BWD_D256_V1": "1"}],
+                         ids=["no_tma", "dq_reds", "det_turns", "v1_switches"])
+def test_padded_head_dims_other_paths(flashkit_ext, env):
+    """D 96 and 192 on the Hopper kernels (launch_bwd_sm90_padded): the cp.async loads with
+    per-thread dQ reds (FLASHKIT_BWD_NO_TMA=1, FLASHKIT_BWD_DQ_TMA=0: the fast mode's fallback when
+    a TMA map cannot be made), and the calls handed to the portable family (deterministic with
+    FLASHKIT_BWD_DET_TURNS=1; the v1 A/B switches): every case of scripts/sanitize_bwd.py, windows
+    and softcaps included, against the float64 reference."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not any(k.startswith("sm90/") for k in kernels):
+        pytest.skip("no Hopper backward on this GPU / build")
+    _sanitize_bwd(["--dims", "96", "192"], env, drop=("FLASHKIT_BWD_PORTABLE",))
 
 
 @pytest.mark.gpu

@@ -249,7 +249,7 @@ POISON_CASES = [(2, 203, 77, 4, 2, True), (1, 77, 203, 8, 1, True), (2, 130, 130
 @pytest.mark.parametrize("deterministic", [False, True], ids=["fast", "deterministic"])
 @pytest.mark.parametrize("case", POISON_CASES, ids=lambda c: case_id(c[:5]) + ("_causal" if c[5]
                                                                                 else ""))
-@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256], ids=lambda d: f"D{d}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_poisoned_outputs_are_written(dtype, D, case, deterministic):
     dt = DTYPES[dtype]
@@ -302,7 +302,7 @@ def test_poisoned_varlen_outputs_are_written(dtype, deterministic):
             assert_bitwise_equal(a, b, f"attention_varlen_backward {name}")
 
 
-@pytest.mark.parametrize("D", [64, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 96, 192, 256], ids=lambda d: f"D{d}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_writes_stay_inside_strided_gradients(dtype, D):
     """dq, dk, dv as strided views of larger buffers (head dim padded, every other head, a
@@ -405,7 +405,7 @@ def test_any_dout_layout(kind):
 
 
 @pytest.mark.parametrize("case", ["dense_causal_gqa", "dense_full_mqa", "varlen", "varlen_full"])
-@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256], ids=lambda d: f"D{d}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     """deterministic=True: dq, dk, dv bitwise equal over 3 runs. The fast mode: dk and dv
@@ -461,10 +461,10 @@ def _row_rel_err(g, ref):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256], ids=lambda d: f"D{d}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_deterministic_dq_rows_of_different_scales(dtype, D, causal):
-    """Deterministic dq (fixed point at D 64 / 128: a per-row scale from ||dO_i||) keeps each row's
+    """Deterministic dq (fixed point on Hopper: a per-row scale from ||dO_i||) keeps each row's
     own precision when the rows of dO differ by up to 10^7 in size: every row's error relative to
     its own size stays within the fast mode's (fp32 atomics) plus a little; rows of dO that are
     exactly zero give dq rows exactly zero."""
@@ -489,7 +489,7 @@ def test_deterministic_dq_rows_of_different_scales(dtype, D, causal):
     tol = 2e-3 if dt == torch.float16 else 1e-2
     worst_det, worst_fast = e_det.max().item(), e_fast.max().item()
     assert worst_det <= 1.5 * worst_fast + tol, f"{label}: row error {worst_det:.3e} (fast {worst_fast:.3e})"
-    if D in (64, 128) and flashkit.bwd_kernel_family(str(dt).removeprefix("torch."), D) == "sm90":
+    if D in (64, 96, 128) and flashkit.bwd_kernel_family(str(dt).removeprefix("torch."), D) == "sm90":
         # fixed point: the fast kernel's walk, so dk, dv are the fast mode's bits
         assert torch.equal(det[1], fast[1]) and torch.equal(det[2], fast[2]), label
 
@@ -535,7 +535,7 @@ def test_varlen_padding_rows_of_q_get_zero_dq(deterministic):
     assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
 
 
-@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256], ids=lambda d: f"D{d}")
 def test_deterministic_dq_nan_row(D):
     """A NaN in one row of dO makes that row of dq NaN in both modes, and leaves the other rows
     finite (and within the accuracy rule of the fast mode's)."""
@@ -564,7 +564,7 @@ def test_deterministic_dq_nan_row(D):
 # test_backward_families_gpu.py runs this test again with FLASHKIT_BWD_GQA_SPLIT=8 (clusters of 8
 # wherever the group allows) and =0 (never).
 GQA_SPLIT_SHAPES = [(1, 2048, 2048, 8, 1, 128), (1, 1500, 2100, 16, 2, 128), (2, 700, 600, 8, 1, 128),
-                    (1, 2100, 2300, 16, 2, 64), (1, 1900, 2200, 8, 2, 128)]
+                    (1, 2100, 2300, 16, 2, 64), (1, 1900, 2200, 8, 2, 128), (1, 2100, 2300, 16, 2, 96)]
 
 
 @pytest.mark.parametrize("shape", GQA_SPLIT_SHAPES, ids=lambda s: f"{case_id(s[:5])}_D{s[5]}")
@@ -937,11 +937,14 @@ def test_softcap_grads(dtype, D, softcap, causal, window, shape):
     check_window_grads(dtype, D, shape, causal, window, softcap, "softcap")
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["fast", "deterministic"])
 @pytest.mark.parametrize("D", [96, 192, 256], ids=lambda d: f"D{d}")
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_window_softcap_grads_other_head_dims(dtype, D):
-    """One case per remaining head dim: causal window + softcap, GQA 4, S_q < S_k."""
-    check_window_grads(dtype, D, (2, 203, 333, 8, 2), True, (63, -1), 5.0, "other_dims")
+def test_window_softcap_grads_other_head_dims(dtype, D, deterministic):
+    """One case per remaining head dim: causal window + softcap, GQA 4, S_q < S_k; fast and
+    deterministic (on Hopper D 192's fixed-point key-split kernel, D 96 the portable family)."""
+    check_window_grads(dtype, D, (2, 203, 333, 8, 2), True, (63, -1), 5.0, "other_dims",
+                       deterministic=deterministic)
 
 
 @pytest.mark.parametrize("causal,window,softcap", [

@@ -93,10 +93,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
   constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kD = Tr::kHeadDim;
+  constexpr int kD = Tr::kHeadDim;  // data columns (D 192: the tiles have 256)
   constexpr int kThreads = Tr::kThreads;
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
+  using QTileIO = typename Tr::QTileIO;
+  using KTileIO = typename Tr::KTileIO;
   using PTile = typename Tr::PTile;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -149,7 +151,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     __syncthreads();
   }
 
-  attn::load_kv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
+  attn::load_kv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
 
   // Q, dO, lse (prescaled by log2 e; +inf for rows past the sequence or with no visible
   // key, so their P is 0) and delta of walk step `it` into `stage`. Rows past the sequence
@@ -176,7 +178,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
                                                          do_src + a * 64, p.do_row_stride, rows, tid);
         }
       }
-      prims::mbarrier_arrive_expect_tx_if(tid == 0, full(stage), tail ? 0 : 2 * QTile::kBytes);
+      // (D 192: the data atoms only; the fourth stays as it was and feeds padding columns only)
+      prims::mbarrier_arrive_expect_tx_if(tid == 0, full(stage), tail ? 0 : 2 * Tr::kDataAtoms * QTile::kBlockBytes);
       const bool issuer = tid == 0 && !tail;
       const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
       const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
@@ -196,11 +199,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     }
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
     const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
-    tiles::load_tile_async<QTile, kThreads>(
+    tiles::load_tile_async<QTileIO, kThreads>(
         sQ + stage * kQElems,
         static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
         rows, tid);
-    tiles::load_tile_async<QTile, kThreads>(
+    tiles::load_tile_async<QTileIO, kThreads>(
         sdO + stage * kQElems,
         static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
@@ -451,8 +454,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
           prims::fence_proxy_async_smem();
           __syncwarp();
           if (lane == 0) {
-            prims::tma_reduce_add_4d(&p.dq_tmap, box, (col_chunk0 + c) * 64 + 32 * h, head, row_g,
-                                     cta.varlen ? 0 : cta.batch);
+            const int col = (col_chunk0 + c) * 64 + 32 * h;
+            if (kD == Tr::kHeadDimPadded || col < kD) {  // (D 192: warpgroup 1's last chunk is padding)
+              prims::tma_reduce_add_4d(&p.dq_tmap, box, col, head, row_g, cta.varlen ? 0 : cta.batch);
+            }
             prims::bulk_commit_group();
           }
         }
@@ -462,8 +467,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
           const int r = row0 + half * 8;
           if (m0 + r < cta.seqlen_q) {
             float* row = acc_base + int64_t(r) * p.h_q * kD + (col_chunk0 + c) * 64 + 2 * t;
+            if (kD == Tr::kHeadDimPadded || (col_chunk0 + c) * 64 < kD) {  // (D 192: not the padding chunk)
 #pragma unroll
-            for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+              for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[c][j][half * 2], dq[c][j][half * 2 + 1]);
+            }
           }
         }
       }
@@ -502,7 +509,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
   }
   __syncthreads();
-  attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
+  attn::store_dkdv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
 #endif  // FLASHKIT_BWD_SM90_KS_KERNEL_BODY
 }
 

@@ -1,5 +1,6 @@
-// Hopper (sm_90a) attention backward, ping-pong variant for D 64 and 128 (roles and shared
-// memory: pp_traits.cuh). The same math as kernel.cuh (v1); what changes is the schedule.
+// Hopper (sm_90a) attention backward, ping-pong variant for D 64, 96 and 128 (roles and shared
+// memory: pp_traits.cuh; D 96 on D 128's tiles). The same math as kernel.cuh (v1); what
+// changes is the schedule.
 //
 // v1 runs both warpgroups in lockstep with two CTA barriers per row block, so the tensor
 // pipe idles through every softmax, wait and barrier (ncu at D128: tensor pipe 36% busy,
@@ -167,13 +168,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
   constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kD = Tr::kHeadDim;
+  constexpr int kD = Tr::kHeadDim;         // data columns (global memory: Q, dO, K, V, dq_accum)
+  constexpr int kDP = Tr::kHeadDimPadded;  // the tiles' columns (D 96: 128)
   constexpr int kThreads = Tr::kThreads;
   constexpr int QS = Tr::kStages;
   constexpr int kChunks = Tr::kDChunks;
   constexpr int kWarpsPerWg = 4;  // deterministic mode: the dq counter advances once per warp
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
+  using QTileIO = typename Tr::QTileIO;
+  using KTileIO = typename Tr::KTileIO;
   using DsTile = typename Tr::DsTile;
   // kDqOne (D 64): the column split's schedule with one writer: warpgroup 1's dQ covers all 64
   // columns (N = 64 is one swizzle atom; a 32-column half of K could not be a 128-byte-swizzled
@@ -308,7 +312,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
 
-  attn::load_kv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
+  attn::load_kv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
 
   // Row block `it` into stage `stage`; each thread's copies arrive on full[stage] when they
   // land. Without TMA every thread copies part of it, lse and delta raw (rows past the end
@@ -327,12 +331,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if constexpr (kTma) {
       const bool tail = cta.varlen && rows < kBlockM;
       if (tail) {
-        tiles::load_tile_async<QTile, 128>(
+        tiles::load_tile_async<QTileIO, 128>(
             sQ + stage * kQElems,
             static_cast<const T*>(p.q) + cta.q_side_offset(p.q_row_stride, p.q_batch_stride) +
                 head * p.q_head_stride + int64_t(m0) * p.q_row_stride,
             p.q_row_stride, rows, wtid);
-        tiles::load_tile_async<QTile, 128>(
+        tiles::load_tile_async<QTileIO, 128>(
             sdO + stage * kQElems,
             static_cast<const T*>(p.dout) + cta.q_side_offset(p.do_row_stride, p.do_batch_stride) +
                 head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
@@ -343,7 +347,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems), do_dst = prims::smem_addr(sdO + stage * kQElems);
       const int row = (cta.varlen ? cta.q_start : 0) + m0, batch = cta.varlen ? 0 : cta.batch;
 #pragma unroll
-      for (int a = 0; a < kD / 64; ++a) {
+      for (int a = 0; a < kDP / 64; ++a) {  // (D 96: the second box's last 32 columns arrive as zeros)
 #pragma unroll
         for (int h = 0; h < kBlockM / 64; ++h) {  // the maps' boxes are 64 rows (kRowSplit: two per block)
           prims::tma_load_4d_nohint_if(issuer, q_dst + a * QTile::kBlockBytes + h * 64 * 128, &p.q_tmap, a * 64,
@@ -369,11 +373,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     }
     const int64_t q_off = cta.q_side_offset(p.q_row_stride, p.q_batch_stride);
     const int64_t do_off = cta.q_side_offset(p.do_row_stride, p.do_batch_stride);
-    tiles::load_tile_async<QTile, kThreads>(
+    tiles::load_tile_async<QTileIO, kThreads>(
         sQ + stage * kQElems,
         static_cast<const T*>(p.q) + q_off + head * p.q_head_stride + int64_t(m0) * p.q_row_stride, p.q_row_stride,
         rows, tid);
-    tiles::load_tile_async<QTile, kThreads>(
+    tiles::load_tile_async<QTileIO, kThreads>(
         sdO + stage * kQElems,
         static_cast<const T*>(p.dout) + do_off + head * p.do_head_stride + int64_t(m0) * p.do_row_stride,
         p.do_row_stride, rows, tid);
@@ -501,7 +505,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto send_rows = [&](uint32_t src, int col0, int head_i, int m0_i) {
     const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
     prims::tma_reduce_add_4d(&p.dq_tmap, src, col0, head_i, row, batch);
-    prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
+    // (D 96: warpgroup 1's second box holds padding columns only)
+    if (kD == kDP || col0 + 32 < kD) prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
     prims::bulk_commit_group();
   };
   // lane 0: the adds of the row block sent last (det_sent) performed, then its turn passed on.
@@ -954,7 +959,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
             if (m0 + r < cta.seqlen_q) {
               float* row = acc_base + int64_t(r) * p.h_q * kD + c * 64 + 2 * t;
 #pragma unroll
-              for (int j = 0; j < 8; ++j) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
+              for (int j = 0; j < 8; ++j) {
+                if (c * 64 + j * 8 < kD) prims::red_add_v2_f32(row + j * 8, dq[j][half * 2], dq[j][half * 2 + 1]);
+              }
             }
           }
           if (c == kChunks - 1 && p.deterministic) {
@@ -1019,14 +1026,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // cluster barrier, then CTA `sub` sums rows [sub * kBlockN / n, ...) over the CTAs in rank
     // order (the same order on every run: deterministic) and stores them; a second barrier
     // before the buffer is reused or the CTA exits (the others may still read it).
-    constexpr int kPitch = kD + 8;
+    constexpr int kPitch = kDP + 8;
     static_assert(kBlockN * kPitch * 4 <= Tr::kSmemBars, "the fp32 staging fits below the barriers");
     float* const sAcc = reinterpret_cast<float*>(smem);
     const uint32_t acc_addr = prims::smem_addr(sAcc);
     const int nsub = 1 << p.gqa_split_log2;
     const int rows = kBlockN >> p.gqa_split_log2;
     const int row_lo = split_sub() * rows;
-    constexpr int kColChunks = kD / 8;
+    constexpr int kColChunks = kD / 8;  // (the data columns: D 96's padding is not stored)
     auto reduce_store = [&](const float (&a)[kChunks][8][4], float mul, T* gbase, int64_t row_stride) {
       for_each_kv_frag([&](int c, int j, int kr, int col) {
         *reinterpret_cast<float2*>(sAcc + kr * kPitch + col) = make_float2(a[c][j][0] * mul, a[c][j][1] * mul);
@@ -1068,7 +1075,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
   });
   __syncthreads();
-  attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
+  attn::store_dkdv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
 #if FLASHKIT_BWD_PP_TRACE
   static_assert(2 * Tr::kTraceSteps * Tr::kTraceFields == 2 * 32 * 10, "g_pp_trace's size");
   __threadfence_block();

@@ -7,6 +7,13 @@
 // head dimension, d in [128w, 128w + 128), and computes dQ for the same columns.
 // (FlashAttention-3's Hopper backward splits S/dP by keys at D = 256 the same way;
 // docs/kernels/bwd-redesign.md sec. 5.3.)
+//
+// D = 192 runs on D = 256's tiles: the warpgroups' column halves must be whole 64-column
+// swizzle atoms (96 columns each would start warpgroup 1 inside an atom, which an MN-major
+// wgmma operand cannot), so the tiles and the dK / dV / dQ products use 256 columns; S and dP
+// take the data columns' k-steps only, the copies move the data columns, and warpgroup 1's last
+// 64 columns of dK / dV / dQ are computed but never stored (docs/kernels/bwd.md "D 96 and 192
+// on the Hopper kernels").
 #pragma once
 
 #include "tiles/smem_swizzle.cuh"
@@ -17,19 +24,24 @@ template <typename T_, int kHeadDim_>
 struct BwdKsTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
-  static_assert(kHeadDim_ == 256, "the key-split kernel is the D = 256 kernel");
+  static_assert(kHeadDim_ == 256 || kHeadDim_ == 192, "the key-split kernel is the D = 256 (and 192) kernel");
+  static constexpr int kHeadDimPadded = 256;
+  static constexpr int kDataAtoms = kHeadDim / 64;  // 64-column atoms holding data (Q / dO loads)
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = 64;
   static constexpr int kWgKeys = kBlockN / 2;      // S/dP keys per warpgroup
-  static constexpr int kWgCols = kHeadDim / 2;     // dK/dV/dQ columns per warpgroup
+  static constexpr int kWgCols = kHeadDimPadded / 2;  // dK/dV/dQ columns per warpgroup
   static constexpr int kThreads = 256;
   static constexpr int kMinBlocks = 1;
-  static constexpr int kKSteps = kHeadDim / 16;    // k16 steps of S, dP
+  static constexpr int kKSteps = kHeadDim / 16;    // k16 steps of S, dP (data columns)
   static constexpr int kMSteps = kBlockM / 16;     // k16 steps of dV, dK (over query rows)
   static constexpr int kNSteps = kBlockN / 16;     // k16 steps of dQ (over keys)
 
-  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
-  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDimPadded>;  // also dO
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDimPadded>;  // also V, and dK/dV in the epilogue
+  // What the cp.async copies move between global and shared memory: the data columns.
+  using QTileIO = tiles::ColumnPrefix<QTile, kHeadDim>;
+  using KTileIO = tiles::ColumnPrefix<KTile, kHeadDim>;
   using PTile = tiles::Swizzle128Tile<T, kBlockM, kBlockN>;   // P and dS, [row][key]
 
   static constexpr int kSmemK = 0;

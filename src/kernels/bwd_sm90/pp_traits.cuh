@@ -1,5 +1,5 @@
-// Tile shapes and shared-memory plan of the Hopper backward's ping-pong variant (D 64 and
-// 128; kernel_pp.cuh).
+// Tile shapes and shared-memory plan of the Hopper backward's ping-pong variant (D 64, 96 and
+// 128; kernel_pp.cuh; D 96 on D 128's tiles).
 //
 // A CTA owns kBlockN = 128 keys of one (batch, KV head); warpgroup w owns keys
 // [64w, 64w + 64) and does everything for them on its own: S^T, dP^T, dV, dK and its
@@ -54,18 +54,27 @@ struct BwdPpTraits {
   static constexpr bool kRowSplit = kBlockM == 128;  // dQ split by rows between the warpgroups
   static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim == 64), "128-row blocks: D 64 only");
   static constexpr int kStages = kRowSplit ? 2 : 3;  // Q/dO/lse/delta ring (load of j + 2 at gate B of j)
-  static constexpr int kDChunks = kHeadDim / 64;  // n64 column chunks of dK, dV, dQ
-  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of S^T, dP^T
+  // D 96 runs on D 128's tiles (as the forward's sm90 family does): tiles and the dK / dV / dQ
+  // products use the head dim rounded up to whole 64-column swizzle atoms; S^T and dP^T take
+  // the data columns' k-steps only, the copies move the data columns (QTileIO / KTileIO, the
+  // TMA boxes zero-fill past the tensor), and the padding columns of dK / dV / dQ are computed
+  // but never stored (docs/kernels/bwd.md "D 96 and 192 on the Hopper kernels").
+  static constexpr int kHeadDimPadded = (kHeadDim + 63) / 64 * 64;
+  static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 column chunks of dK, dV, dQ
+  static constexpr int kKSteps = kHeadDim / 16;   // k16 steps of S^T, dP^T (data columns)
   static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV, dK (query rows)
   static constexpr int kDqKSteps = 64 / 16;       // k16 steps of dQ (this warpgroup's keys)
   static constexpr int kRowTiles = kBlockM / 8;   // n8 column tiles of S^T / dP^T (query rows)
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the ping-pong variant is for D 64 and 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128, "the ping-pong variant is for D 64, 96 and 128");
   static constexpr int kLoaderWg =
-      kRowSplit ? 1 : kHeadDim == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
+      kRowSplit ? 1 : kHeadDimPadded == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
   static_assert(kLoaderWg == 0 || kLoaderWg == 1, "a warpgroup of the two");
 
-  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDim>;  // also dO
-  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDim>;  // also V, and dK/dV in the epilogue
+  using QTile = tiles::Swizzle128Tile<T, kBlockM, kHeadDimPadded>;  // also dO
+  using KTile = tiles::Swizzle128Tile<T, kBlockN, kHeadDimPadded>;  // also V, and dK/dV in the epilogue
+  // What the cp.async copies move between global and shared memory: the data columns.
+  using QTileIO = tiles::ColumnPrefix<QTile, kHeadDim>;
+  using KTileIO = tiles::ColumnPrefix<KTile, kHeadDim>;
   using DsTile = tiles::Swizzle128Tile<T, 64, kBlockM>;       // one warpgroup's dS^T [key][row]
   static constexpr int kXChunkBytes = kBlockM * 64 * 4;       // fp32 dQ chunk (kRowSplit: both warpgroups' 64 rows)
   // dS^T tiles per warpgroup: two (row blocks j and j - 1) for the TMA kernel's dQ after the

@@ -1,0 +1,4 @@
+// Hopper backward, bf16, head dim 96 (on D 128's tiles: launch/bwd_sm90_launch.cuh, launch_bwd_sm90_padded).
+#include "launch/bwd_sm90_launch.cuh"
+
+FLASHKIT_INSTANTIATE_BWD_SM90(bf16_t, 96)
