@@ -35,6 +35,23 @@ if has san; then
     python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 96 192 --allow-det-order
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
 fi
+if has pair; then  # D 192 on the pair kernel: its tests, sanitizers with it forced on, and an A/B against the key-split kernel
+  step pair_tests 400 python3 -m pytest -q -m gpu -p no:cacheprovider "$TREE/tests/python/test_backward_families_gpu.py" -k "pair"
+  step d192_tests 300 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider "$TREE/tests/python/test_backward_gpu.py" -k "D192"
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  step memcheck_pair 300 env FLASHKIT_BWD_KS_PAIR=1 $S --tool memcheck --error-exitcode 1 --print-limit 20 \
+    python3 "$TREE/scripts/sanitize_bwd.py" --dims 192 --allow-det-order
+  step racecheck_pair 300 env FLASHKIT_BWD_KS_PAIR=1 $S --tool racecheck --error-exitcode 1 --print-limit 20 \
+    python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 192 --allow-det-order
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  for r in 1 2; do
+    for v in 0 1; do
+      step ab_pair${v}_r$r 200 env FLASHKIT_BWD_KS_PAIR=$v python3 -m flashkit.bench --sweep dims --heads-dims 192 \
+        --mode bwd --impls flashkit flashkit_deterministic --out-dir "$O/ab" --tag pair$v-r$r
+    done
+  done
+  for f in "$O"/ab/prefill-*.csv; do echo "== $f"; grep ",bwd," "$f" | cut -d, -f2,9,11,14; done
+fi
 if has bench; then
   step bench 400 python3 -m flashkit.bench --sweep dims --mode bwd fwd_bwd \
     --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O" --tag dims-bwd
@@ -42,6 +59,6 @@ if has bench; then
     --impls flashkit --out-dir "$O" --tag dims-bwd-portable
 fi
 cat "$O/summary.txt"
-for f in padded_tests families bwd_tests; do [ -f "$O/$f.log" ] && { echo "== $f"; tail -12 "$O/$f.log"; }; done
-for f in memcheck racecheck synccheck racecheck_portable; do [ -f "$O/$f.log" ] && { echo "== $f"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error:|cases passed" "$O/$f.log" | sort | uniq -c | head -12; }; done
+for f in padded_tests families bwd_tests pair_tests d192_tests; do [ -f "$O/$f.log" ] && { echo "== $f"; tail -12 "$O/$f.log"; }; done
+for f in memcheck racecheck synccheck racecheck_portable memcheck_pair racecheck_pair; do [ -f "$O/$f.log" ] && { echo "== $f"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error:|cases passed" "$O/$f.log" | sort | uniq -c | head -12; }; done
 for f in "$O"/prefill-*.csv; do [ -f "$f" ] && { echo "== $f"; grep -E ",bwd,|,fwd_bwd," "$f" | cut -d, -f2,4,9,11,12,14; }; done

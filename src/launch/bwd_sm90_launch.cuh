@@ -75,8 +75,8 @@ inline bool make_bwd_dq_map(const BwdParams& p, BwdParams& q, bool int32) {
   return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16, int32);
 }
 
-// D 96 (the ping-pong kernel on D 128's tiles, pp_traits.cuh) and D 192 (the key-split kernel on
-// D 256's, ks_traits.cuh): the fast mode's kernels (TMA loads and dQ reduce-adds where the maps
+// D 96 (the ping-pong kernel on D 128's tiles, pp_traits.cuh) and D 192 (the key-split kernel and
+// its pair kernel on D 256's, ks_traits.cuh): the fast mode's kernels (TMA loads and dQ reduce-adds where the maps
 // can be made, else cp.async and per-thread reds; softcaps included) and the deterministic
 // mode's fixed-point instantiation (D 96: without a softcap). What these two head dims do not
 // instantiate runs on the portable family (its own pre / post launches): deterministic calls
@@ -135,6 +135,30 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
       using Ks = bwd_sm90::BwdKsTraits<T, kD>;
       const dim3 grid(unsigned((p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
       q.dq_rotate = false;
+      // The pair kernel (kernel_ks_pair.cuh) by D 256's rule: not varlen, S_k >= 4096, or >= 1024
+      // without a mask; FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never. Its
+      // fast and fixed-point instantiations (the fixed point takes the fast mode's choice, as at D 256).
+      static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
+      static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
+      const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
+      if (tma && p.cu_seqlens_q == nullptr && !ks_pair_off &&
+          (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024))) {
+        using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
+        const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
+        const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
+        using bwd_sm90::bwd_ks_pair_kernel;
+        const bool capped = p.softcap > 0.f;
+        const cudaError_t err =
+            base.dq_fixed
+                ? (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, false, true>, Kp>(q, pgrid, stream, dev.device)
+                          : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, false, true>, Kp>(q, pgrid, stream,
+                                                                                               dev.device))
+                : (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true>, Kp>(q, pgrid, stream, dev.device)
+                          : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp>, Kp>(q, pgrid, stream, dev.device));
+        // (a device that cannot place a cluster of two: the one-CTA kernel below; the error is not sticky)
+        if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
+        (void)cudaGetLastError();
+      }
       if (base.dq_fixed) {
         if (p.softcap > 0.f) {
           return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true, true>>(

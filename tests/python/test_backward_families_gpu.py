@@ -271,24 +271,26 @@ def _needs_hopper(flashkit_ext, D):
 
 
 @pytest.mark.gpu
-def test_d256_pair_kernel_matches_reference(flashkit_ext):
-    """D 256, the experimental 2-CTA kernel (FLASHKIT_BWD_KS_PAIR=1, kernel_ks_pair.cuh: pairs of
-    key blocks exchange dS and each adds half of dQ's columns): every sanitize_bwd.py case at D 256
-    against the float64 reference (its fast non-varlen ones run the pair kernel: causal, windows,
-    softcaps, odd key-block counts, strided; the others fall back to the key-split kernel)."""
-    _needs_hopper(flashkit_ext, 256)
-    _sanitize_bwd(["--dims", "256"], {"FLASHKIT_BWD_KS_PAIR": "1"},
+@pytest.mark.parametrize("D", [256, 192], ids=lambda d: f"D{d}")
+def test_d256_pair_kernel_matches_reference(flashkit_ext, D):
+    """D 256 and 192 (on D 256's tiles), the 2-CTA kernel wherever it can run (FLASHKIT_BWD_KS_PAIR=1,
+    kernel_ks_pair.cuh: pairs of key blocks exchange dS and each adds half of dQ's columns): every
+    sanitize_bwd.py case against the float64 reference (its non-varlen ones run the pair kernel,
+    fast and, by fixed point, deterministic: causal, windows, softcaps, odd key-block counts,
+    strided; the others fall back to the key-split kernel)."""
+    _needs_hopper(flashkit_ext, D)
+    _sanitize_bwd(["--dims", str(D)], {"FLASHKIT_BWD_KS_PAIR": "1"},
                   drop=("FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"))
 
 
 _PAIR_PROBE = r"""
-import hashlib, torch, flashkit
+import hashlib, os, torch, flashkit
 g = torch.Generator(device="cuda").manual_seed(13)
 out = []
 for causal, window, S in ((False, None, 300), (True, None, 333), (True, (100, -1), 460), (False, None, 64)):
     # GQA; 300 keys: five key blocks (the last pair's second CTA has none), the last partial; 333:
     # six; 64: one key block
-    B, H, Hk, D = 2, 4, 2, 256
+    B, H, Hk, D = 2, 4, 2, int(os.environ["FK_PAIR_D"])
     q, dout = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
     k, v = (torch.randn(B, S, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
     kw = {} if window is None else {"window": window}
@@ -302,13 +304,14 @@ print(" ".join(out))
 
 
 @pytest.mark.gpu
-def test_d256_pair_kernel_dk_dv_match_single_cta_bitwise(flashkit_ext, run_probe):
+@pytest.mark.parametrize("D", [256, 192], ids=lambda d: f"D{d}")
+def test_d256_pair_kernel_dk_dv_match_single_cta_bitwise(flashkit_ext, run_probe, D):
     """The pair kernel computes S, dP, P, dS, dV and dK of its key block exactly as the key-split
     kernel (same products in the same order), so dk and dv agree bitwise; dq only up to the order
-    of its fp32 sums (each CTA sums over two key blocks before its adds)."""
-    _needs_hopper(flashkit_ext, 256)
-    runs = [run_probe(_PAIR_PROBE, {"FLASHKIT_BWD_KS_PAIR": pair}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"],
-                      timeout=300).split()
+    of its fp32 sums (each CTA sums over two key blocks before its adds). D 192 on D 256's tiles too."""
+    _needs_hopper(flashkit_ext, D)
+    runs = [run_probe(_PAIR_PROBE, {"FLASHKIT_BWD_KS_PAIR": pair, "FK_PAIR_D": str(D)},
+                      ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"], timeout=300).split()
             for pair in ("1", "0")]
     assert len(runs[0]) == 12 and len(runs[1]) == 12
     for i in range(0, 12, 3):

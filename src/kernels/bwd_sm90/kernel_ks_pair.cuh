@@ -72,7 +72,10 @@ struct BwdKsPairTraits : BwdKsTraits<T_, kHeadDim_> {
   using Base::kDqBoxBytes;  // a warp's 16 rows x 32 fp32 columns of dQ staging
   using Base::kHeadDim;
   using Base::kThreads;
-  using KHalfTile = tiles::Swizzle128Tile<T_, Base::kBlockN, kHeadDim_ / 2>;  // the partner's K, our columns
+  using Base::kHeadDimPadded;
+  using KHalfTile = tiles::Swizzle128Tile<T_, Base::kBlockN, kHeadDimPadded / 2>;  // the partner's K, our columns
+  // D 192 (on D 256's tiles, ks_traits.cuh): the second half holds 64 data columns.
+  using KHalfTileIO1 = tiles::ColumnPrefix<KHalfTile, kHeadDim_ - kHeadDimPadded / 2>;
 
   static constexpr int kSmemK = 0;
   static constexpr int kSmemV = kSmemK + KTile::kBytes;
@@ -103,10 +106,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
   using T = typename Tr::T;
   constexpr int kBlockM = Tr::kBlockM;
   constexpr int kBlockN = Tr::kBlockN;
-  constexpr int kD = Tr::kHeadDim;
+  constexpr int kD = Tr::kHeadDim;            // data columns (D 192: the tiles have 256)
+  constexpr int kDP = Tr::kHeadDimPadded;
   constexpr int kThreads = Tr::kThreads;
   using QTile = typename Tr::QTile;
   using KTile = typename Tr::KTile;
+  using KTileIO = typename Tr::KTileIO;
   using KHalfTile = typename Tr::KHalfTile;
   using PTile = typename Tr::PTile;
 
@@ -174,13 +179,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
   const int64_t k_off = cta.k_side_offset(p.k_row_stride, p.k_batch_stride);
   const int64_t v_off = cta.k_side_offset(p.v_row_stride, p.v_batch_stride);
   const T* k_head = static_cast<const T*>(p.k) + k_off + cta.head_kv * p.k_head_stride;
-  tiles::load_tile_async<KTile, kThreads>(sK, k_head + int64_t(cta.n0) * p.k_row_stride, p.k_row_stride,
-                                          cta.keys_here, tid);
-  tiles::load_tile_async<KTile, kThreads>(
+  tiles::load_tile_async<KTileIO, kThreads>(sK, k_head + int64_t(cta.n0) * p.k_row_stride, p.k_row_stride,
+                                            cta.keys_here, tid);
+  tiles::load_tile_async<KTileIO, kThreads>(
       sV, static_cast<const T*>(p.v) + v_off + cta.head_kv * p.v_head_stride + int64_t(cta.n0) * p.v_row_stride,
       p.v_row_stride, cta.keys_here, tid);
-  tiles::load_tile_async<KHalfTile, kThreads>(sKp, k_head + int64_t(par.n0) * p.k_row_stride + rank * (kD / 2),
-                                              p.k_row_stride, par.keys_here, tid);
+  if (kD == kDP || rank == 0) {
+    tiles::load_tile_async<KHalfTile, kThreads>(sKp, k_head + int64_t(par.n0) * p.k_row_stride + rank * (kDP / 2),
+                                                p.k_row_stride, par.keys_here, tid);
+  } else {  // (D 192, rank 1: the data columns 128 .. 191 of the half)
+    tiles::load_tile_async<typename Tr::KHalfTileIO1, kThreads>(sKp, k_head + int64_t(par.n0) * p.k_row_stride + kDP / 2,
+                                                                p.k_row_stride, par.keys_here, tid);
+  }
 
   // Q, lse, delta of walk step `it` into Q stage `stage` (warpgroup 0: thread 0 the TMA, its 128
   // threads lse / delta raw, fixed up where read); dO half `half` of step `it` (its warpgroup's
@@ -189,7 +199,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(p, it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
-    prims::mbarrier_arrive_expect_tx_if(tid == 0, q_full(stage), QTile::kBytes);
+    prims::mbarrier_arrive_expect_tx_if(tid == 0, q_full(stage), Tr::kDataAtoms * QTile::kBlockBytes);
     const uint32_t q_dst = prims::smem_addr(sQ + stage * kQElems);
 #pragma unroll
     for (int a = 0; a < kD / 64; ++a) {
@@ -205,10 +215,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
   auto load_do_half = [&](int it) {  // this warpgroup's thread 0
     const int head = cta.head_of(p, it);
     const int m0 = cta.m_block_of(p, it) * kBlockM;
-    prims::mbarrier_arrive_expect_tx(do_full, 2 * QTile::kBlockBytes);
+    // (D 192: warpgroup 1's half has one data atom; the other feeds padding columns only)
+    const int a_end = kD == kDP ? 2 * wg + 2 : min(2 * wg + 2, kD / 64);
+    prims::mbarrier_arrive_expect_tx(do_full, kD == kDP ? 2 * QTile::kBlockBytes : (a_end - 2 * wg) * QTile::kBlockBytes);
     const uint32_t do_dst = prims::smem_addr(sdO);
 #pragma unroll
-    for (int a = 2 * wg; a < 2 * wg + 2; ++a) {
+    for (int a = 2 * wg; a < a_end; ++a) {
       prims::tma_load_4d_nohint_if(true, do_dst + a * QTile::kBlockBytes, &p.do_tmap, a * 64, m0, head, cta.batch,
                                    do_full);
     }
@@ -417,7 +429,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
         prims::fence_proxy_async_smem();
         __syncwarp();
         if (lane == 0) {
-          prims::tma_reduce_add_4d(&p.dq_tmap, box, dq_chunk * 64 + 32 * h, head, row_g, cta.batch);
+          // (D 192: rank 1's warpgroup 1 holds the padding chunk, columns 192 .. 255)
+          if (kD == kDP || dq_chunk * 64 < kD) {
+            prims::tma_reduce_add_4d(&p.dq_tmap, box, dq_chunk * 64 + 32 * h, head, row_g, cta.batch);
+          }
           prims::bulk_commit_group();
         }
       }
@@ -444,7 +459,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
       *reinterpret_cast<uint32_t*>(sV + KTile::offset(row0 + 8, col)) = prims::pack2<T>(dv[j][2], dv[j][3]);
     }
     __syncthreads();
-    attn::store_dkdv_tiles<KTile, kThreads>(p, cta, sK, sV, tid);
+    attn::store_dkdv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
   }
   // The partner's last remote arrival on our out_free and its last copy into our rdS (waited for)
   // land before either CTA leaves.
