@@ -52,6 +52,12 @@ if has pair; then  # D 192 on the pair kernel: its tests, sanitizers with it for
   done
   for f in "$O"/ab/prefill-*.csv; do echo "== $f"; grep ",bwd," "$f" | cut -d, -f2,9,11,14; done
 fi
+if has suite; then  # after the last kernel edit: D 192's long-key defaults, then every GPU test file but the families one
+  step long_keys 200 python3 -m pytest -q -m gpu -p no:cacheprovider "$TREE/tests/python/test_backward_gpu.py" \
+    -k "d192_long or long_keys"
+  step suite 470 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider "$TREE/tests/python" \
+    --ignore="$TREE/tests/python/test_backward_families_gpu.py"
+fi
 if has bench; then
   step bench 400 python3 -m flashkit.bench --sweep dims --mode bwd fwd_bwd \
     --impls flashkit flashkit_deterministic sdpa_cudnn sdpa_flash --out-dir "$O" --tag dims-bwd
@@ -59,6 +65,6 @@ if has bench; then
     --impls flashkit --out-dir "$O" --tag dims-bwd-portable
 fi
 cat "$O/summary.txt"
-for f in padded_tests families bwd_tests pair_tests d192_tests; do [ -f "$O/$f.log" ] && { echo "== $f"; tail -12 "$O/$f.log"; }; done
+for f in padded_tests families bwd_tests pair_tests d192_tests long_keys suite; do [ -f "$O/$f.log" ] && { echo "== $f"; tail -12 "$O/$f.log"; }; done
 for f in memcheck racecheck synccheck racecheck_portable memcheck_pair racecheck_pair; do [ -f "$O/$f.log" ] && { echo "== $f"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error:|cases passed" "$O/$f.log" | sort | uniq -c | head -12; }; done
 for f in "$O"/prefill-*.csv; do [ -f "$f" ] && { echo "== $f"; grep -E ",bwd,|,fwd_bwd," "$f" | cut -d, -f2,4,9,11,12,14; }; done

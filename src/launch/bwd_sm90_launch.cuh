@@ -135,14 +135,18 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
       using Ks = bwd_sm90::BwdKsTraits<T, kD>;
       const dim3 grid(unsigned((p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
       q.dq_rotate = false;
-      // The pair kernel (kernel_ks_pair.cuh) by D 256's rule: not varlen, S_k >= 4096, or >= 1024
-      // without a mask; FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never. Its
-      // fast and fixed-point instantiations (the fixed point takes the fast mode's choice, as at D 256).
+      // The pair kernel (kernel_ks_pair.cuh), not varlen. Measured at D 192 against the key-split kernel
+      // (H200, 2026-11-28, dims sweep, two interleaved rounds; docs/kernels/bwd.md "D 96 and 192 on the
+      // Hopper kernels"): fast mode without a mask +3.4 / +1.2 / +1.4 / +3.7 % at S 2k / 4k / 8k / 16k (level
+      // at 1k, -1.5 % at 512), causal +1.6 / +1.5 % at 8k / 16k (-0.8 % at 4k, -2..-8 % below); the
+      // fixed-point deterministic mode level or slower on every row (-1 .. -9 %). So: the fast mode from
+      // 2k keys without a mask and from 8k with one. FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can
+      // run (the fixed point included), 0 = never.
       static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
       static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
       const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
-      if (tma && p.cu_seqlens_q == nullptr && !ks_pair_off &&
-          (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024))) {
+      const bool pair_rule = !base.dq_fixed && p.seqlen_k >= (unmasked ? 2048 : 8192);
+      if (tma && p.cu_seqlens_q == nullptr && !ks_pair_off && (ks_pair_on || pair_rule)) {
         using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
         const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
         const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));

@@ -495,7 +495,7 @@ def test_deterministic_dq_rows_of_different_scales(dtype, D, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("D", [64, 128, 256], ids=lambda d: f"D{d}")
+@pytest.mark.parametrize("D", [64, 128, 192, 256], ids=lambda d: f"D{d}")
 def test_deterministic_long_keys(D, causal):
     """S_k = 4096: at D 256 the fast mode's pair kernel (clusters of two CTAs that exchange dS),
     which the fixed-point deterministic mode runs too; bitwise over two runs, dq close to the fast
@@ -512,6 +512,22 @@ def test_deterministic_long_keys(D, causal):
     torch.testing.assert_close(runs[0][0].float(), fast[0].float(), atol=2e-2, rtol=2e-2)
     if flashkit.bwd_kernel_family(dt, D) == "sm90":
         assert torch.equal(runs[0][1], fast[1]) and torch.equal(runs[0][2], fast[2])
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_d192_long_keys_default_kernels(causal):
+    """D 192 with 8192 keys: on Hopper the fast mode's default is the pair kernel there (from 2k keys
+    without a mask, 8k with one; D 256's tiles), the deterministic mode's the fixed-point key-split
+    kernel: both against the float64 reference."""
+    dt = torch.bfloat16
+    require_variant(dt, 192)
+    q, k, v, dout = make_inputs(1, 200, 8192, 2, 1, 192, dt, generator("d192-long", causal))
+    out, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+    fast = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal)
+    ref = check_dense_grads(fast, q, k, v, dout, causal, None, f"D192 S_k 8192 causal={causal} fast")
+    det = flashkit.attention_backward(dout, q, k, v, out, lse, causal=causal, deterministic=True)
+    pt = attention_backward_pytorch(q, k, v, dout, causal=causal)
+    check_grads(det, ref, pt, f"D192 S_k 8192 causal={causal} deterministic")
 
 
 @pytest.mark.parametrize("deterministic", [False, True], ids=["fast", "deterministic"])
