@@ -13,7 +13,7 @@ allocator it would land in the same pool block and go unnoticed). Sizes are odd 
 lse) and backward kernels, the input generation and the copies: the reference gradients
 (float64) and PyTorch's baseline are computed on the CPU.
 
-Cases: fp16 and bf16 x D 64, 128 (``--dims``) x causal or not x the fast and the
+Cases: fp16 and bf16 x D 64, 96, 128, 192, 256 (``--dims``) x causal or not x the fast and the
 deterministic mode; MHA, GQA and MQA; S_q < S_k and S_q > S_k (rows that see no key);
 S_k = 0 and S_q = 0; several partial tiles (S 67/300); a varlen batch with empty q and k
 sequences; strided q/k/v/dout and strided dq/dk/dv views; sliding windows and softcaps
@@ -36,7 +36,9 @@ import argparse
 import sys
 import traceback
 
-DIMS = (64, 128)
+# every head dim of the Hopper family (D 96 / 192 on padded tiles since 2026-11-28, whose racecheck found the
+# portable copies' duplicate writes: tile_copy.cuh)
+DIMS = (64, 96, 128, 192, 256)
 # (B, S_q, S_k, H_q, H_kv): single token, tiny MHA, GQA with S_q < S_k, GQA with S_q > S_k
 # (first rows see no key), MQA, no keys, no queries (dk/dv must still be written), and
 # several partial tiles of keys and of queries (what racecheck needs).
