@@ -8,40 +8,21 @@
 #include "prims/cp_async.cuh"
 #include "prims/opaque.cuh"
 #include "tiles/smem_tile.cuh"
+#include "tiles/tile_copy_plan.h"
 
 namespace flashkit::tiles {
 
-// Thread -> chunk assignment shared by the copies below: thread `tid` takes column chunk
-// tid % kChunksPerRow of rows tid / kChunksPerRow + i * kRowsPerPass. When the threads
-// don't split evenly into rows (head dims 96 and 192), the few left-over threads idle.
-// (They used to repeat rows of the next pass in padded tiles: the same data, but two
-// cp.async writes of one address, which racecheck reports as a hazard: the portable
-// backward at D 96, 2026-11-28, docs/kernels/bwd.md "D 96 and 192 on the Hopper kernels".)
+// Thread -> chunk assignment of the copies below (tile_copy_plan.h: the arithmetic, host-tested).
 // Keeping one row pointer per thread (instead of an address per chunk) matters: the
 // per-chunk 64-bit addresses are loop-invariant and would otherwise be hoisted out of
 // the key loop, pinning dozens of registers.
 template <typename Tile, int kThreads, typename T>
-struct TileCopyPlan {
-  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kChunksPerRow = Tile::kCols / kElemsPerChunk;
-  static constexpr int kRowsPerPassRaw = kThreads / kChunksPerRow;
-  // A thread steps kRowsPerPass rows at a constant shared-memory stride, which a swizzled
-  // layout only allows in multiples of its row period: the step is rounded down to one
-  // (D = 192 on 256 threads: 10 rows -> 8, the threads of rows 8 and 9 idle).
-  static constexpr int kRowsPerPass = kRowsPerPassRaw / Tile::kRowPeriod * Tile::kRowPeriod;
-  static constexpr bool kTrimmed = kRowsPerPass != kRowsPerPassRaw;
-  static constexpr int kPasses = (Tile::kRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kRowsPerPass >= 1, "a row (period) must not need more chunks than there are threads");
-  static constexpr bool kEven =
-      kThreads % kChunksPerRow == 0 && !kTrimmed && Tile::kRows % kRowsPerPass == 0;
-
+struct TileCopyPlan : CopyPlanShape<Tile::kRows, Tile::kCols, Tile::kRowPeriod, kThreads, int(sizeof(T))> {
+  using Shape = CopyPlanShape<Tile::kRows, Tile::kCols, Tile::kRowPeriod, kThreads, int(sizeof(T))>;
   int row;  // this thread's first row (may be >= kRows for idle threads)
   int col;  // element column of this thread's chunk
-  __device__ __forceinline__ explicit TileCopyPlan(int tid)
-      : row(tid / kChunksPerRow), col((tid % kChunksPerRow) * kElemsPerChunk) {}
-  __device__ __forceinline__ bool active(int pass) const {
-    return kEven || (row < kRowsPerPass && row + pass * kRowsPerPass < Tile::kRows);
-  }
+  __device__ __forceinline__ explicit TileCopyPlan(int tid) : row(Shape::row_of(tid)), col(Shape::col_of(tid)) {}
+  __device__ __forceinline__ bool active(int pass) const { return Shape::active(row, pass); }
 };
 
 // Starts copying rows [0, Tile::kRows) of a global tile (row stride `gstride` elements,
