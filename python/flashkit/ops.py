@@ -76,8 +76,11 @@ def fwd_kernel_family(dtype, head_dim):
 
 def bwd_kernel_family(dtype, head_dim):
     """Kernel family :func:`attention_backward` (and autograd through :func:`attention`)
-    runs for ``dtype`` and ``head_dim`` on the current device: ``'sm80'`` (portable
-    kernels) or ``''`` (not compiled, or no usable GPU)."""
+    runs for ``dtype`` and ``head_dim`` on the current device: ``'sm90'`` (the Hopper
+    kernels, compute capability 9.0, head dims 64 / 96 / 128 / 192 / 256), ``'sm80'``
+    (portable kernels) or ``''`` (not compiled, or no usable GPU). It names the fast
+    mode's family: on Hopper a deterministic call at head dim 96 with a softcap runs the
+    portable kernels."""
     name = str(dtype).replace("torch.", "")
     return str(_native().bwd_kernel_family(name, int(head_dim)))
 
