@@ -83,6 +83,47 @@ inline bool make_bwd_dq_map(const BwdParams& p, BwdParams& q, bool int32) {
 // that cannot take the fixed-point path (a D 96 softcap; FLASHKIT_BWD_DET_TURNS=1), and the A/B
 // switches FLASHKIT_BWD_SM90_V1 / FLASHKIT_BWD_D256_V1 (docs/kernels/bwd.md "D 96 and 192 on the
 // Hopper kernels").
+// The key-split kernel (kernel_ks.cuh) of traits Ks for q: its softcap instantiation when q has one.
+template <class Ks, bool kDqTma = false, bool kFixed = false>
+int launch_bwd_ks(const BwdParams& q, dim3 grid, cudaStream_t stream, int device) {
+  if (q.softcap > 0.f) {
+    return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, kDqTma, kFixed>>(q, grid, Ks::kThreads,
+                                                                                            Ks::kSmemBytes, stream, device);
+  }
+  return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, kDqTma, kFixed>>(q, grid, Ks::kThreads,
+                                                                                           Ks::kSmemBytes, stream, device);
+}
+
+// The pair kernel (kernel_ks_pair.cuh) of traits Kp over q's key blocks (an even grid), its softcap
+// instantiation when q has one. A device that cannot place a cluster of two (an SM-limited context)
+// returns cudaErrorInvalidClusterSize / cudaErrorLaunchOutOfResources, which the callers answer with the
+// one-CTA kernel (the error is not sticky; they clear it).
+template <class Kp, bool kDet = false, bool kFixed = false>
+cudaError_t launch_bwd_ks_pair_for(const BwdParams& q, cudaStream_t stream, int device) {
+  const int n_blocks = (q.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
+  const dim3 grid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(q.h_kv), unsigned(q.batch));
+  using bwd_sm90::bwd_ks_pair_kernel;
+  return q.softcap > 0.f ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, kDet, kFixed>, Kp>(q, grid, stream, device)
+                         : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, kDet, kFixed>, Kp>(q, grid, stream, device);
+}
+inline bool bwd_cluster_unplaced(cudaError_t err) {
+  return err == cudaErrorInvalidClusterSize || err == cudaErrorLaunchOutOfResources;
+}
+
+// The GQA split's cluster size (log2) for a ping-pong launch of n_blocks key blocks: bwd_gqa_split.h's
+// table at `table_head_dim` (measured at D 64 / 128), or FLASHKIT_BWD_GQA_SPLIT (read once): unset, "t" (or
+// any non-number) the table; 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs.
+inline int bwd_pp_split_log2(const BwdParams& p, int table_head_dim, bool det, int n_blocks, int num_sms) {
+  static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
+  int cap = split_env;
+  if (split_env < 0) {
+    const bool right = p.causal || p.window_right >= 0;
+    const long long base_ctas = (long long)n_blocks * p.h_kv * p.batch;
+    cap = launch_util::bwd_gqa_split_default(table_head_dim, det, right, p.h_ratio, p.seqlen_k, base_ctas, num_sms);
+  }
+  return launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
+}
+
 template <typename Tag, int kD>
 int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
@@ -113,16 +154,8 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
         return launch_util::launch_with_smem<&bwd_sm90::bwd_pp_kernel<Pp>>(q, grid, Pp::kThreads, Pp::kSmemBytes,
                                                                            stream, dev.device);
       }
-      // the GQA split as at D 128 (bwd_gqa_split.h's table, FLASHKIT_BWD_GQA_SPLIT)
-      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
-      int cap = split_env;
-      if (split_env < 0) {
-        const bool right = p.causal || p.window_right >= 0;
-        const long long base_ctas = (long long)n_blocks * p.h_kv * p.batch;
-        // (the fixed-point kernels take the fast mode's choice, as at D 128)
-        cap = launch_util::bwd_gqa_split_default(128, false, right, p.h_ratio, p.seqlen_k, base_ctas, dev.num_sms);
-      }
-      q.gqa_split_log2 = launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
+      // the GQA split by D 128's table (the fixed-point kernels take the fast mode's choice, as at D 128)
+      q.gqa_split_log2 = bwd_pp_split_log2(p, 128, false, n_blocks, dev.num_sms);
       if (base.dq_fixed) {
         return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, false, true>,
                              &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream,
@@ -148,43 +181,14 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
       const bool pair_rule = !base.dq_fixed && p.seqlen_k >= (unmasked ? 2048 : 8192);
       if (tma && p.cu_seqlens_q == nullptr && !ks_pair_off && (ks_pair_on || pair_rule)) {
         using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
-        const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
-        const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
-        using bwd_sm90::bwd_ks_pair_kernel;
-        const bool capped = p.softcap > 0.f;
-        const cudaError_t err =
-            base.dq_fixed
-                ? (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, false, true>, Kp>(q, pgrid, stream, dev.device)
-                          : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, false, true>, Kp>(q, pgrid, stream,
-                                                                                               dev.device))
-                : (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true>, Kp>(q, pgrid, stream, dev.device)
-                          : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp>, Kp>(q, pgrid, stream, dev.device));
-        // (a device that cannot place a cluster of two: the one-CTA kernel below; the error is not sticky)
-        if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
-        (void)cudaGetLastError();
+        const cudaError_t err = base.dq_fixed ? launch_bwd_ks_pair_for<Kp, false, true>(q, stream, dev.device)
+                                              : launch_bwd_ks_pair_for<Kp>(q, stream, dev.device);
+        if (!bwd_cluster_unplaced(err)) return int(err);
+        (void)cudaGetLastError();  // (the one-CTA kernel below)
       }
-      if (base.dq_fixed) {
-        if (p.softcap > 0.f) {
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true, true>>(
-              q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
-        }
-        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true, true>>(
-            q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
-      }
-      if (tma) {
-        if (p.softcap > 0.f) {
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(q, grid, Ks::kThreads,
-                                                                                        Ks::kSmemBytes, stream, dev.device);
-        }
-        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true>>(q, grid, Ks::kThreads,
-                                                                                       Ks::kSmemBytes, stream, dev.device);
-      }
-      if (p.softcap > 0.f) {
-        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
-                                                                                stream, dev.device);
-      }
-      return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(q, grid, Ks::kThreads, Ks::kSmemBytes, stream,
-                                                                         dev.device);
+      if (base.dq_fixed) return launch_bwd_ks<Ks, true, true>(q, grid, stream, dev.device);
+      if (tma) return launch_bwd_ks<Ks, true>(q, grid, stream, dev.device);
+      return launch_bwd_ks<Ks>(q, grid, stream, dev.device);
     }
   });
 }
@@ -259,18 +263,8 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
       // group split"). FLASHKIT_BWD_GQA_SPLIT (read once): unset, "t" (or any non-number) that table;
       // 0 or 1 never; n >= 2 wherever the group allows, up to n CTAs (the largest power of two
       // <= min(n, 8) dividing h_ratio; A/B runs and tests).
-      static const int split_env = dispatch::env_int("FLASHKIT_BWD_GQA_SPLIT", -1);
-      static const bool split_table = split_env < 0;
-      static const int split_cap = split_table ? 0 : split_env;
       auto split_log2 = [&](bool det) {
-        int cap = split_cap;
-        if (split_table) {
-          const bool right = p.causal || p.window_right >= 0;
-          const long long base_ctas =
-              (long long)((p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN) * p.h_kv * p.batch;
-          cap = launch_util::bwd_gqa_split_default(kD, det, right, p.h_ratio, p.seqlen_k, base_ctas, dev.num_sms);
-        }
-        return launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
+        return bwd_pp_split_log2(p, kD, det, (p.seqlen_k + Pp::kBlockN - 1) / Pp::kBlockN, dev.num_sms);
       };
       if (base.dq_fixed) {  // (maps made above; no turns, so no rotated walk and no residency rule)
         BwdParams q = base;
@@ -408,42 +402,21 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
           // blocks otherwise, and the pair kernel's partner must follow the same order)
           q.deterministic = false;
           if (ks_pair && p.cu_seqlens_q == nullptr) {
-            using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
-            const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
-            const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
-            using bwd_sm90::bwd_ks_pair_kernel;
-            const cudaError_t err =
-                p.softcap > 0.f
-                    ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, false, true>, Kp>(q, pgrid, stream, dev.device)
-                    : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, false, true>, Kp>(q, pgrid, stream, dev.device);
-            if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
+            const cudaError_t err = launch_bwd_ks_pair_for<bwd_sm90::BwdKsPairTraits<T, kD>, false, true>(q, stream,
+                                                                                                         dev.device);
+            if (!bwd_cluster_unplaced(err)) return int(err);
             (void)cudaGetLastError();
           }
-          if (p.softcap > 0.f) {
-            return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true, true>>(
-                q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
-          }
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true, true>>(
-              q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+          return launch_bwd_ks<Ks, true, true>(q, grid, stream, dev.device);
         }
         if (ks_pair && !dq_reds && (!p.deterministic || ks_pair_det) && p.cu_seqlens_q == nullptr) {
           BwdParams q = p;
           if (make_dq_map(q) && make_qdo_maps(q)) {
             using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
-            const int n_blocks = (p.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
-            const dim3 pgrid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(p.h_kv), unsigned(p.batch));
-            using bwd_sm90::bwd_ks_pair_kernel;
-            const bool capped = p.softcap > 0.f;  // (softcap, deterministic) pick the instantiation
-            const cudaError_t err =
-                p.deterministic
-                    ? (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, true>, Kp>(q, pgrid, stream, dev.device)
-                              : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, true>, Kp>(q, pgrid, stream, dev.device))
-                    : (capped ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true>, Kp>(q, pgrid, stream, dev.device)
-                              : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp>, Kp>(q, pgrid, stream, dev.device));
-            // A device that cannot place a cluster of two (an SM-limited context) falls back to
-            // the one-CTA kernel below; the error is not sticky, so it is cleared.
-            if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources) return int(err);
-            (void)cudaGetLastError();
+            const cudaError_t err = p.deterministic ? launch_bwd_ks_pair_for<Kp, true>(q, stream, dev.device)
+                                                    : launch_bwd_ks_pair_for<Kp>(q, stream, dev.device);
+            if (!bwd_cluster_unplaced(err)) return int(err);
+            (void)cudaGetLastError();  // (the one-CTA kernel below)
           }
         }
         // dQ by TMA reduce-adds and Q/dO by TMA loads where the maps can be made
@@ -452,20 +425,10 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
         if (!dq_reds) {
           BwdParams q = pk;
           if (make_dq_map(q) && (FLASHKIT_BWD_KS_TMA_LOADS == 0 || make_qdo_maps(q))) {
-            if (p.softcap > 0.f) {
-              return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, true>>(
-                  q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
-            }
-            return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, true>>(
-                q, grid, Ks::kThreads, Ks::kSmemBytes, stream, dev.device);
+            return launch_bwd_ks<Ks, true>(q, grid, stream, dev.device);
           }
         }
-        if (p.softcap > 0.f) {
-          return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true>>(pk, grid, Ks::kThreads,
-                                                                                  Ks::kSmemBytes, stream, dev.device);
-        }
-        return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks>>(pk, grid, Ks::kThreads, Ks::kSmemBytes,
-                                                                           stream, dev.device);
+        return launch_bwd_ks<Ks>(pk, grid, stream, dev.device);
       }
     }
     if (p.softcap > 0.f) {
