@@ -75,23 +75,16 @@ inline bool make_bwd_dq_map(const BwdParams& p, BwdParams& q, bool int32) {
   return launch_util::make_tma_map_f32_reduce(&q.dq_tmap, p.dq_accum, acc_dims, acc_st, 16, int32);
 }
 
-// D 96 (the ping-pong kernel on D 128's tiles, pp_traits.cuh) and D 192 (the key-split kernel and
-// its pair kernel on D 256's, ks_traits.cuh): the fast mode's kernels (TMA loads and dQ reduce-adds where the maps
-// can be made, else cp.async and per-thread reds; softcaps included) and the deterministic
-// mode's fixed-point instantiation (D 96: without a softcap). What these two head dims do not
-// instantiate runs on the portable family (its own pre / post launches): deterministic calls
-// that cannot take the fixed-point path (a D 96 softcap; FLASHKIT_BWD_DET_TURNS=1), and the A/B
-// switches FLASHKIT_BWD_SM90_V1 / FLASHKIT_BWD_D256_V1 (docs/kernels/bwd.md "D 96 and 192 on the
-// Hopper kernels").
 // The key-split kernel (kernel_ks.cuh) of traits Ks for q: its softcap instantiation when q has one.
 template <class Ks, bool kDqTma = false, bool kFixed = false>
 int launch_bwd_ks(const BwdParams& q, dim3 grid, cudaStream_t stream, int device) {
+  using bwd_sm90::bwd_ks_kernel;
   if (q.softcap > 0.f) {
-    return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, true, kDqTma, kFixed>>(q, grid, Ks::kThreads,
-                                                                                            Ks::kSmemBytes, stream, device);
+    return launch_util::launch_with_smem<&bwd_ks_kernel<Ks, true, kDqTma, kFixed>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
+                                                                                  stream, device);
   }
-  return launch_util::launch_with_smem<&bwd_sm90::bwd_ks_kernel<Ks, false, kDqTma, kFixed>>(q, grid, Ks::kThreads,
-                                                                                           Ks::kSmemBytes, stream, device);
+  return launch_util::launch_with_smem<&bwd_ks_kernel<Ks, false, kDqTma, kFixed>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
+                                                                                 stream, device);
 }
 
 // The pair kernel (kernel_ks_pair.cuh) of traits Kp over q's key blocks (an even grid), its softcap
@@ -103,8 +96,8 @@ cudaError_t launch_bwd_ks_pair_for(const BwdParams& q, cudaStream_t stream, int 
   const int n_blocks = (q.seqlen_k + Kp::kBlockN - 1) / Kp::kBlockN;
   const dim3 grid(unsigned(2 * ((n_blocks + 1) / 2)), unsigned(q.h_kv), unsigned(q.batch));
   using bwd_sm90::bwd_ks_pair_kernel;
-  return q.softcap > 0.f ? launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, kDet, kFixed>, Kp>(q, grid, stream, device)
-                         : launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, kDet, kFixed>, Kp>(q, grid, stream, device);
+  if (q.softcap > 0.f) return launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, true, kDet, kFixed>, Kp>(q, grid, stream, device);
+  return launch_bwd_ks_pair<&bwd_ks_pair_kernel<Kp, false, kDet, kFixed>, Kp>(q, grid, stream, device);
 }
 inline bool bwd_cluster_unplaced(cudaError_t err) {
   return err == cudaErrorInvalidClusterSize || err == cudaErrorLaunchOutOfResources;
@@ -124,6 +117,14 @@ inline int bwd_pp_split_log2(const BwdParams& p, int table_head_dim, bool det, i
   return launch_util::bwd_gqa_split_log2(cap, p.h_ratio);
 }
 
+// D 96 (the ping-pong kernel on D 128's tiles, pp_traits.cuh) and D 192 (the key-split kernel and
+// its pair kernel on D 256's, ks_traits.cuh): the fast mode's kernels (TMA loads and dQ
+// reduce-adds where the maps can be made, else cp.async and per-thread reds; softcaps included)
+// and the deterministic mode's fixed-point instantiation (D 96: without a softcap). What these
+// two head dims do not instantiate runs on the portable family (its own pre / post launches):
+// deterministic calls that cannot take the fixed-point path (a D 96 softcap;
+// FLASHKIT_BWD_DET_TURNS=1), and the A/B switches FLASHKIT_BWD_SM90_V1 / FLASHKIT_BWD_D256_V1
+// (docs/kernels/bwd.md "D 96 and 192 on the Hopper kernels").
 template <typename Tag, int kD>
 int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   using T = typename ElementOf<Tag>::type;
@@ -140,7 +141,8 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
   return launch_util::launch_bwd_with_prepost<T, kD>(base, stream, [&]() -> int {
     BwdParams q = base;
     // fast mode: TMA loads and reduce-adds where the maps can be made (the fixed-point path made its own)
-    const bool tma = base.dq_fixed || (!no_tma && !dq_reds && make_bwd_qdo_maps<T>(p, q) && make_bwd_dq_map(p, q, false));
+    const bool tma =
+        base.dq_fixed || (!no_tma && !dq_reds && make_bwd_qdo_maps<T>(p, q) && make_bwd_dq_map(p, q, false));
     q.deterministic = false;  // (fixed point: the fast kernel's walk, no turns)
     if constexpr (kD == 96) {
       using Pp = bwd_sm90::BwdPpTraits<T, kD>;
@@ -156,14 +158,13 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
       }
       // the GQA split by D 128's table (the fixed-point kernels take the fast mode's choice, as at D 128)
       q.gqa_split_log2 = bwd_pp_split_log2(p, 128, false, n_blocks, dev.num_sms);
+      using bwd_sm90::bwd_pp_kernel;
       if (base.dq_fixed) {
-        return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, false, true>,
-                             &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream,
-                                                                                                  dev.device);
+        return launch_bwd_pp<&bwd_pp_kernel<Pp, false, true, true, false, false, true>,
+                             &bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream, dev.device);
       }
-      return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>,
-                           &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true>, Pp>(q, n_blocks, stream,
-                                                                                             dev.device);
+      return launch_bwd_pp<&bwd_pp_kernel<Pp, false, true, true>, &bwd_pp_kernel<Pp, false, true, true, false, true>, Pp>(
+          q, n_blocks, stream, dev.device);
     } else {
       using Ks = bwd_sm90::BwdKsTraits<T, kD>;
       const dim3 grid(unsigned((p.seqlen_k + Ks::kBlockN - 1) / Ks::kBlockN), unsigned(p.h_kv), unsigned(p.batch));
