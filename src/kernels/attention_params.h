@@ -54,7 +54,8 @@ struct FwdParams {
   float softcap, softcap_scale;
 
   // Tile order, set by the launcher (not by callers): (batch, head) pairs are taken in
-  // groups of `sched_group`, sized so that a group's K/V fit in part of the L2; within a
+  // groups of `sched_group` (launch/fwd_sched.h: 1 without a mask and in the persistent
+  // kernel's walk; causal grid kernels: as many as keep their K/V in the L2); within a
   // group, row blocks run heaviest-first (matters with a causal mask).
   int sched_group;
   int num_m_blocks;

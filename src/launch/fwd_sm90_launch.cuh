@@ -126,7 +126,7 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   if (err != cudaSuccess) return err;
   FwdParams p = params;
   dim3 grid;
-  if (!launch_util::make_grid(p, Tr::kBlockM, dev.l2_bytes, int(sizeof(typename Tr::T)), &grid)) {
+  if (!launch_util::make_grid(p, Tr::kBlockM, dev.l2_bytes, int(sizeof(typename Tr::T)), &grid, true)) {
     return cudaErrorInvalidConfiguration;
   }
   // units of the walk: (batch, head) pairs x pairs of row blocks (the grid's empty slots are

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/attention_params.h"
+#include "launch/fwd_sched.h"
 
 namespace flashkit::launch_util {
 
@@ -34,29 +36,25 @@ int launch_with_smem(const Params& p, dim3 grid, int threads, int smem, cudaStre
   return int(cudaGetLastError());
 }
 
-// (batch, head) pairs per scheduling group. Causal: as many as keep their K and V within
-// the L2, at least one, split into groups of equal size (a small last group would put its
-// heaviest row blocks at the very end, in the tail); measured +6-27% over per-head order
-// on the causal sweeps. Non-causal: every tile costs the same, so one pair per group
-// (head-major order) keeps the row blocks sharing a K/V in flight together.
-inline int64_t sched_group(const FwdParams& p, int64_t l2_bytes, int elem_bytes) {
-  const int64_t num_bh = int64_t(p.batch) * p.h_q;
-  if (!p.causal) return 1;
+// (batch, head) pairs per scheduling group: launch/fwd_sched.h (the rule, its measurements and
+// the FLASHKIT_FWD_SCHED_GROUP override, read once here).
+inline int64_t sched_group(const FwdParams& p, int64_t l2_bytes, int elem_bytes, bool persistent) {
+  static const FwdSchedOverride ovr = parse_fwd_sched_override(std::getenv("FLASHKIT_FWD_SCHED_GROUP"));
   const int64_t kv_bytes = int64_t(p.seqlen_k) * p.head_dim * elem_bytes * 2;
-  int64_t group = kv_bytes > 0 ? l2_bytes / kv_bytes : num_bh;
-  group = std::max<int64_t>(1, std::min(group, num_bh));
-  const int64_t groups = (num_bh + group - 1) / group;
-  return (num_bh + groups - 1) / groups;
+  return fwd_sched_group(int64_t(p.batch) * p.h_q, p.causal, kv_bytes, l2_bytes, persistent, ovr);
 }
 
 // Fills p.sched_group / p.num_m_blocks and returns the grid (sched_group, m blocks,
 // groups) for row blocks of `block_m`; false if the problem exceeds the grid limits.
-inline bool make_grid(FwdParams& p, int block_m, int64_t l2_bytes, int elem_bytes, dim3* grid) {
+// `persistent`: the tile order of kernel_persistent.cuh's walk (the grid itself is not launched).
+inline bool make_grid(FwdParams& p, int block_m, int64_t l2_bytes, int elem_bytes, dim3* grid,
+                      bool persistent = false) {
   const int64_t num_bh = int64_t(p.batch) * p.h_q;
   const int64_t num_m_blocks = (p.seqlen_q + block_m - 1) / block_m;
   if (num_m_blocks > 65535) return false;  // > 8M query rows
   // grid.z (groups) is limited to 65535: widen the groups when there are more pairs.
-  const int64_t group = std::max<int64_t>(sched_group(p, l2_bytes, elem_bytes), (num_bh + 65534) / 65535);
+  const int64_t group =
+      std::max<int64_t>(sched_group(p, l2_bytes, elem_bytes, persistent), (num_bh + 65534) / 65535);
   p.sched_group = int(group);
   p.num_m_blocks = int(num_m_blocks);
   *grid = dim3(unsigned(group), unsigned(num_m_blocks), unsigned((num_bh + group - 1) / group));

@@ -25,7 +25,9 @@
 //    shared memory before the first P V. K's rows there only reach masked scores.
 //  - tile order: the walk goes over units (pairs of row blocks m, num_m_blocks - 1 - m of
 //    one (batch, head): equal work under a causal mask); round r gives CTA c the unit
-//    r * gridDim.x + c for even r and r * gridDim.x + gridDim.x - 1 - c for odd r.
+//    r * gridDim.x + c for even r and r * gridDim.x + gridDim.x - 1 - c for odd r. The
+//    launcher numbers units head-major (p.sched_group = 1, launch/fwd_sched.h), so a pair's
+//    units run side by side and its K/V is read from DRAM once.
 #pragma once
 
 #include "kernels/fwd_sm90/kernel.cuh"
