@@ -3,6 +3,8 @@
 # of FlashKit and cuDNN on FA3-sweep shapes (CASES="op D S causal;..."); dram.txt has one line per
 # (case, impl). The question: where does a FlashKit kernel move more DRAM bytes than cuDNN (fwd_sm90.md,
 # "Head-major order": the causal walk did). IMPLS (default "fk cudnn"), ENVS (VAR=VALUE pairs for ncu's process).
+# EXTRA_METRICS: more ncu metrics (comma-separated) kept in the raw CSVs, e.g. the L2 hit / miss sectors
+# lts__t_sectors_srcunit_tex_lookup_hit.sum,lts__t_sectors_srcunit_tex_lookup_miss.sum (the D 64 1k question).
 # Units: the time column assumes ncu's raw page names them (nsecond / usecond); check one raw CSV.
 #   run(command="bash scripts/dev/dram_survey.sh")
 set -u -o pipefail
@@ -10,7 +12,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/dram
 . "$(dirname "$0")/device_steps.sh"
 install_tree "$TREE"
-M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum${EXTRA_METRICS:+,$EXTRA_METRICS}
 IFS=';' read -r -a CS <<< "${CASES:-fwd 256 512 1;fwd 256 512 0;fwd 64 1024 1;bwd 128 1024 1;bwd 128 4096 0;bwd 256 1024 1}"
 cd /tmp
 for c in "${CS[@]}"; do
