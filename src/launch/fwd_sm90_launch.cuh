@@ -107,13 +107,17 @@ bool make_q_tensor_map(FwdParams& p) {
 // unequal work worse than the hardware's block scheduler (-7% at 16k). D 256 stores O
 // from registers and lost 5-15%. FLASHKIT_FWD_PERSISTENT=1 / =0 (read once) forces it on
 // wherever the maps can be made / off.
+// D 256 (no staging tile: O is staged in the last V stage) takes it for causal calls of at most
+// four row blocks (S_q <= 512): +5.2% at causal 512 on an H200 with the head-major walk (2026-11-28,
+// fwd_sm90.md "Head-major order"; +6.5% with another staging on 2026-11-28), 1k +2.6% (-3.6% the other
+// time), non-causal and longer calls 0-4% slower; windows and softcaps keep the grid kernel.
 template <class Tr>
 bool use_persistent(const FwdParams& p) {
   static const char* env = std::getenv("FLASHKIT_FWD_PERSISTENT");
   if (env != nullptr && env[0] == '1') return true;
   if (env != nullptr && env[0] == '0') return false;
-  if (!PersistentSmem<Tr>::kStageO) return false;
   const int m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+  if (!PersistentSmem<Tr>::kStageO) return p.causal && m_blocks <= 4 && !launch_util::fwd_needs_mods(p);
   return !p.causal || m_blocks <= 64;
 }
 
