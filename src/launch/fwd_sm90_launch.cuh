@@ -104,13 +104,13 @@ bool make_q_tensor_map(FwdParams& p) {
 // 2026-11-23, docs/kernels/fwd_sm90.md "Persistent"): where O has its staging tile
 // (D 96/128/192: +2-20% at S <= 8k, the most at short sequences), except causal calls
 // with more than 64 row blocks (S_q > 8k): the static walk balances the causal tiles'
-// unequal work worse than the hardware's block scheduler (-7% at 16k). D 256 stores O
-// from registers and lost 5-15%. FLASHKIT_FWD_PERSISTENT=1 / =0 (read once) forces it on
-// wherever the maps can be made / off.
-// D 256 (no staging tile: O is staged in the last V stage) takes it for causal calls of at most
-// four row blocks (S_q <= 512): +5.2% at causal 512 on an H200 with the head-major walk (2026-11-28,
-// fwd_sm90.md "Head-major order"; +6.5% with another staging on 2026-11-28), 1k +2.6% (-3.6% the other
-// time), non-causal and longer calls 0-4% slower; windows and softcaps keep the grid kernel.
+// unequal work worse than the hardware's block scheduler (-7% at 16k; with the walk
+// head-major since 2026-11-28, level). D 256 has no staging tile (O goes through the last V
+// stage) and runs it only for causal calls of at most four row blocks (S_q <= 512) without a
+// window or softcap: +5.2% at causal 512 on an H200 (fwd_sm90.md "D 256 causal S <= 512 on the
+// persistent kernel"); at 1k +2.6% / -3.6% in two measurements, non-causal and longer calls
+// 0-15% slower. FLASHKIT_FWD_PERSISTENT=1 / =0 (read once) forces it on wherever the maps can
+// be made / off.
 template <class Tr>
 bool use_persistent(const FwdParams& p) {
   static const char* env = std::getenv("FLASHKIT_FWD_PERSISTENT");
