@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device survey: DRAM bytes read / written and kernel time (ncu, every kernel of one measured call, summed)
 # of FlashKit and cuDNN on FA3-sweep shapes (CASES="op D S causal;..."); dram.txt has one line per
-# (case, impl). The question: where does a FlashKit kernel move more DRAM bytes than cuDNN (fwd_sm90.md,
+# (case, impl); "decode B S_k 1" cases time a paged decode step (dram_survey.py). The question: where does a FlashKit kernel move more DRAM bytes than cuDNN (fwd_sm90.md,
 # "Head-major order": the causal walk did). IMPLS (default "fk cudnn"), ENVS (VAR=VALUE pairs for ncu's process).
 # EXTRA_METRICS: more ncu metrics (comma-separated) kept in the raw CSVs, e.g. the L2 hit / miss sectors
 # lts__t_sectors_srcunit_tex_lookup_hit.sum,lts__t_sectors_srcunit_tex_lookup_miss.sum (the D 64 1k question).
