@@ -9,6 +9,10 @@
 #   D (~8 min): install; the decode sweep with FlashInfer (.carry/flashinfer, bench/peers/flashinfer/build.sh),
 #      both parts (B 1 / 16 and B 64 / 128) in one call.
 #   run(carry=[".carry/flashinfer"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh D")
+#   L (~3 min): where decode loses to cuDNN at B >= 16 on the H200 (v16: 0.92-0.99x): the page layout (NHD /
+#      HND, pages in order / permuted), one CTA per (sequence, KV head) (split_size = S_k, cuDNN's grid), and
+#      cuDNN on the contiguous copy, all graph-timed in scripts/decode_quick_bench.py.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh L")
 set -u -o pipefail
 PART=${1:?usage: session34.sh W|D}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +34,12 @@ case $PART in
     step sweepA 280 python3 -m flashkit.bench --op decode --batch 1 16 --out-dir "$O/A" --tag b1-16
     step sweepB 280 python3 -m flashkit.bench --op decode --batch 64 128 --out-dir "$O/B" --tag b64-128
     ;;
-  *) echo "usage: $0 W|D" >&2; exit 2 ;;
+  L)
+    step layout 300 python3 "$TREE/scripts/decode_quick_bench.py" --layout nhd hnd --table perm seq --split-size 0 \
+      16384 --cudnn --configs 16:8192:32:8 64:8192:32:8 16:16384:32:32 128:4096:32:8 1:65536:32:8 --csv "$O/layout.csv"
+    tail -60 "$O/layout.log"
+    ;;
+  *) echo "usage: $0 W|D|L" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s34-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"
