@@ -13,16 +13,12 @@
 #      HND, pages in order / permuted), one CTA per (sequence, KV head) (split_size = S_k, cuDNN's grid), and
 #      cuDNN on the contiguous copy, all graph-timed in scripts/decode_quick_bench.py.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh L")
-#   V (~5 min): one CTA of 8 warps per SM (traits.cuh FLASHKIT_DECODE_WIDE_CTA with 128-token tiles) against
-#      main's bf16 D 128 kernel: both builds of decode_bf16_hd128.cu, the decode GPU tests on the variant, graph
-#      times in two interleaved rounds (base, wide, base, wide), cuDNN on the contiguous copy once.
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh V")
 set -u -o pipefail
 PART=${1:?usage: session34.sh W|D}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s34-$PART
 . "$(dirname "$0")/device_steps.sh"
-if [ "$PART" != V ]; then install_tree "$TREE"; fi
+install_tree "$TREE"
 cd /tmp
 case $PART in
   W)
@@ -43,28 +39,7 @@ case $PART in
       16384 --cudnn --configs 16:8192:32:8 64:8192:32:8 16:16384:32:32 128:4096:32:8 1:65536:32:8 --csv "$O/layout.csv"
     tail -60 "$O/layout.log"
     ;;
-  V)
-    device_header
-    F="$TREE/src/kernels/decode/inst/decode_bf16_hd128.cu"
-    cp "$F" "$O/inst.orig"
-    CF="16:8192:32:8 16:4096:32:8 16:8192:64:8 64:8192:32:8 128:4096:32:8 16:16384:32:32 1:65536:32:8 1:16384:32:8 1:8192:32:8"
-    for round in 1 2; do
-      for name in base wide; do
-        if [ $name = wide ]; then defs="FLASHKIT_DECODE_WIDE_CTA 1;FLASHKIT_DECODE_BLOCKN 128"; else defs=""; fi
-        with_defines "$O/inst.orig" "$defs" > "$F"
-        install_cmd "$TREE"
-        step build_${name}_$round 300 "${INSTALL[@]}" || continue
-        if [ $round = 1 ] && [ $name = wide ]; then
-          (cd "$TREE/tests/python" && step tests_wide 200 python3 -m pytest -q -x -p no:cacheprovider test_decode_gpu.py)
-        fi
-        extra=""; if [ $round = 1 ] && [ $name = base ]; then extra="--cudnn"; fi
-        step bench_${name}_$round 200 python3 "$TREE/scripts/decode_quick_bench.py" --configs $CF $extra --csv "$O/bench-$name-$round.csv"
-        grep -v "^ *[0-9.]* us\|Warn\|warn" "$O/bench_${name}_$round.log" | sed "s/^/$name$round /" >> "$O/summary.txt"
-      done
-    done
-    restore_inst "$O/inst.orig" "$F"
-    ;;
-  *) echo "usage: $0 W|D|L|V" >&2; exit 2 ;;
+  *) echo "usage: $0 W|D|L" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s34-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"

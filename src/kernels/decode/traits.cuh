@@ -17,14 +17,6 @@
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
-// FLASHKIT_DECODE_WIDE_CTA (tuning switch, decode.md "One CTA of 8 warps per SM"): 1 = the 16-bit
-// kernels with 128-token tiles (FLASHKIT_DECODE_BLOCKN 128) run 8 warps of 16 keys each instead of 4
-// of 32: one CTA per SM holds the same warps and bytes in flight as two CTAs of 4 warps, and its
-// warps finish together.
-#ifndef FLASHKIT_DECODE_WIDE_CTA
-#define FLASHKIT_DECODE_WIDE_CTA 0
-#endif
-
 namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
@@ -39,7 +31,7 @@ struct DecodeTraits {
   static constexpr int kRows = 16 * kMTiles;   // query rows of one item
   static constexpr int kStages = kStages_;     // K/V tiles in flight
   static constexpr int kBlockN = kBlockN_;     // tokens per K/V tile
-  static constexpr int kNWarps = (FLASHKIT_DECODE_WIDE_CTA && kQuant == 0 && kBlockN_ == 128) ? 8 : 4;
+  static constexpr int kNWarps = 4;
   static constexpr int kThreads = kNWarps * 32;
   static constexpr int kWarpKeys = kBlockN / kNWarps;  // keys per warp per tile
   static constexpr int kNTiles = kWarpKeys / 8;        // n8 tiles of S per warp
