@@ -72,6 +72,9 @@ struct FwdParams {
   // Its tile decode's divisors (launch_persistent): units per group of (batch, head) pairs
   // (sched_group x pairs of row blocks), sched_group, and the last group's size.
   prims::FastDiv div_group_units, div_group, div_last_group;
+  // Its walk without the snake and with each pair's units rotated by the round (set by
+  // launch_persistent where that is a permutation and balances unequal units; kernel_persistent.cuh).
+  int walk_rotate;
   // Its epilogue stores O by TMA where o_tma is set (FLASHKIT_FWD_TMA_STORE): O's map, dims
   // as Q's (head_dim, rows, h_q, batch), boxes of 64 columns x 64 rows (one warpgroup's).
   TmaDesc o_tmap;

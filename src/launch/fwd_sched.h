@@ -82,4 +82,16 @@ inline int64_t fwd_sched_group(int64_t num_bh, bool causal, int64_t kv_bytes, in
   return persistent ? 1 : l2_rule(l2_bytes);
 }
 
+// Whether the persistent kernel's walk rotates each pair's units by the round (FwdParams::walk_rotate,
+// kernel_persistent.cuh): a causal call in groups of one pair (sched_group 1) whose units per pair
+// (pairs of row blocks, units_per_pair) divide the grid (ctas), so that every pair's units fall in one
+// round, with more units than CTAs (a single round has nothing to even out). Where the units of a
+// pair differ in cost (D 64's 192-row blocks), a CTA then takes a different kind of unit each round;
+// where they cost the same (128-row blocks over 128-key tiles) the loads are the same in both walks.
+// FLASHKIT_FWD_WALK_ROTATE=0 (read by the launcher) turns it off for A/B runs.
+inline bool fwd_walk_rotate(bool causal, int64_t sched_group, int64_t units_per_pair, int64_t units, int64_t ctas) {
+  return causal && sched_group == 1 && units_per_pair >= 2 && ctas >= 1 && ctas % units_per_pair == 0 &&
+         units > ctas;
+}
+
 }  // namespace flashkit::launch_util

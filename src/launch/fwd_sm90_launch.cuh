@@ -144,6 +144,9 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   p.div_group = prims::FastDiv::make(p.sched_group);
   p.div_last_group = prims::FastDiv::make(int(last));
   const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
+  static const bool rotate_off = dispatch::env_off("FLASHKIT_FWD_WALK_ROTATE");
+  p.walk_rotate = !rotate_off && launch_util::fwd_walk_rotate(p.causal, p.sched_group, (p.num_m_blocks + 1) / 2,
+                                                              tiles, ctas);
   kKernel<<<ctas, Tr::kThreads, kSmem, stream>>>(p);
   return cudaGetLastError();
 }

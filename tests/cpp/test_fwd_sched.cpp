@@ -2,6 +2,8 @@
 // scheduling groups of (batch, head) pairs.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "launch/fwd_sched.h"
 
 namespace {
@@ -75,6 +77,60 @@ TEST(FwdSched, Overrides) {
     EXPECT_EQ(parse_fwd_sched_override(bad).kind, 0) << bad;
   }
   EXPECT_EQ(parse_fwd_sched_override(nullptr).kind, 0);
+}
+
+}  // namespace
+
+namespace {
+
+using flashkit::launch_util::fwd_walk_rotate;
+
+// Units per pair of a causal call with 192-row blocks (D 64's three-warpgroup kernel) and 128-row ones.
+int64_t units_per_pair(int64_t s, int64_t block_m) { return ((s + block_m - 1) / block_m + 1) / 2; }
+
+TEST(FwdWalkRotate, TheFa3SweepsD64CausalRows) {
+  // 132 SMs; D 64: 32 heads, 16k tokens. U = 2, 3, 6, 11, 22 divide 132: rotated, every pair's units in one round.
+  for (int64_t s : {512, 1024, 2048, 4096, 8192}) {
+    const int64_t u = units_per_pair(s, 192), units = 16384 / s * 32 * u;
+    EXPECT_EQ(132 % u, 0) << s;
+    EXPECT_TRUE(fwd_walk_rotate(true, 1, u, units, 132)) << s;
+  }
+}
+
+TEST(FwdWalkRotate, OnlyWhereItIsAPermutationThatCanHelp) {
+  EXPECT_FALSE(fwd_walk_rotate(false, 1, 3, 1536, 132));  // no mask: units are single blocks
+  EXPECT_FALSE(fwd_walk_rotate(true, 2, 3, 1536, 132));   // groups of two pairs (the override)
+  EXPECT_FALSE(fwd_walk_rotate(true, 1, 7, 1536, 132));   // 7 does not divide 132: pairs straddle rounds
+  EXPECT_FALSE(fwd_walk_rotate(true, 1, 3, 132, 132));    // one round
+  EXPECT_FALSE(fwd_walk_rotate(true, 1, 1, 1536, 132));   // one unit per pair: nothing to rotate
+  EXPECT_FALSE(fwd_walk_rotate(true, 1, 3, 1536, 0));
+  EXPECT_TRUE(fwd_walk_rotate(true, 1, 4, 1024, 132));    // D 128 S 1k: rotated, equal units (no change in cost)
+}
+
+// The rotation the kernel applies (kernel_persistent.cuh persistent_tile / persistent_coords) is a
+// permutation of the walk's units: each unit exactly once, a pair's units in the round of the pair.
+TEST(FwdWalkRotate, KernelWalkIsAPermutation) {
+  for (int64_t ctas : {132, 114, 66, 12}) {
+    for (int64_t u : {2, 3, 6, 11, 22, 5, 7}) {
+      for (int64_t pairs : {1, 5, 44, 131, 512}) {
+        const int64_t units = pairs * u;
+        if (!fwd_walk_rotate(true, 1, u, units, ctas)) continue;
+        std::vector<int> seen(size_t(units), 0);
+        for (int64_t round = 0; round * ctas < units; ++round) {
+          for (int64_t c = 0; c < ctas; ++c) {
+            const int64_t t = round * ctas + c;
+            if (t >= units) continue;
+            const int64_t z = t / u;
+            int64_t rest = t - z * u + round % u;
+            if (rest >= u) rest -= u;
+            EXPECT_EQ((z * u) / ctas, round);  // the pair's round
+            ++seen[size_t(z * u + rest)];
+          }
+        }
+        for (int64_t i = 0; i < units; ++i) EXPECT_EQ(seen[size_t(i)], 1) << ctas << " " << u << " " << pairs;
+      }
+    }
+  }
 }
 
 }  // namespace

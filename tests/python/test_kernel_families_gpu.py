@@ -199,6 +199,63 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     assert runs[3] == runs[2], "persistent kernel, thread-store epilogue != TMA-store epilogue"
 
 
+_WALK_ROTATE_PROBE = r"""
+import hashlib, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(7)
+out = []
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+# causal calls whose persistent walk has more units than CTAs and U units per (batch, head) pair
+# (pairs of row blocks: 192-row blocks at D 64, 128-row ones otherwise) with U dividing the SM count:
+# the launcher rotates them (launch/fwd_sched.h fwd_walk_rotate); printed: U and whether it divides
+for dtype in (torch.bfloat16, torch.float16):
+    for D, B, H, S, bm in ((64, 4, 12, 1024, 192), (64, 1, 24, 2048, 192), (64, 2, 8, 4096, 192),
+                           (128, 1, 40, 1024, 128), (96, 3, 12, 512, 128), (192, 1, 36, 768, 128)):
+        u = ((S + bm - 1) // bm + 1) // 2
+        q = torch.randn(B, S, H, D, device="cuda", dtype=dtype, generator=g)
+        k = torch.randn(B, S, H // 4 if H % 4 == 0 else H, D, device="cuda", dtype=dtype, generator=g)
+        v = torch.randn_like(k)
+        o, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
+        out.append(f"{D}:{u}:{int(sms % u == 0 and B * H * u > sms)}:" +
+                   hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
+                                  lse.view(torch.uint8).cpu().numpy().tobytes()).hexdigest()[:16])
+    # varlen causal: 60 sequences of 400-600 tokens (num_m_blocks from the longest)
+    lens = torch.randint(400, 601, (60,), generator=torch.Generator().manual_seed(3))
+    cu = torch.zeros(61, dtype=torch.int32)
+    cu[1:] = torch.cumsum(lens, 0)
+    cu = cu.cuda()
+    n = int(cu[-1])
+    for D in (64, 128):
+        qv = torch.randn(n, 8, D, device="cuda", dtype=dtype, generator=g)
+        kv = torch.randn(n, 2, D, device="cuda", dtype=dtype, generator=g)
+        vv = torch.randn(n, 2, D, device="cuda", dtype=dtype, generator=g)
+        ov = flashkit.attention_varlen(qv, kv, vv, cu, cu, 600, 600, causal=True)
+        out.append(f"v{D}:" + hashlib.sha256(ov.view(torch.uint8).cpu().numpy().tobytes()).hexdigest()[:16])
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_walk_rotation_bitwise(flashkit_ext, run_probe):
+    """The persistent forward's causal walk with each pair's units rotated by the round
+    (FwdParams::walk_rotate, the default where launch/fwd_sched.h allows it) computes the same
+    tiles as the snake walk without it (FLASHKIT_FWD_WALK_ROTATE=0): bitwise equal outputs and
+    LSE, dense (D 64's 192-row units and the 128-row ones) and varlen; and the probe's shapes do
+    take the rotated walk on this GPU where U divides its SM count."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
+        pytest.skip("no Hopper forward on this GPU / build")
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_PERSISTENT", "FLASHKIT_FWD_D64_WG3",
+            "FLASHKIT_FWD_SCHED_GROUP", "FLASHKIT_FWD_WALK_ROTATE"]
+    on = run_probe(_WALK_ROTATE_PROBE, {}, drop).split()
+    off = run_probe(_WALK_ROTATE_PROBE, {"FLASHKIT_FWD_WALK_ROTATE": "0"}, drop).split()
+    assert len(on) == 16 and on == off
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if sms % 6 == 0:  # (H100 / H200 SXM: 132) D 64 at 1k and 2k rotate
+        assert sum(x.split(":")[2] == "1" for x in on if not x.startswith("v")) >= 4
+
+
 _D64_EDGE_PROBE = r"""
 import hashlib, sys, torch, flashkit
 from flashkit.testing import (attention_pytorch, attention_reference, check_close, check_lse,

@@ -122,9 +122,19 @@ struct PersistentNamedBars {
 // stays balanced where the walk over single tiles was not (scripts/dev/fwd_sched_model.py:
 // 1.19x the ideal makespan at causal 16k, 1.08x at 1k; pairs 1.03x, the quantization of the
 // units over the CTAs); the light block's keys are a prefix of the heavy one's (L2).
+//
+// p.walk_rotate (launch_persistent: a causal call in groups of one pair whose units per pair, U,
+// divide the grid, over more than one round): round r gives CTA c the unit r * gridDim.x + c (no
+// snake), and persistent_coords rotates the pair's unit index by r. Every pair's U units then lie
+// in one round, so the rotation permutes them within the pair (same tiles, same bits), and a CTA
+// takes unit kind (c + r) mod U in round r instead of the same kind in every round: where the
+// kinds differ in cost (D 64's 192-row blocks over 128-key tiles: at causal 2k five pairs of 20-21
+// key tiles and a lone middle block of 10) the CTAs' loads even out
+// (scripts/dev/models/fwd_walk_order_model.py: 1.133 -> 1.031 of the ideal makespan at 2k, 1.058 ->
+// 1.031 at 1k; never worse where the launcher sets it).
 __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, int& t) {
   const int g = int(gridDim.x), c = int(blockIdx.x);
-  t = round * g + ((round & 1) ? g - 1 - c : c);
+  t = round * g + ((round & 1) && !p.walk_rotate ? g - 1 - c : c);
   return round * g < p.num_tiles;  // (t itself may be past the end in the last round)
 }
 
@@ -133,11 +143,17 @@ __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, i
 // p.sched_group, and its units are numbered as such (the grid's empty slots would leave the
 // CTAs that land on them idle). False for the missing half of the middle block (odd
 // num_m_blocks).
-__device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int half, int& x, int& m_block,
-                                                  int& z) {
+__device__ __forceinline__ bool persistent_coords(const FwdParams& p, int u, int half, int round, int& x,
+                                                  int& m_block, int& z) {
   // (the divisions are multiply-highs with divisors from the launcher: prims/fastdiv.h)
   z = p.div_group_units.div(u);
-  const int rest = u - z * p.div_group_units.d;
+  int rest = u - z * p.div_group_units.d;
+  if (p.walk_rotate) {  // (groups of one pair: rest is the unit's index in its pair)
+    int turns, shift;
+    p.div_group_units.divmod(round, turns, shift);
+    rest += shift;
+    if (rest >= p.div_group_units.d) rest -= p.div_group_units.d;
+  }
   // every group has sched_group pairs but the last (z * sched_group + its size = B x H)
   const prims::FastDiv& gdiv = (z + 1) * p.sched_group > p.batch * p.h_q ? p.div_last_group : p.div_group;
   int pi;
@@ -289,7 +305,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
   for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
+    if (!persistent_coords(p, t, step & 1, step >> 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask = persistent_mask<kMods>(p, blk);
@@ -401,7 +417,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
-    if (!persistent_coords(p, t, step & 1, x, m_block, z)) continue;
+    if (!persistent_coords(p, t, step & 1, step >> 1, x, m_block, z)) continue;
     attn::BlockInfo<T, Tr::kBlockM> blk;
     if (!blk.init_at(p, x, m_block, z)) continue;
     const attn::Mask mask = persistent_mask<kMods>(p, blk);
