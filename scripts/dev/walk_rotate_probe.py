@@ -19,7 +19,7 @@ def run():
     for D, B, H, S, bm in SHAPES:
         q = torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16, generator=g)
         k = torch.randn(B, S, H // 4, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        v = torch.randn_like(k)
+        v = torch.randn(k.shape, device="cuda", dtype=k.dtype, generator=g)
         outs = []
         for rep in range(2):
             o = torch.full_like(q, float("nan"))

@@ -213,7 +213,7 @@ for dtype in (torch.bfloat16, torch.float16):
         u = ((S + bm - 1) // bm + 1) // 2
         q = torch.randn(B, S, H, D, device="cuda", dtype=dtype, generator=g)
         k = torch.randn(B, S, H // 4 if H % 4 == 0 else H, D, device="cuda", dtype=dtype, generator=g)
-        v = torch.randn_like(k)
+        v = torch.randn(k.shape, device="cuda", dtype=k.dtype, generator=g)
         o, lse = flashkit.attention(q, k, v, causal=True, return_lse=True)
         out.append(f"{D}:{u}:{int(sms % u == 0 and B * H * u > sms)}:" +
                    hashlib.sha256(o.view(torch.uint8).cpu().numpy().tobytes() +
