@@ -5,8 +5,10 @@ is the key tiles its two blocks see plus one per block (the tile's fixed cost); 
 scheduling group, then pair index, then pair within the group, and round r gives CTA c unit r * P + c
 (even r) or r * P + P - 1 - c (odd r), as kernel_persistent.cuh does.
 
-Orders: old = the L2-sized groups (before 2026-11-28), head-major = groups of one (since), rotated = head-
-major with each head's pair index rotated by the head's index (not built). The FA3 sweep's causal rows,
+Orders: old = the L2-sized groups (before 2026-11-28), head-major = groups of one with the snake walk, by-head =
+head-major with each head's pair index rotated by the head's index (not built), by-round = what kernel_persistent.cuh
+does since 2026-11-28 where launch/fwd_sched.h fwd_walk_rotate allows it (U, the units per pair, divides the grid):
+no snake, and each pair's units rotated by the round (shipped: D 64 causal 1k / 2k +11% measured). The FA3 sweep's causal rows,
 16k tokens, hidden 2048 (dims: 16 heads). At D 128 / 96 / 192 (128-row blocks, 128-key tiles) every unit
 costs the same and every order is at the quantization floor (1.031). At D 64 (192-row blocks over
 128-key tiles) the units differ (at 1k: 10, 11, 11 key tiles + overheads), and head-major gives each
@@ -42,12 +44,16 @@ def units(B, H, S, bm, bn, G, rotate=False):
     return out
 
 
-def makespan_over_ideal(us):
+def makespan_over_ideal(us, per_pair=0):
+    """per_pair = U > 0: the by-round walk (no snake, unit k of a pair in round r -> (k + r) mod U)."""
     loads = [0.0] * P
-    for i, u in enumerate(us):
+    for i in range(len(us)):
         r = i // P
-        c = i % P if r % 2 == 0 else P - 1 - i % P
-        loads[c] += u
+        if per_pair:
+            z, k = divmod(i, per_pair)
+            loads[i % P] += us[z * per_pair + (k + r) % per_pair]
+        else:
+            loads[i % P if r % 2 == 0 else P - 1 - i % P] += us[i]
     return max(loads) / (sum(us) / P)
 
 
@@ -63,7 +69,10 @@ def main():
             old = makespan_over_ideal(units(B, H, S, bm, 128, G))
             hm = makespan_over_ideal(units(B, H, S, bm, 128, 1))
             rot = makespan_over_ideal(units(B, H, S, bm, 128, 1, True))
-            print(f"D{D} S{S}: old (groups of {G}) {old:.3f}  head-major {hm:.3f}  rotated {rot:.3f}")
+            U = ((S + bm - 1) // bm + 1) // 2
+            us = units(B, H, S, bm, 128, 1)
+            rr = f"{makespan_over_ideal(us, U):.3f}" if P % U == 0 and len(us) > P else "(not taken)"
+            print(f"D{D} S{S}: old (groups of {G}) {old:.3f}  head-major {hm:.3f}  by-head {rot:.3f}  by-round {rr}")
 
 
 if __name__ == "__main__":
