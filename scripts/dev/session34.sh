@@ -13,6 +13,9 @@
 #      HND, pages in order / permuted), one CTA per (sequence, KV head) (split_size = S_k, cuDNN's grid), and
 #      cuDNN on the contiguous copy, all graph-timed in scripts/decode_quick_bench.py.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh L")
+#   N (~2 min): ncu of one decode step at B 16 8k GQA 32/8 (FlashKit's split kernel at page 16, cuDNN's on the
+#      contiguous copy): instructions, issue, warp states and stall reasons, occupancy, memory throughput.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session34.sh N")
 set -u -o pipefail
 PART=${1:?usage: session34.sh W|D}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
