@@ -42,7 +42,18 @@ case $PART in
       16384 --cudnn --configs 16:8192:32:8 64:8192:32:8 16:16384:32:32 128:4096:32:8 1:65536:32:8 --csv "$O/layout.csv"
     tail -60 "$O/layout.log"
     ;;
-  *) echo "usage: $0 W|D|L" >&2; exit 2 ;;
+  N)
+    for impl in fk cudnn; do
+      timeout 120 /usr/local/cuda/bin/ncu --profile-from-start off --section SpeedOfLight --section SchedulerStats \
+        --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
+        --section MemoryWorkloadAnalysis python3 "$TREE/scripts/dev/dram_survey.py" $impl decode 16 8192 1 \
+        > "$O/ncu-$impl.txt" 2>&1
+      echo "ncu $impl rc=$?" >> "$O/summary.txt"
+    done
+    grep -E "decode_split|cudnn_generated|Duration|Executed Ipc A|Issue Slots Busy|Eligible Warps|Active Warps Per|No Eligible|Executed Instructions  |Registers Per|Achieved Occupancy|Memory Throughput|DRAM Throughput|Warp Cycles Per Issued|Block Size|Grid Size|Dynamic Shared" \
+      "$O/ncu-fk.txt" "$O/ncu-cudnn.txt" | grep -v "decode_combine" | cut -c1-150
+    ;;
+  *) echo "usage: $0 W|D|L|N" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s34-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"
