@@ -29,9 +29,34 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   return policy;
 }
 
-template <bool kPrefetch256, bool kEvictFirst>
+// kIgnoreSrc: the zero fill by cp.async's ignore-src predicate instead of a src-size operand. With a
+// register src-size ptxas emits a chain of ~6 integer instructions per copy to turn it into the
+// LDGSTS.ZFILL predicate and an address adjustment (SASS of the decode split kernel, CUDA 13.0,
+// decode.md "Where the split kernel's instructions go"); the predicate form maps onto it directly.
+template <bool kPrefetch256, bool kEvictFirst, bool kIgnoreSrc = false>
 __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, bool pred,
                                                    uint64_t policy) {
+  if constexpr (kIgnoreSrc) {
+    const uint32_t ignore = pred ? 0u : 1u;
+    if constexpr (kEvictFirst && kPrefetch256) {
+      asm volatile("{\n .reg .pred ig;\n setp.ne.u32 ig, %2, 0;\n"
+                   " cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, ig, %3;\n}\n" ::"r"(
+                       smem_addr(dst)), "l"(src), "r"(ignore), "l"(policy));
+    } else if constexpr (kEvictFirst) {
+      asm volatile("{\n .reg .pred ig;\n setp.ne.u32 ig, %2, 0;\n"
+                   " cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, ig, %3;\n}\n" ::"r"(smem_addr(dst)),
+                   "l"(src), "r"(ignore), "l"(policy));
+    } else if constexpr (kPrefetch256) {
+      asm volatile("{\n .reg .pred ig;\n setp.ne.u32 ig, %2, 0;\n"
+                   " cp.async.cg.shared.global.L2::256B [%0], [%1], 16, ig;\n}\n" ::"r"(smem_addr(dst)), "l"(src),
+                   "r"(ignore));
+    } else {
+      asm volatile("{\n .reg .pred ig;\n setp.ne.u32 ig, %2, 0;\n"
+                   " cp.async.cg.shared.global [%0], [%1], 16, ig;\n}\n" ::"r"(smem_addr(dst)), "l"(src),
+                   "r"(ignore));
+    }
+    return;
+  }
   const int src_size = pred ? 16 : 0;
   if constexpr (kEvictFirst && kPrefetch256) {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(

@@ -145,6 +145,14 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   return len < 0 ? 0 : (int64_t(len) > p.capacity ? int(p.capacity) : len);
 }
 
+// FLASHKIT_DECODE_IGNORE_SRC (tuning switch, decode.md "Where the split kernel's instructions go"; default 0 until
+// measured): 1 = the K/V tile copies zero-fill by cp.async's ignore-src predicate instead of a src-size
+// register (prims::cp_async_16_stream), which ptxas lowers without the per-copy integer chain. (The source
+// address keeps its select: without it, ptxas (CUDA 13.0) put the bf16 / fp16 D 128 kernel's cache-policy
+// descriptor in an odd uniform register, the form that faults; scripts/check_ldgsts_desc.sh.)
+#ifndef FLASHKIT_DECODE_IGNORE_SRC
+#define FLASHKIT_DECODE_IGNORE_SRC 0
+#endif
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
@@ -347,9 +355,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const int r = ld_row + i * kRowsPerPass;
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
-        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
             dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
-        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst>(
+        prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
             dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
     }
