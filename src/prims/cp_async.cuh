@@ -82,10 +82,17 @@ __device__ __forceinline__ void cp_async_16_stream_addr(uint32_t dst, const void
                "r"(src_size), "l"(policy));
 }
 
-// 4-byte copy (.ca: the only cache mode for sizes below 16), zero-filled when !pred.
+// 4-byte copy (.ca: the only cache mode for sizes below 16), zero-filled when !pred (kIgnoreSrc: by the
+// ignore-src predicate, as cp_async_16_stream's).
+template <bool kIgnoreSrc = false>
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool pred) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(pred ? 4 : 0));
+  if constexpr (kIgnoreSrc) {
+    asm volatile("{\n .reg .pred ig;\n setp.ne.u32 ig, %2, 0;\n cp.async.ca.shared.global [%0], [%1], 4, ig;\n}\n" ::"r"(
+                     smem_addr(dst)), "l"(src), "r"(pred ? 0u : 1u));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(pred ? 4 : 0));
+  }
 }
 
 // A hint: the 128-byte line at ptr into L2 (no register written, no fault on the hint's account).

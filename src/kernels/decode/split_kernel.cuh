@@ -346,8 +346,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           const int64_t oks = sOffKs[slot * kBlockN + tid];
           const int64_t ovs = sOffVs[slot * kBlockN + tid];
           float* sc = sScale + stage * 2 * kBlockN;
-          prims::cp_async_4(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
-          prims::cp_async_4(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base, ovs >= 0);
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
+                                                             ovs >= 0);
         }
       }
 #pragma unroll
