@@ -13,8 +13,17 @@
 #      there); B >= 64 bf16 unchanged (at the read limit). If it holds, flip the default to 1 (the copy path of
 #      the 8-bit scales, cp_async_4, could take the same form next).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session34.sh I")
+#   T (~8 min): the same for the TMA page loads (traits.cuh FLASHKIT_DECODE_TMA, decode.md "TMA page loads"; written
+#      and compiled 2026-11-28 without a GPU: correctness first) and for both switches together: three builds
+#      (base, tma, tma+ig), the decode / KV-cache GPU tests and memcheck / racecheck / synccheck on each variant,
+#      the variant with FLASHKIT_DECODE_TMA=0 in the environment (its cp.async fallback) through the decode tests,
+#      then graph times of the three in two interleaved rounds.
+#   Prediction for tma: the bf16 D 128 loop from ~650 to ~400 instructions per warp and tile (the 16 copies per
+#      thread become 8 boxes per warp from one lane); bf16 B 16 GQA -3..-8% (toward cuDNN), B >= 64 at most -2%
+#      (read limit), B 1 unchanged or slightly better; the 8-bit kernels unchanged (not on the TMA path).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session34.sh T")
 set -u -o pipefail
-PART=${1:?usage: next_session34.sh I}
+PART=${1:?usage: next_session34.sh I|T}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/ns34-$PART
 . "$(dirname "$0")/device_steps.sh"
@@ -61,7 +70,62 @@ for k in b[0]:
     print(f"{k[0]:9s} B {k[1]:>3} S_k {k[2]:>6} {k[3]}/{k[4]}: base {bb:8.1f} us  ignore-src {vv:8.1f} us  {vv / bb - 1:+.1%}")
 PY
     ;;
-  *) echo "usage: $0 I" >&2; exit 2 ;;
+  T)
+    mk_variant() {  # DIR DEFS PKG: a copy of the tree with DEFS prepended to every decode instantiation file
+      rm -rf "$1" && mkdir -p "$1" && (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$1"
+      for f in "$TREE"/src/kernels/decode/inst/decode_*_hd*.cu; do
+        with_defines "$f" "$2" > "$1/src/kernels/decode/inst/$(basename "$f")"
+      done
+      install_cmd "$1"
+      step "install_$(basename "$3")" 400 "${INSTALL[@]}" --target "$3"
+    }
+    ( mk_variant /tmp/alt_tma "FLASHKIT_DECODE_TMA 1" /tmp/pkg_tma ) &
+    p1=$!
+    ( mk_variant /tmp/alt_tmaig "FLASHKIT_DECODE_TMA 1;FLASHKIT_DECODE_IGNORE_SRC 1" /tmp/pkg_tmaig ) &
+    p2=$!
+    install_tree "$TREE"
+    wait $p1 $p2
+    for v in tma tmaig; do
+      for so in $(find /tmp/pkg_$v -name "*.so*" -path "*flashkit*"); do
+        step "ldgsts_${v}_$(basename "$so")" 120 bash "$TREE/scripts/check_ldgsts_desc.sh" "$so"
+      done
+      (cd "$TREE/tests/python" && step tests_$v 300 env PYTHONPATH=/tmp/pkg_$v python3 -m pytest -q -m gpu -n 6 \
+        -p no:cacheprovider test_decode_gpu.py test_kvcache_gpu.py)
+      tail -2 "$O/tests_$v.log"
+      export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+      for tool in memcheck racecheck synccheck; do
+        (cd /tmp && step ${tool}_$v 200 env PYTHONPATH=/tmp/pkg_$v $S --tool $tool --error-exitcode 1 \
+          python3 "$TREE/scripts/sanitize_decode.py" --quick)
+      done
+      unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    done
+    (cd "$TREE/tests/python" && step tests_tma_envoff 300 env PYTHONPATH=/tmp/pkg_tma FLASHKIT_DECODE_TMA=0 \
+      python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_decode_gpu.py)
+    CF="16:8192:32:8 16:4096:32:8 64:8192:32:8 128:4096:32:8 16:16384:32:32 1:65536:32:8 1:16384:32:8 16:8192:64:8"
+    for r in 1 2; do
+      for v in base tma tmaig; do
+        pp=""; [ $v != base ] && pp="PYTHONPATH=/tmp/pkg_$v"
+        (cd /tmp && step bench_$v$r 200 env $pp python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF \
+          --page 16 64 --csv "$O/$v$r.csv")
+      done
+    done
+    python3 - "$O" <<'PY' | tee "$O/ab.txt"
+import csv, sys
+o = sys.argv[1]
+def load(n):
+    return {(r["dtype"], r["B"], r["S_k"], r["H_q"], r["H_kv"], r["page_size"]): float(r["value"])
+            for r in csv.DictReader(open(f"{o}/{n}.csv")) if r["unit"] == "us"}
+runs = {v: [load(f"{v}1"), load(f"{v}2")] for v in ("base", "tma", "tmaig")}
+for k in runs["base"][0]:
+    b = min(x[k] for x in runs["base"])
+    line = f"{k[0]} B {k[1]:>3} S_k {k[2]:>6} {k[3]}/{k[4]} page {k[5]:>3}: base {b:8.1f} us"
+    for v in ("tma", "tmaig"):
+        t = min(x[k] for x in runs[v])
+        line += f"  {v} {t:8.1f} ({t / b - 1:+.1%})"
+    print(line)
+PY
+    ;;
+  *) echo "usage: $0 I|T" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/ns34-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -26,6 +26,8 @@
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
+#include "prims/mbarrier.cuh"
+#include "prims/tma.cuh"
 #include "prims/fp8.cuh"
 #include "prims/globaltimer.cuh"
 #include "prims/ldmatrix.cuh"
@@ -169,8 +171,14 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   } while (0)
 #endif
 
+#if FLASHKIT_DECODE_TMA
+template <class Tr>
+__global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p,
+                                                                 const __grid_constant__ DecodeTmaMaps tm) {
+#else
 template <class Tr>
 __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
+#endif
   using T = typename Tr::T;
   using TC = typename Tr::TC;
   constexpr int kQuant = Tr::kQuant;
@@ -243,7 +251,10 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   FLASHKIT_DTRACE(7, blockIdx.x + 1ull);
 #endif
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // (the TMA path's boxes need the K/V rings on 1024-byte swizzle atoms: the base aligned up)
+  unsigned char* const smem =
+      Tr::kTma ? smem_raw + ((1024u - (prims::smem_addr(smem_raw) & 1023u)) & 1023u) : smem_raw;
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   TC* sK = reinterpret_cast<TC*>(smem + Tr::kSmemK);
   TC* sV = reinterpret_cast<TC*>(smem + Tr::kSmemV);
@@ -253,6 +264,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
   int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
   int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
+  int* sPage = reinterpret_cast<int*>(smem + Tr::kSmemPage);  // TMA path only
+  int* sSlot = reinterpret_cast<int*>(smem + Tr::kSmemSlot);
+  const uint32_t full_bar0 = prims::smem_addr(smem + Tr::kSmemFull);
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -299,8 +313,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
     int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
+    [[maybe_unused]] int in_page = 0;
     if (in_range && ok) {
-      const int in_page = tok - page_index(tok) * p.page_size;
+      in_page = tok - page_index(tok) * p.page_size;
       ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
       ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
       if constexpr (kQuant != 0) {
@@ -310,6 +325,10 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
     sOffK[slot * kBlockN + tid] = ok_k;
     sOffV[slot * kBlockN + tid] = ok_v;
+    if constexpr (Tr::kTma) {
+      sPage[slot * kBlockN + tid] = in_range && ok ? page : -1;
+      sSlot[slot * kBlockN + tid] = in_page;
+    }
     if constexpr (kQuant != 0) {
       sOffKs[slot * kBlockN + tid] = ok_ks;
       sOffVs[slot * kBlockN + tid] = ok_vs;
@@ -365,6 +384,54 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
   };
 
+  // --- the TMA path (Tr::kTma, sm_90): the tile's boxes of 8 tokens x 64 columns, K and V, issued by lane 0
+  // of each warp for kTmaGroups / kNWarps groups of 8 tokens, all completing on the stage's "full"
+  // mbarrier (kNWarps arrivals with their bytes). A group whose first token is past the item or on a bad
+  // page is not loaded (its rows are zeroed in V before use, masked in S); within a loaded group the
+  // tokens share one page (page_size % 8 == 0 and the item starts on a multiple of 8: the launcher's and
+  // the kernel's conditions), so the box's rows are the tile's rows.
+  bool use_tma = false;
+#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  use_tma = Tr::kTma && tm.enabled != 0 && t_begin % 8 == 0;
+#endif
+  [[maybe_unused]] auto load_tile_tma = [&](int tile) {
+#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (Tr::kTma) {
+      if (tile >= n_tiles || lane != 0) return;
+      constexpr int kGroupsPerWarp = Tr::kTmaGroups / Tr::kNWarps;
+      constexpr int kColBlocks = kD / 64;
+      constexpr uint32_t kGroupBytes = 2u * 8u * uint32_t(kD) * uint32_t(sizeof(TC));  // K and V
+      const int stage = tile % kStages;
+      const int slot = tile % kOffSlots;
+      const uint32_t bar = full_bar0 + 8u * uint32_t(stage);
+      int pg[kGroupsPerWarp], sl[kGroupsPerWarp];
+      uint32_t bytes = 0;
+#pragma unroll
+      for (int j = 0; j < kGroupsPerWarp; ++j) {
+        const int r0 = (warp * kGroupsPerWarp + j) * 8;
+        pg[j] = sPage[slot * kBlockN + r0];
+        sl[j] = sSlot[slot * kBlockN + r0];
+        bytes += pg[j] >= 0 ? kGroupBytes : 0u;
+      }
+      prims::mbarrier_arrive_expect_tx(bar, bytes);
+      const uint32_t dk = prims::smem_addr(sK + stage * KVTile::kElems);
+      const uint32_t dv = prims::smem_addr(sV + stage * KVTile::kElems);
+#pragma unroll
+      for (int j = 0; j < kGroupsPerWarp; ++j) {
+        const int r0 = (warp * kGroupsPerWarp + j) * 8;
+#pragma unroll
+        for (int c = 0; c < kColBlocks; ++c) {
+          const uint32_t off = uint32_t(KVTile::offset(r0, c * 64)) * uint32_t(sizeof(TC));
+          prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+          prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+        }
+      }
+    }
+#else
+    (void)tile;
+#endif
+  };
+
   // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
   {
     constexpr int kQChunksPerRow = kD * int(sizeof(T)) / 16;
@@ -383,6 +450,18 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
     }
   }
+#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (Tr::kTma) {
+    if (use_tma) {
+      prims::cp_async_commit();
+      prims::cp_async_wait<0>();  // this thread's Q copies (the barrier below shows them to all)
+      if (tid == 0) {
+        for (int j = 0; j < kStages; ++j) prims::mbarrier_init(full_bar0 + 8u * uint32_t(j), Tr::kNWarps);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      }
+    }
+  }
+#endif
   int next_page = -1;
   if (tid < kBlockN) {
     int pages[kStages];
@@ -393,8 +472,13 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
   }
   __syncthreads();
+  if (use_tma) {
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
+    for (int j = 0; j < kStages - 1; ++j) load_tile_tma(j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
+  }
 
   if constexpr (kQuant != 0) {
     // Q to fp16, each 16-column k-step permuted so that a lane's K fragment is one 32-bit
@@ -459,12 +543,41 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    prims::cp_async_wait<kStages - 2>();
+    if (use_tma) {
+      prims::mbarrier_wait(full_bar0 + 8u * uint32_t(tile % kStages), uint32_t(tile / kStages) & 1u);
+    } else {
+      prims::cp_async_wait<kStages - 2>();
+    }
     __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
 #ifdef FLASHKIT_DECODE_TRACE
     if (tile == 0) FLASHKIT_DTRACE(2, prims::globaltimer());
 #endif
-    load_tile(tile + kStages - 1);
+    if (use_tma) {
+      // V rows that no copy wrote in this phase (groups past the item or on bad pages: stale or
+      // uninitialized) or that hold other tokens (a loaded group's rows past the item's end: past a
+      // sequence's length they may be NaN) to zero: their P is 0 but 0 x NaN is not. K's rows there only
+      // reach masked scores. The generic writes are ordered before the TMA's next writes to the stage
+      // by the proxy fence and the barriers in between.
+      const int slot0 = tile % kOffSlots;
+      bool zero_rows = t_begin + (tile + 1) * kBlockN > t_end;
+#pragma unroll
+      for (int w = 0; w < kMetaWarps; ++w) zero_rows |= sBad[slot0 * kMetaWarps + w] != 0;
+      if (zero_rows) {
+        TC* vst = sV + (tile % kStages) * KVTile::kElems;
+        constexpr int kRowChunks = kD * int(sizeof(TC)) / 16;
+        for (int i = tid; i < kBlockN * kRowChunks; i += kThreads) {
+          const int r = i / kRowChunks, c = (i % kRowChunks) * (16 / int(sizeof(TC)));
+          if (sOffV[slot0 * kBlockN + r] < 0) {
+            *reinterpret_cast<uint4*>(vst + KVTile::offset(r, c)) = make_uint4(0u, 0u, 0u, 0u);
+          }
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+      }
+      load_tile_tma(tile + kStages - 1);
+    } else {
+      load_tile(tile + kStages - 1);
+    }
     if (tid < kBlockN) {
       write_offsets(tile + kStages, next_page);
       next_page = page_of(tile + kStages + 1);
