@@ -422,8 +422,13 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int c = 0; c < kColBlocks; ++c) {
           const uint32_t off = uint32_t(KVTile::offset(r0, c * 64)) * uint32_t(sizeof(TC));
-          prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
-          prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+          if constexpr (kEvictFirst) {
+            prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+            prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+          } else {
+            prims::tma_load_4d_nohint_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar);
+            prims::tma_load_4d_nohint_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar);
+          }
         }
       }
     }
