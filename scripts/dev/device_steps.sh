@@ -68,13 +68,14 @@ mla_checks() {
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
 }
 # define_variant TREE COPY DEFS INSTS PKG: a copy of TREE at COPY (no build/, no .git) with DEFS (as
-# with_defines) prepended to the fwd_sm90 instantiation files INSTS (space-separated names), built
-# and installed with pip --target PKG as `step install_<basename of PKG>` (run it with PYTHONPATH=PKG).
+# with_defines) prepended to the instantiation files INSTS (space-separated names) of the family in
+# $VARIANT_INST_DIR (under src/kernels/; default fwd_sm90/inst), built and installed with pip --target
+# PKG as `step install_<basename of PKG>` (run it with PYTHONPATH=PKG).
 define_variant() {
   rm -rf "$2" && mkdir -p "$2" && (cd "$1" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$2"
-  local f
+  local f d="src/kernels/${VARIANT_INST_DIR:-fwd_sm90/inst}"
   for f in $4; do
-    with_defines "$1/src/kernels/fwd_sm90/inst/$f.cu" "$3" > "$2/src/kernels/fwd_sm90/inst/$f.cu"
+    with_defines "$1/$d/$f.cu" "$3" > "$2/$d/$f.cu"
   done
   install_cmd "$2"
   step "install_$(basename "$5")" 400 "${INSTALL[@]}" --target "$5"

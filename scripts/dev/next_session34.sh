@@ -29,13 +29,9 @@ O=${OUT:-/tmp}/ns34-$PART
 . "$(dirname "$0")/device_steps.sh"
 case $PART in
   I)
-    ALT=/tmp/alt_ig
-    rm -rf "$ALT" && mkdir -p "$ALT" && (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$ALT"
-    for f in "$TREE"/src/kernels/decode/inst/decode_*_hd*.cu; do
-      with_defines "$f" "FLASHKIT_DECODE_IGNORE_SRC 1" > "$ALT/src/kernels/decode/inst/$(basename "$f")"
-    done
-    install_cmd "$ALT"
-    ( step install_alt 400 "${INSTALL[@]}" --target /tmp/altpkg ) &
+    DECODE_INSTS=$(cd "$TREE/src/kernels/decode/inst" && ls decode_*_hd*.cu | sed 's/\.cu$//' | tr '\n' ' ')
+    ( VARIANT_INST_DIR=decode/inst define_variant "$TREE" /tmp/alt_ig "FLASHKIT_DECODE_IGNORE_SRC 1" "$DECODE_INSTS" \
+      /tmp/altpkg ) &
     alt_pid=$!
     install_tree "$TREE"
     wait $alt_pid
@@ -71,17 +67,12 @@ for k in b[0]:
 PY
     ;;
   T)
-    mk_variant() {  # DIR DEFS PKG: a copy of the tree with DEFS prepended to every decode instantiation file
-      rm -rf "$1" && mkdir -p "$1" && (cd "$TREE" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$1"
-      for f in "$TREE"/src/kernels/decode/inst/decode_*_hd*.cu; do
-        with_defines "$f" "$2" > "$1/src/kernels/decode/inst/$(basename "$f")"
-      done
-      install_cmd "$1"
-      step "install_$(basename "$3")" 400 "${INSTALL[@]}" --target "$3"
-    }
-    ( mk_variant /tmp/alt_tma "FLASHKIT_DECODE_TMA 1" /tmp/pkg_tma ) &
+    DECODE_INSTS=$(cd "$TREE/src/kernels/decode/inst" && ls decode_*_hd*.cu | sed 's/\.cu$//' | tr '\n' ' ')
+    export VARIANT_INST_DIR=decode/inst
+    ( define_variant "$TREE" /tmp/alt_tma "FLASHKIT_DECODE_TMA 1" "$DECODE_INSTS" /tmp/pkg_tma ) &
     p1=$!
-    ( mk_variant /tmp/alt_tmaig "FLASHKIT_DECODE_TMA 1;FLASHKIT_DECODE_IGNORE_SRC 1" /tmp/pkg_tmaig ) &
+    ( define_variant "$TREE" /tmp/alt_tmaig "FLASHKIT_DECODE_TMA 1;FLASHKIT_DECODE_IGNORE_SRC 1" "$DECODE_INSTS" \
+      /tmp/pkg_tmaig ) &
     p2=$!
     install_tree "$TREE"
     wait $p1 $p2
