@@ -73,9 +73,9 @@ mla_checks() {
 # PKG as `step install_<basename of PKG>` (run it with PYTHONPATH=PKG).
 define_variant() {
   rm -rf "$2" && mkdir -p "$2" && (cd "$1" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$2"
-  local f d="src/kernels/${VARIANT_INST_DIR:-fwd_sm90/inst}"
+  local f idir="src/kernels/${VARIANT_INST_DIR:-fwd_sm90/inst}"  # (not `d`: with_defines assigns d)
   for f in $4; do
-    with_defines "$1/$d/$f.cu" "$3" > "$2/$d/$f.cu"
+    with_defines "$1/$idir/$f.cu" "$3" > "$2/$idir/$f.cu"
   done
   install_cmd "$2"
   step "install_$(basename "$5")" 400 "${INSTALL[@]}" --target "$5"
