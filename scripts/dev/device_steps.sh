@@ -46,7 +46,7 @@ install_old() {
 # empty = none) prepended as a #define (the define-variant runs: decode_define_sweep.sh,
 # fwd_define_ab.sh).
 with_defines() {
-  { IFS=';'; for d in $2; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$1"; }
+  (IFS=';'; for d in $2; do [ -n "$d" ] && echo "#define $d"; done; unset IFS; cat "$1")  # (a subshell: IFS and d stay here)
 }
 # restore_inst ORIG FILE: puts an instantiation file (FILE, under <tree>/src/) back from ORIG after
 # a define variant and deletes its objects under <tree>/build: the next device call's copy of the
@@ -73,7 +73,7 @@ mla_checks() {
 # PKG as `step install_<basename of PKG>` (run it with PYTHONPATH=PKG).
 define_variant() {
   rm -rf "$2" && mkdir -p "$2" && (cd "$1" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$2"
-  local f idir="src/kernels/${VARIANT_INST_DIR:-fwd_sm90/inst}"  # (not `d`: with_defines assigns d)
+  local f idir="src/kernels/${VARIANT_INST_DIR:-fwd_sm90/inst}"
   for f in $4; do
     with_defines "$1/$idir/$f.cu" "$3" > "$2/$idir/$f.cu"
   done
