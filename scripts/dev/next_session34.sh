@@ -13,14 +13,16 @@
 #      there); B >= 64 bf16 unchanged (at the read limit). If it holds, flip the default to 1 (the copy path of
 #      the 8-bit scales, cp_async_4, could take the same form next).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session34.sh I")
-#   T (~8 min): the same for the TMA page loads (traits.cuh FLASHKIT_DECODE_TMA, decode.md "TMA page loads"; written
-#      and compiled 2026-11-28 without a GPU: correctness first) and for both switches together: three builds
-#      (base, tma, tma+ig), the decode / KV-cache GPU tests and memcheck / racecheck / synccheck on each variant,
-#      the variant with FLASHKIT_DECODE_TMA=0 in the environment (its cp.async fallback) through the decode tests,
-#      then graph times of the three in two interleaved rounds.
+#   T (~9 min): the same for the TMA page loads (traits.cuh FLASHKIT_DECODE_TMA, decode.md "TMA page loads"; written
+#      and compiled 2026-11-28 without a GPU: correctness first): three builds, base, tma (FLASHKIT_DECODE_TMA 1: the
+#      16-bit caches) and tma2ig (FLASHKIT_DECODE_TMA 2: the 8-bit caches too, with FLASHKIT_DECODE_IGNORE_SRC 1);
+#      the decode / KV-cache GPU tests and memcheck / racecheck / synccheck on each variant, the tma build with
+#      FLASHKIT_DECODE_TMA=0 in the environment (its cp.async fallback) through the decode tests, then graph times
+#      of the three in two interleaved rounds (bf16, int8 and fp8 caches).
 #   Prediction for tma: the bf16 D 128 loop from ~650 to ~400 instructions per warp and tile (the 16 copies per
 #      thread become 8 boxes per warp from one lane); bf16 B 16 GQA -3..-8% (toward cuDNN), B >= 64 at most -2%
-#      (read limit), B 1 unchanged or slightly better; the 8-bit kernels unchanged (not on the TMA path).
+#      (read limit), B 1 unchanged or slightly better. tma2ig: the 8-bit kernels at D 128 (4 CTAs per SM kept by
+#      the launch bound, 12-16 bytes of spills) +5..+25% speed on the H200 if their loop is issue-bound as measured.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/next_session34.sh T")
 set -u -o pipefail
 PART=${1:?usage: next_session34.sh I|T}
@@ -71,12 +73,12 @@ PY
     export VARIANT_INST_DIR=decode/inst
     ( define_variant "$TREE" /tmp/alt_tma "FLASHKIT_DECODE_TMA 1" "$DECODE_INSTS" /tmp/pkg_tma ) &
     p1=$!
-    ( define_variant "$TREE" /tmp/alt_tmaig "FLASHKIT_DECODE_TMA 1;FLASHKIT_DECODE_IGNORE_SRC 1" "$DECODE_INSTS" \
-      /tmp/pkg_tmaig ) &
+    ( define_variant "$TREE" /tmp/alt_tma2ig "FLASHKIT_DECODE_TMA 2;FLASHKIT_DECODE_IGNORE_SRC 1" "$DECODE_INSTS" \
+      /tmp/pkg_tma2ig ) &
     p2=$!
     install_tree "$TREE"
     wait $p1 $p2
-    for v in tma tmaig; do
+    for v in tma tma2ig; do
       for so in $(find /tmp/pkg_$v -name "*.so*" -path "*flashkit*"); do
         step "ldgsts_${v}_$(basename "$so")" 120 bash "$TREE/scripts/check_ldgsts_desc.sh" "$so"
       done
@@ -94,10 +96,10 @@ PY
       python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_decode_gpu.py)
     CF="16:8192:32:8 16:4096:32:8 64:8192:32:8 128:4096:32:8 16:16384:32:32 1:65536:32:8 1:16384:32:8 16:8192:64:8"
     for r in 1 2; do
-      for v in base tma tmaig; do
+      for v in base tma tma2ig; do
         pp=""; [ $v != base ] && pp="PYTHONPATH=/tmp/pkg_$v"
-        (cd /tmp && step bench_$v$r 200 env $pp python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF \
-          --page 16 64 --csv "$O/$v$r.csv")
+        (cd /tmp && step bench_$v$r 200 env $pp python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 \
+          --configs $CF --page 16 64 --csv "$O/$v$r.csv")
       done
     done
     python3 - "$O" <<'PY' | tee "$O/ab.txt"
@@ -106,11 +108,11 @@ o = sys.argv[1]
 def load(n):
     return {(r["dtype"], r["B"], r["S_k"], r["H_q"], r["H_kv"], r["page_size"]): float(r["value"])
             for r in csv.DictReader(open(f"{o}/{n}.csv")) if r["unit"] == "us"}
-runs = {v: [load(f"{v}1"), load(f"{v}2")] for v in ("base", "tma", "tmaig")}
+runs = {v: [load(f"{v}1"), load(f"{v}2")] for v in ("base", "tma", "tma2ig")}
 for k in runs["base"][0]:
     b = min(x[k] for x in runs["base"])
     line = f"{k[0]} B {k[1]:>3} S_k {k[2]:>6} {k[3]}/{k[4]} page {k[5]:>3}: base {b:8.1f} us"
-    for v in ("tma", "tmaig"):
+    for v in ("tma", "tma2ig"):
         t = min(x[k] for x in runs[v])
         line += f"  {v} {t:8.1f} ({t / b - 1:+.1%})"
     print(line)

@@ -69,7 +69,7 @@ template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = De
 
 #if FLASHKIT_DECODE_TMA
 // The TMA path's maps (decode_params.h DecodeTmaMaps): the caches as (head_dim, page_size, h_kv, num_pages)
-// with their slot / head / page strides, boxes of 64 columns x 8 tokens; enabled only on sm_90 for page sizes
+// with their slot / head / page strides, boxes of 128 bytes x 8 tokens; enabled only on sm_90 for page sizes
 // that are multiples of 8 and caches a map can describe (tma_layout_ok: 16-byte aligned base and strides).
 template <class Tr>
 DecodeTmaMaps decode_tma_maps(const DecodeParams& p, const DeviceInfo& dev) {
@@ -82,10 +82,21 @@ DecodeTmaMaps decode_tma_maps(const DecodeParams& p, const DeviceInfo& dev) {
       return m;
     }
     const int64_t dims[4] = {p.head_dim, p.page_size, p.h_kv, p.num_pages};
-    const bool ok_k = launch_util::make_tma_map_4d<T>(&m.k, p.k_cache, dims, p.k_slot_stride, p.k_head_stride,
-                                                      p.k_page_stride, 8);
-    const bool ok_v = launch_util::make_tma_map_4d<T>(&m.v, p.v_cache, dims, p.v_slot_stride, p.v_head_stride,
-                                                      p.v_page_stride, 8);
+    bool ok_k, ok_v;
+    if constexpr (Tr::kQuant != 0) {  // bytes: boxes of 128 bytes x 8 tokens, strides in bytes
+      const cuuint32_t box[4] = {128, 8, 1, 1};
+      const auto sw = CU_TENSOR_MAP_SWIZZLE_128B;
+      const auto pr = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+      ok_k = launch_util::make_tma_map_u8_4d(&m.k, p.k_cache, dims, p.k_slot_stride, p.k_head_stride, p.k_page_stride,
+                                             box, sw, pr);
+      ok_v = launch_util::make_tma_map_u8_4d(&m.v, p.v_cache, dims, p.v_slot_stride, p.v_head_stride, p.v_page_stride,
+                                             box, sw, pr);
+    } else {
+      ok_k = launch_util::make_tma_map_4d<T>(&m.k, p.k_cache, dims, p.k_slot_stride, p.k_head_stride,
+                                             p.k_page_stride, 8);
+      ok_v = launch_util::make_tma_map_4d<T>(&m.v, p.v_cache, dims, p.v_slot_stride, p.v_head_stride,
+                                             p.v_page_stride, 8);
+    }
     m.enabled = ok_k && ok_v ? 1 : 0;
   }
   return m;

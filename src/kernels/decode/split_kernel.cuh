@@ -158,8 +158,12 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
+// The TMA build for the 8-bit caches too (FLASHKIT_DECODE_TMA 2): the 16-row 8-bit kernels are held at 4 CTAs per
+// SM at D 128 (their TMA path took them from 128 to 152 registers; with the bound, 12-16 bytes of spills).
 #ifdef FLASHKIT_DECODE_QMINBLOCKS
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant ? FLASHKIT_DECODE_QMINBLOCKS : 1)
+#elif defined(FLASHKIT_DECODE_TMA) && FLASHKIT_DECODE_TMA >= 2
+#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant && Tr::kMTiles == 1 && Tr::kHeadDim == 128 ? 4 : 1)
 #else
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
@@ -384,7 +388,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
   };
 
-  // --- the TMA path (Tr::kTma, sm_90): the tile's boxes of 8 tokens x 64 columns, K and V, issued by lane 0
+  // --- the TMA path (Tr::kTma, sm_90): the tile's boxes of 8 tokens x 128 bytes, K and V, issued by lane 0
   // of each warp for kTmaGroups / kNWarps groups of 8 tokens, all completing on the stage's "full"
   // mbarrier (kNWarps arrivals with their bytes). A group whose first token is past the item or on a bad
   // page is not loaded (its rows are zeroed in V before use, masked in S); within a loaded group the
@@ -397,9 +401,22 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   [[maybe_unused]] auto load_tile_tma = [&](int tile) {
 #if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (Tr::kTma) {
+      if constexpr (kQuant != 0) {  // the stage's per-token scales by cp.async, one group per tile as before
+        if (tile < n_tiles && tid < kBlockN) {
+          const int slot = tile % kOffSlots;
+          const int64_t oks = sOffKs[slot * kBlockN + tid];
+          const int64_t ovs = sOffVs[slot * kBlockN + tid];
+          float* sc = sScale + (tile % kStages) * 2 * kBlockN;
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
+                                                             ovs >= 0);
+        }
+        prims::cp_async_commit();
+      }
       if (tile >= n_tiles || lane != 0) return;
       constexpr int kGroupsPerWarp = Tr::kTmaGroups / Tr::kNWarps;
-      constexpr int kColBlocks = kD / 64;
+      constexpr int kAtomCols = 128 / int(sizeof(TC));  // elements per 128-byte box row
+      constexpr int kColBlocks = kD / kAtomCols;
       constexpr uint32_t kGroupBytes = 2u * 8u * uint32_t(kD) * uint32_t(sizeof(TC));  // K and V
       const int stage = tile % kStages;
       const int slot = tile % kOffSlots;
@@ -421,13 +438,14 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const int r0 = (warp * kGroupsPerWarp + j) * 8;
 #pragma unroll
         for (int c = 0; c < kColBlocks; ++c) {
-          const uint32_t off = uint32_t(KVTile::offset(r0, c * 64)) * uint32_t(sizeof(TC));
+          const uint32_t off = uint32_t(KVTile::offset(r0, c * kAtomCols)) * uint32_t(sizeof(TC));
+          const int c0 = c * kAtomCols;
           if constexpr (kEvictFirst) {
-            prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
-            prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar, kv_policy);
+            prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar, kv_policy);
+            prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar, kv_policy);
           } else {
-            prims::tma_load_4d_nohint_if(pg[j] >= 0, dk + off, &tm.k, c * 64, sl[j], kv_head, pg[j], bar);
-            prims::tma_load_4d_nohint_if(pg[j] >= 0, dv + off, &tm.v, c * 64, sl[j], kv_head, pg[j], bar);
+            prims::tma_load_4d_nohint_if(pg[j] >= 0, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar);
+            prims::tma_load_4d_nohint_if(pg[j] >= 0, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar);
           }
         }
       }
@@ -549,6 +567,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     if (use_tma) {
+      if constexpr (kQuant != 0) prims::cp_async_wait<kStages - 2>();  // the tile's scales
       prims::mbarrier_wait(full_bar0 + 8u * uint32_t(tile % kStages), uint32_t(tile / kStages) & 1u);
     } else {
       prims::cp_async_wait<kStages - 2>();

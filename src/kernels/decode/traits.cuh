@@ -18,10 +18,11 @@
 #include "tiles/smem_tile.cuh"
 
 // FLASHKIT_DECODE_TMA (tuning switch, decode.md "TMA page loads"; default 0, prepared 2026-11-28, not run yet):
-// 1 = the 16-bit kernels on sm_90 load their K/V tiles with TMA boxes of 8 tokens x 64 columns (one lane
+// 1 = the 16-bit kernels on sm_90 load their K/V tiles with TMA boxes of 8 tokens x 128 bytes (one lane
 // per warp issues its share of the tile's boxes; completion on one mbarrier per stage) instead of 16-byte
 // cp.async copies from every thread, where the launcher could describe the cache by a tensor map (page sizes
 // that are multiples of 8) and the item starts on a multiple of 8 tokens; else the cp.async path as before.
+// 2 = the 8-bit kernels too (D 128 / 256: rows of whole 128-byte lines).
 #ifndef FLASHKIT_DECODE_TMA
 #define FLASHKIT_DECODE_TMA 0
 #endif
@@ -63,7 +64,10 @@ struct DecodeTraits {
 
   // The TMA path (FLASHKIT_DECODE_TMA): 16-bit caches whose rows are whole 128-byte lines (the K/V stages
   // are then tiles::Swizzle128Tile, the TMA's 128-byte-swizzle box layout: 64-column blocks of 128-byte rows).
-  static constexpr bool kTma = FLASHKIT_DECODE_TMA != 0 && kQuant == 0 && (kHeadDim * int(sizeof(TC))) % 128 == 0;
+  // (FLASHKIT_DECODE_TMA 1: the 16-bit caches; 2: the 8-bit ones too, their bytes by TMA and their scales by
+  // cp.async as before)
+  static constexpr bool kTma = ((FLASHKIT_DECODE_TMA == 1 && kQuant == 0) || FLASHKIT_DECODE_TMA >= 2) &&
+                               (kHeadDim * int(sizeof(TC))) % 128 == 0;
   static constexpr int kTmaGroups = kBlockN / 8;  // boxes of 8 tokens per tile (per 64-column block)
   static_assert(!kTma || (kTmaGroups % kNWarps == 0), "whole groups per warp");
 
