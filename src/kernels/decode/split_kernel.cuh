@@ -413,7 +413,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         }
         prims::cp_async_commit();
       }
-      if (tile >= n_tiles || lane != 0) return;
+      if (tile >= n_tiles) return;
+      // (the whole warp computes the operands from warp-uniform values, so that ptxas keeps them in uniform
+      // registers; lane 0 arrives and issues)
+      const int wu = __shfl_sync(0xffffffffu, warp, 0);
+      const bool leader = lane == 0;
       constexpr int kGroupsPerWarp = Tr::kTmaGroups / Tr::kNWarps;
       constexpr int kAtomCols = 128 / int(sizeof(TC));  // elements per 128-byte box row
       constexpr int kColBlocks = kD / kAtomCols;
@@ -425,27 +429,28 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       uint32_t bytes = 0;
 #pragma unroll
       for (int j = 0; j < kGroupsPerWarp; ++j) {
-        const int r0 = (warp * kGroupsPerWarp + j) * 8;
-        pg[j] = sPage[slot * kBlockN + r0];
-        sl[j] = sSlot[slot * kBlockN + r0];
+        const int r0 = (wu * kGroupsPerWarp + j) * 8;
+        pg[j] = __shfl_sync(0xffffffffu, sPage[slot * kBlockN + r0], 0);
+        sl[j] = __shfl_sync(0xffffffffu, sSlot[slot * kBlockN + r0], 0);
         bytes += pg[j] >= 0 ? kGroupBytes : 0u;
       }
-      prims::mbarrier_arrive_expect_tx(bar, bytes);
+      prims::mbarrier_arrive_expect_tx_if(leader, bar, bytes);
       const uint32_t dk = prims::smem_addr(sK + stage * KVTile::kElems);
       const uint32_t dv = prims::smem_addr(sV + stage * KVTile::kElems);
 #pragma unroll
       for (int j = 0; j < kGroupsPerWarp; ++j) {
-        const int r0 = (warp * kGroupsPerWarp + j) * 8;
+        const int r0 = (wu * kGroupsPerWarp + j) * 8;
+        const bool go = leader && pg[j] >= 0;
 #pragma unroll
         for (int c = 0; c < kColBlocks; ++c) {
           const uint32_t off = uint32_t(KVTile::offset(r0, c * kAtomCols)) * uint32_t(sizeof(TC));
           const int c0 = c * kAtomCols;
           if constexpr (kEvictFirst) {
-            prims::tma_load_4d_if(pg[j] >= 0, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar, kv_policy);
-            prims::tma_load_4d_if(pg[j] >= 0, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar, kv_policy);
+            prims::tma_load_4d_if(go, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar, kv_policy);
+            prims::tma_load_4d_if(go, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar, kv_policy);
           } else {
-            prims::tma_load_4d_nohint_if(pg[j] >= 0, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar);
-            prims::tma_load_4d_nohint_if(pg[j] >= 0, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar);
+            prims::tma_load_4d_nohint_if(go, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar);
+            prims::tma_load_4d_nohint_if(go, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar);
           }
         }
       }
