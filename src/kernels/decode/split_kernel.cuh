@@ -358,22 +358,24 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // scripts/check_ldgsts_desc.sh (a CTest) scans the built library for that form. decode.md v11.)
   constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
+  // Quantized caches: the stage's per-token scales (0 where the slot is not valid), threads 0..kBlockN-1.
+  [[maybe_unused]] auto load_scales = [&](int stage, int slot) {
+    if (tid < kBlockN) {
+      const int64_t oks = sOffKs[slot * kBlockN + tid];
+      const int64_t ovs = sOffVs[slot * kBlockN + tid];
+      float* sc = sScale + stage * 2 * kBlockN;
+      prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
+      prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
+                                                         ovs >= 0);
+    }
+  };
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
       const int slot = tile % kOffSlots;
       TC* dk = sK + stage * KVTile::kElems;
       TC* dv = sV + stage * KVTile::kElems;
-      if constexpr (kQuant != 0) {
-        if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
-          const int64_t oks = sOffKs[slot * kBlockN + tid];
-          const int64_t ovs = sOffVs[slot * kBlockN + tid];
-          float* sc = sScale + stage * 2 * kBlockN;
-          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
-          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
-                                                             ovs >= 0);
-        }
-      }
+      if constexpr (kQuant != 0) load_scales(stage, slot);
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
@@ -402,15 +404,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (Tr::kTma) {
       if constexpr (kQuant != 0) {  // the stage's per-token scales by cp.async, one group per tile as before
-        if (tile < n_tiles && tid < kBlockN) {
-          const int slot = tile % kOffSlots;
-          const int64_t oks = sOffKs[slot * kBlockN + tid];
-          const int64_t ovs = sOffVs[slot * kBlockN + tid];
-          float* sc = sScale + (tile % kStages) * 2 * kBlockN;
-          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
-          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
-                                                             ovs >= 0);
-        }
+        if (tile < n_tiles) load_scales(tile % kStages, tile % kOffSlots);
         prims::cp_async_commit();
       }
       if (tile >= n_tiles) return;
