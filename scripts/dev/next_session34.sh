@@ -37,7 +37,7 @@ case $PART in
     alt_pid=$!
     install_tree "$TREE"
     wait $alt_pid
-    for so in $(find /tmp/altpkg -name "*.so*" -path "*flashkit*"); do
+    for so in $(find /tmp/altpkg -name "libflashkit*.so*"); do
       step "ldgsts_scan_$(basename "$so")" 120 bash "$TREE/scripts/check_ldgsts_desc.sh" "$so"
     done
     (cd "$TREE/tests/python" && step tests_ig 300 env PYTHONPATH=/tmp/altpkg python3 -m pytest -q -m gpu -n 6 \
@@ -49,8 +49,8 @@ case $PART in
         python3 "$TREE/scripts/sanitize_decode.py" --quick)
     done
     unset PYTORCH_NO_CUDA_MEMORY_CACHING
-    CF="16:8192:32:8 16:4096:32:8 64:8192:32:8 128:4096:32:8 16:16384:32:32 1:65536:32:8 1:16384:32:8"
-    for r in 1 2; do
+    CF="16:8192:32:8 16:4096:32:8 64:8192:32:8 128:4096:32:8 16:16384:32:32 1:65536:32:8 1:16384:32:8 16:8192:64:8"
+    for r in 1 2 3; do
       (cd /tmp && step bench_base$r 200 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs $CF \
         --csv "$O/base$r.csv")
       (cd /tmp && step bench_ig$r 200 env PYTHONPATH=/tmp/altpkg python3 "$TREE/scripts/decode_quick_bench.py" \
@@ -62,7 +62,7 @@ o = sys.argv[1]
 def load(n):
     return {(r["dtype"], r["B"], r["S_k"], r["H_q"], r["H_kv"]): float(r["value"])
             for r in csv.DictReader(open(f"{o}/{n}.csv")) if r["unit"] == "us"}
-b = [load("base1"), load("base2")]; v = [load("ig1"), load("ig2")]
+b = [load(f"base{i}") for i in (1, 2, 3)]; v = [load(f"ig{i}") for i in (1, 2, 3)]
 for k in b[0]:
     bb = min(x[k] for x in b); vv = min(x[k] for x in v)
     print(f"{k[0]:9s} B {k[1]:>3} S_k {k[2]:>6} {k[3]}/{k[4]}: base {bb:8.1f} us  ignore-src {vv:8.1f} us  {vv / bb - 1:+.1%}")
@@ -79,7 +79,7 @@ PY
     install_tree "$TREE"
     wait $p1 $p2
     for v in tma tma2ig; do
-      for so in $(find /tmp/pkg_$v -name "*.so*" -path "*flashkit*"); do
+      for so in $(find /tmp/pkg_$v -name "libflashkit*.so*"); do
         step "ldgsts_${v}_$(basename "$so")" 120 bash "$TREE/scripts/check_ldgsts_desc.sh" "$so"
       done
       (cd "$TREE/tests/python" && step tests_$v 300 env PYTHONPATH=/tmp/pkg_$v python3 -m pytest -q -m gpu -n 6 \
