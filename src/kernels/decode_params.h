@@ -14,7 +14,6 @@
 
 #include <vector_types.h>  // int4
 
-#include "kernels/tma_desc.h"
 #include "prims/fastdiv.h"
 
 namespace flashkit {
@@ -89,15 +88,6 @@ struct DecodeWorkspace {
 #ifdef FLASHKIT_DECODE_TRACE
   unsigned long long* trace;  // [kTraceWords] (see FLASHKIT_DECODE_TRACE)
 #endif
-};
-
-// The split kernel's tensor maps of the K and V caches for the TMA path (decode/traits.cuh FLASHKIT_DECODE_TMA;
-// a second, __grid_constant__ kernel parameter only in that build): dims (innermost first) head_dim, page_size,
-// h_kv, num_pages with the caches' slot / head / page strides, boxes of 64 columns x 8 tokens, 128-byte swizzle.
-// enabled = 0: the launcher could not describe the caches (the kernel copies with cp.async).
-struct DecodeTmaMaps {
-  TmaDesc k, v;
-  int enabled;
 };
 
 struct DecodeParams {

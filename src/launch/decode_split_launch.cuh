@@ -11,10 +11,6 @@
 #include "launch/element_type.cuh"
 #include "launch/launch_common.cuh"
 #include "launch/pdl_launch.cuh"
-#if FLASHKIT_DECODE_TMA
-#include "launch/family_dispatch.h"
-#include "launch/tma_encode.cuh"
-#endif
 
 namespace flashkit {
 namespace decode {
@@ -67,58 +63,14 @@ template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTra
 template <typename T, int Q> struct QConfig<T, 128, 2, Q> { using Tr = DecodeTraits<T, 128, 2, 4, 64, Q>; };
 template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = DecodeTraits<T, 256, 1, 3, 64, Q>; };
 
-#if FLASHKIT_DECODE_TMA
-// The TMA path's maps (decode_params.h DecodeTmaMaps): the caches as (head_dim, page_size, h_kv, num_pages)
-// with their slot / head / page strides, boxes of 128 bytes x 8 tokens; enabled only on sm_90 for page sizes
-// that are multiples of 8 and caches a map can describe (tma_layout_ok: 16-byte aligned base and strides).
-template <class Tr>
-DecodeTmaMaps decode_tma_maps(const DecodeParams& p, const DeviceInfo& dev) {
-  DecodeTmaMaps m{};
-  m.enabled = 0;
-  if constexpr (Tr::kTma) {
-    using T = typename Tr::T;
-    if (dev.cc_major != 9 || p.page_size < 8 || p.page_size % 8 != 0 || p.num_pages <= 0 || p.h_kv <= 0 ||
-        p.head_dim != Tr::kHeadDim || p.head_dim_v != Tr::kHeadDim) {
-      return m;
-    }
-    const int64_t dims[4] = {p.head_dim, p.page_size, p.h_kv, p.num_pages};
-    bool ok_k, ok_v;
-    if constexpr (Tr::kQuant != 0) {  // bytes: boxes of 128 bytes x 8 tokens, strides in bytes
-      const cuuint32_t box[4] = {128, 8, 1, 1};
-      const auto sw = CU_TENSOR_MAP_SWIZZLE_128B;
-      const auto pr = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-      ok_k = launch_util::make_tma_map_u8_4d(&m.k, p.k_cache, dims, p.k_slot_stride, p.k_head_stride, p.k_page_stride,
-                                             box, sw, pr);
-      ok_v = launch_util::make_tma_map_u8_4d(&m.v, p.v_cache, dims, p.v_slot_stride, p.v_head_stride, p.v_page_stride,
-                                             box, sw, pr);
-    } else {
-      ok_k = launch_util::make_tma_map_4d<T>(&m.k, p.k_cache, dims, p.k_slot_stride, p.k_head_stride,
-                                             p.k_page_stride, 8);
-      ok_v = launch_util::make_tma_map_4d<T>(&m.v, p.v_cache, dims, p.v_slot_stride, p.v_head_stride,
-                                             p.v_page_stride, 8);
-    }
-    m.enabled = ok_k && ok_v ? 1 : 0;
-  }
-  return m;
-}
-#endif
-
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &decode_split_kernel<Tr>;
   cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   if (p.max_items <= 0) return cudaSuccess;
-#if FLASHKIT_DECODE_TMA
-  static const bool tma_off = dispatch::env_off("FLASHKIT_DECODE_TMA");
-  DecodeTmaMaps maps{};
-  if (!tma_off) maps = decode_tma_maps<Tr>(p, dev);
-  return launch_util::launch_pdl(kernel, dim3(p.max_items), dim3(Tr::kThreads), Tr::kSmemBytes, stream,
-                                 dev.cc_major >= 9, p, maps);
-#else
   return launch_util::launch_pdl(kernel, dim3(p.max_items), dim3(Tr::kThreads), Tr::kSmemBytes, stream,
                                  dev.cc_major >= 9, p);
-#endif
 }
 
 template <class Tr>

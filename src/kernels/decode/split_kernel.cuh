@@ -26,8 +26,6 @@
 #include "kernels/decode/traits.cuh"
 #include "kernels/decode_params.h"
 #include "prims/cp_async.cuh"
-#include "prims/mbarrier.cuh"
-#include "prims/tma.cuh"
 #include "prims/fp8.cuh"
 #include "prims/globaltimer.cuh"
 #include "prims/ldmatrix.cuh"
@@ -147,23 +145,21 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   return len < 0 ? 0 : (int64_t(len) > p.capacity ? int(p.capacity) : len);
 }
 
-// FLASHKIT_DECODE_IGNORE_SRC (tuning switch, decode.md "Where the split kernel's instructions go"; default 0 until
-// measured): 1 = the K/V tile copies zero-fill by cp.async's ignore-src predicate instead of a src-size
-// register (prims::cp_async_16_stream), which ptxas lowers without the per-copy integer chain. (The source
-// address keeps its select: without it, ptxas (CUDA 13.0) put the bf16 / fp16 D 128 kernel's cache-policy
-// descriptor in an odd uniform register, the form that faults; scripts/check_ldgsts_desc.sh.)
+// FLASHKIT_DECODE_IGNORE_SRC (tuning switch, decode.md "Where the split kernel's instructions go"; default 1 since
+// it was measured, H200 2026-11-28: the 8-bit kernels 2-7% faster, the 16-bit ones unchanged): 1 = the K/V tile
+// copies (and the 8-bit scale copies) zero-fill by cp.async's ignore-src predicate instead of a src-size
+// register (prims::cp_async_16_stream / cp_async_4), which ptxas lowers without the per-copy integer chain;
+// 0 = the src-size form. (The source address keeps its select: without it, ptxas (CUDA 13.0) put the bf16 /
+// fp16 D 128 kernel's cache-policy descriptor in an odd uniform register, the form that faults;
+// scripts/check_ldgsts_desc.sh.)
 #ifndef FLASHKIT_DECODE_IGNORE_SRC
-#define FLASHKIT_DECODE_IGNORE_SRC 0
+#define FLASHKIT_DECODE_IGNORE_SRC 1
 #endif
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
-// The TMA build for the 8-bit caches too (FLASHKIT_DECODE_TMA 2): the 16-row 8-bit kernels are held at 4 CTAs per
-// SM at D 128 (their TMA path took them from 128 to 152 registers; with the bound, 12-16 bytes of spills).
 #ifdef FLASHKIT_DECODE_QMINBLOCKS
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant ? FLASHKIT_DECODE_QMINBLOCKS : 1)
-#elif defined(FLASHKIT_DECODE_TMA) && FLASHKIT_DECODE_TMA >= 2
-#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant && Tr::kMTiles == 1 && Tr::kHeadDim == 128 ? 4 : 1)
 #else
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
@@ -175,14 +171,8 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
   } while (0)
 #endif
 
-#if FLASHKIT_DECODE_TMA
-template <class Tr>
-__global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p,
-                                                                 const __grid_constant__ DecodeTmaMaps tm) {
-#else
 template <class Tr>
 __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodeParams p) {
-#endif
   using T = typename Tr::T;
   using TC = typename Tr::TC;
   constexpr int kQuant = Tr::kQuant;
@@ -255,10 +245,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   FLASHKIT_DTRACE(7, blockIdx.x + 1ull);
 #endif
 
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  // (the TMA path's boxes need the K/V rings on 1024-byte swizzle atoms: the base aligned up)
-  unsigned char* const smem =
-      Tr::kTma ? smem_raw + ((1024u - (prims::smem_addr(smem_raw) & 1023u)) & 1023u) : smem_raw;
+  extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
   TC* sK = reinterpret_cast<TC*>(smem + Tr::kSmemK);
   TC* sV = reinterpret_cast<TC*>(smem + Tr::kSmemV);
@@ -268,9 +255,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
   int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
   int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
-  int* sPage = reinterpret_cast<int*>(smem + Tr::kSmemPage);  // TMA path only
-  int* sSlot = reinterpret_cast<int*>(smem + Tr::kSmemSlot);
-  const uint32_t full_bar0 = prims::smem_addr(smem + Tr::kSmemFull);
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -317,9 +301,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
     int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
-    [[maybe_unused]] int in_page = 0;
     if (in_range && ok) {
-      in_page = tok - page_index(tok) * p.page_size;
+      const int in_page = tok - page_index(tok) * p.page_size;
       ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
       ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
       if constexpr (kQuant != 0) {
@@ -329,10 +312,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
     sOffK[slot * kBlockN + tid] = ok_k;
     sOffV[slot * kBlockN + tid] = ok_v;
-    if constexpr (Tr::kTma) {
-      sPage[slot * kBlockN + tid] = in_range && ok ? page : -1;
-      sSlot[slot * kBlockN + tid] = in_page;
-    }
     if constexpr (kQuant != 0) {
       sOffKs[slot * kBlockN + tid] = ok_ks;
       sOffVs[slot * kBlockN + tid] = ok_vs;
@@ -358,24 +337,22 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // scripts/check_ldgsts_desc.sh (a CTest) scans the built library for that form. decode.md v11.)
   constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
-  // Quantized caches: the stage's per-token scales (0 where the slot is not valid), threads 0..kBlockN-1.
-  [[maybe_unused]] auto load_scales = [&](int stage, int slot) {
-    if (tid < kBlockN) {
-      const int64_t oks = sOffKs[slot * kBlockN + tid];
-      const int64_t ovs = sOffVs[slot * kBlockN + tid];
-      float* sc = sScale + stage * 2 * kBlockN;
-      prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
-      prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
-                                                         ovs >= 0);
-    }
-  };
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
       const int slot = tile % kOffSlots;
       TC* dk = sK + stage * KVTile::kElems;
       TC* dv = sV + stage * KVTile::kElems;
-      if constexpr (kQuant != 0) load_scales(stage, slot);
+      if constexpr (kQuant != 0) {
+        if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
+          const int64_t oks = sOffKs[slot * kBlockN + tid];
+          const int64_t ovs = sOffVs[slot * kBlockN + tid];
+          float* sc = sScale + stage * 2 * kBlockN;
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + tid, oks >= 0 ? ks_base + oks : ks_base, oks >= 0);
+          prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sc + kBlockN + tid, ovs >= 0 ? vs_base + ovs : vs_base,
+                                                             ovs >= 0);
+        }
+      }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
@@ -388,70 +365,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       }
     }
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
-  };
-
-  // --- the TMA path (Tr::kTma, sm_90): the tile's boxes of 8 tokens x 128 bytes, K and V, issued by lane 0
-  // of each warp for kTmaGroups / kNWarps groups of 8 tokens, all completing on the stage's "full"
-  // mbarrier (kNWarps arrivals with their bytes). A group whose first token is past the item or on a bad
-  // page is not loaded (its rows are zeroed in V before use, masked in S); within a loaded group the
-  // tokens share one page (page_size % 8 == 0 and the item starts on a multiple of 8: the launcher's and
-  // the kernel's conditions), so the box's rows are the tile's rows.
-  bool use_tma = false;
-#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  use_tma = Tr::kTma && tm.enabled != 0 && t_begin % 8 == 0;
-#endif
-  [[maybe_unused]] auto load_tile_tma = [&](int tile) {
-#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (Tr::kTma) {
-      if constexpr (kQuant != 0) {  // the stage's per-token scales by cp.async, one group per tile as before
-        if (tile < n_tiles) load_scales(tile % kStages, tile % kOffSlots);
-        prims::cp_async_commit();
-      }
-      if (tile >= n_tiles) return;
-      // (the whole warp computes the operands from warp-uniform values, so that ptxas keeps them in uniform
-      // registers; lane 0 arrives and issues)
-      const int wu = __shfl_sync(0xffffffffu, warp, 0);
-      const bool leader = lane == 0;
-      constexpr int kGroupsPerWarp = Tr::kTmaGroups / Tr::kNWarps;
-      constexpr int kAtomCols = 128 / int(sizeof(TC));  // elements per 128-byte box row
-      constexpr int kColBlocks = kD / kAtomCols;
-      constexpr uint32_t kGroupBytes = 2u * 8u * uint32_t(kD) * uint32_t(sizeof(TC));  // K and V
-      const int stage = tile % kStages;
-      const int slot = tile % kOffSlots;
-      const uint32_t bar = full_bar0 + 8u * uint32_t(stage);
-      int pg[kGroupsPerWarp], sl[kGroupsPerWarp];
-      uint32_t bytes = 0;
-#pragma unroll
-      for (int j = 0; j < kGroupsPerWarp; ++j) {
-        const int r0 = (wu * kGroupsPerWarp + j) * 8;
-        pg[j] = __shfl_sync(0xffffffffu, sPage[slot * kBlockN + r0], 0);
-        sl[j] = __shfl_sync(0xffffffffu, sSlot[slot * kBlockN + r0], 0);
-        bytes += pg[j] >= 0 ? kGroupBytes : 0u;
-      }
-      prims::mbarrier_arrive_expect_tx_if(leader, bar, bytes);
-      const uint32_t dk = prims::smem_addr(sK + stage * KVTile::kElems);
-      const uint32_t dv = prims::smem_addr(sV + stage * KVTile::kElems);
-#pragma unroll
-      for (int j = 0; j < kGroupsPerWarp; ++j) {
-        const int r0 = (wu * kGroupsPerWarp + j) * 8;
-        const bool go = leader && pg[j] >= 0;
-#pragma unroll
-        for (int c = 0; c < kColBlocks; ++c) {
-          const uint32_t off = uint32_t(KVTile::offset(r0, c * kAtomCols)) * uint32_t(sizeof(TC));
-          const int c0 = c * kAtomCols;
-          if constexpr (kEvictFirst) {
-            prims::tma_load_4d_if(go, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar, kv_policy);
-            prims::tma_load_4d_if(go, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar, kv_policy);
-          } else {
-            prims::tma_load_4d_nohint_if(go, dk + off, &tm.k, c0, sl[j], kv_head, pg[j], bar);
-            prims::tma_load_4d_nohint_if(go, dv + off, &tm.v, c0, sl[j], kv_head, pg[j], bar);
-          }
-        }
-      }
-    }
-#else
-    (void)tile;
-#endif
   };
 
   // --- prologue: Q rows, offsets of tiles 0..S-1, loads of tiles 0..S-2 ---
@@ -472,18 +385,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       prims::cp_async_16(sQ + QTile::offset(r, col), src, valid);
     }
   }
-#if FLASHKIT_DECODE_TMA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (Tr::kTma) {
-    if (use_tma) {
-      prims::cp_async_commit();
-      prims::cp_async_wait<0>();  // this thread's Q copies (the barrier below shows them to all)
-      if (tid == 0) {
-        for (int j = 0; j < kStages; ++j) prims::mbarrier_init(full_bar0 + 8u * uint32_t(j), Tr::kNWarps);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      }
-    }
-  }
-#endif
   int next_page = -1;
   if (tid < kBlockN) {
     int pages[kStages];
@@ -494,13 +395,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     for (int j = 0; j < kStages; ++j) write_offsets(j, pages[j]);
   }
   __syncthreads();
-  if (use_tma) {
 #pragma unroll
-    for (int j = 0; j < kStages - 1; ++j) load_tile_tma(j);
-  } else {
-#pragma unroll
-    for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
-  }
+  for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
   if constexpr (kQuant != 0) {
     // Q to fp16, each 16-column k-step permuted so that a lane's K fragment is one 32-bit
@@ -565,42 +461,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    if (use_tma) {
-      if constexpr (kQuant != 0) prims::cp_async_wait<kStages - 2>();  // the tile's scales
-      prims::mbarrier_wait(full_bar0 + 8u * uint32_t(tile % kStages), uint32_t(tile / kStages) & 1u);
-    } else {
-      prims::cp_async_wait<kStages - 2>();
-    }
+    prims::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
 #ifdef FLASHKIT_DECODE_TRACE
     if (tile == 0) FLASHKIT_DTRACE(2, prims::globaltimer());
 #endif
-    if (use_tma) {
-      // V rows that no copy wrote in this phase (groups past the item or on bad pages: stale or
-      // uninitialized) or that hold other tokens (a loaded group's rows past the item's end: past a
-      // sequence's length they may be NaN) to zero: their P is 0 but 0 x NaN is not. K's rows there only
-      // reach masked scores. The generic writes are ordered before the TMA's next writes to the stage
-      // by the proxy fence and the barriers in between.
-      const int slot0 = tile % kOffSlots;
-      bool zero_rows = t_begin + (tile + 1) * kBlockN > t_end;
-#pragma unroll
-      for (int w = 0; w < kMetaWarps; ++w) zero_rows |= sBad[slot0 * kMetaWarps + w] != 0;
-      if (zero_rows) {
-        TC* vst = sV + (tile % kStages) * KVTile::kElems;
-        constexpr int kRowChunks = kD * int(sizeof(TC)) / 16;
-        for (int i = tid; i < kBlockN * kRowChunks; i += kThreads) {
-          const int r = i / kRowChunks, c = (i % kRowChunks) * (16 / int(sizeof(TC)));
-          if (sOffV[slot0 * kBlockN + r] < 0) {
-            *reinterpret_cast<uint4*>(vst + KVTile::offset(r, c)) = make_uint4(0u, 0u, 0u, 0u);
-          }
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-      }
-      load_tile_tma(tile + kStages - 1);
-    } else {
-      load_tile(tile + kStages - 1);
-    }
+    load_tile(tile + kStages - 1);
     if (tid < kBlockN) {
       write_offsets(tile + kStages, next_page);
       next_page = page_of(tile + kStages + 1);

@@ -17,16 +17,6 @@
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
-// FLASHKIT_DECODE_TMA (tuning switch, decode.md "TMA page loads"; default 0, prepared 2026-11-28, not run yet):
-// 1 = the 16-bit kernels on sm_90 load their K/V tiles with TMA boxes of 8 tokens x 128 bytes (one lane
-// per warp issues its share of the tile's boxes; completion on one mbarrier per stage) instead of 16-byte
-// cp.async copies from every thread, where the launcher could describe the cache by a tensor map (page sizes
-// that are multiples of 8) and the item starts on a multiple of 8 tokens; else the cp.async path as before.
-// 2 = the 8-bit kernels too (D 128 / 256: rows of whole 128-byte lines).
-#ifndef FLASHKIT_DECODE_TMA
-#define FLASHKIT_DECODE_TMA 0
-#endif
-
 namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
@@ -62,20 +52,9 @@ struct DecodeTraits {
   // aligned and the fragment writes of 8 rows spread over more banks).
   static constexpr int kMergeStride = kHeadDim + 4;
 
-  // The TMA path (FLASHKIT_DECODE_TMA): 16-bit caches whose rows are whole 128-byte lines (the K/V stages
-  // are then tiles::Swizzle128Tile, the TMA's 128-byte-swizzle box layout: 64-column blocks of 128-byte rows).
-  // (FLASHKIT_DECODE_TMA 1: the 16-bit caches; 2: the 8-bit ones too, their bytes by TMA and their scales by
-  // cp.async as before)
-  static constexpr bool kTma = ((FLASHKIT_DECODE_TMA == 1 && kQuant == 0) || FLASHKIT_DECODE_TMA >= 2) &&
-                               (kHeadDim * int(sizeof(TC))) % 128 == 0;
-  static constexpr int kTmaGroups = kBlockN / 8;  // boxes of 8 tokens per tile (per 64-column block)
-  static_assert(!kTma || (kTmaGroups % kNWarps == 0), "whole groups per warp");
-
   // Shared-memory plan: [Q | K ring | V ring | K offsets | V offsets | bad flags | stats].
-  // (kTma: the rings start on a 1024-byte boundary, the swizzle atom of the TMA's boxes; the kernel aligns
-  // the dynamic shared memory base, kSmemAlignSlack bytes of which are reserved for that.)
   static constexpr int kSmemQ = 0;
-  static constexpr int kSmemK = kTma ? (kSmemQ + QTile::kBytes + 1023) / 1024 * 1024 : kSmemQ + QTile::kBytes;
+  static constexpr int kSmemK = kSmemQ + QTile::kBytes;
   static constexpr int kSmemV = kSmemK + kStages * KVTile::kBytes;
   static constexpr int kSmemOffK = kSmemV + kStages * KVTile::kBytes;  // int64 [kOffSlots][kBlockN]
   static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
@@ -87,13 +66,7 @@ struct DecodeTraits {
   static constexpr int kSmemScale = kSmemOffScale + (kQuant ? 2 * kOffSlots * kBlockN * 8 : 0);
   static constexpr int kSmemEnd = kSmemScale + (kQuant ? kStages * 2 * kBlockN * 4 : 0);
   // float [2][kNWarps][kRows]: each warp's row max and row sum
-  // kTma: each token's block id (-1: not loaded) and slot in its page (int32 [kOffSlots][kBlockN] each),
-  // then one "full" mbarrier per stage.
-  static constexpr int kSmemPage = kSmemEnd;
-  static constexpr int kSmemSlot = kSmemPage + (kTma ? kOffSlots * kBlockN * 4 : 0);
-  static constexpr int kSmemFull = (kSmemSlot + (kTma ? kOffSlots * kBlockN * 4 : 0) + 7) / 8 * 8;
-  static constexpr int kSmemAlignSlack = kTma ? 1024 : 0;
-  static constexpr int kSmemBytes = kTma ? kSmemFull + 8 * kStages + kSmemAlignSlack : kSmemEnd;
+  static constexpr int kSmemBytes = kSmemEnd;
   // The merge buffer fp32 [kNWarps][kRows][kMergeStride] reuses the K/V rings.
   static constexpr int kMergeBytes = kNWarps * kRows * kMergeStride * 4;
   // (it may run on into the offset rings and flags, dead by then; not into the stats)
@@ -102,8 +75,6 @@ struct DecodeTraits {
   static_assert((kFusedMergeFloats + kFusedMergeRows + 32) * 4 <= kSmemStats - kSmemK,
                 "fused-merge staging must fit in front of the stats");
   static_assert(kSmemK % 128 == 0 && KVTile::kBytes % 128 == 0, "K/V stages on 128-byte lines (swizzle)");
-  static_assert(!kTma || (kSmemK % 1024 == 0 && KVTile::kBytes % 1024 == 0 && kBlockN % 8 == 0),
-                "TMA boxes land on 1024-byte swizzle atoms");
 };
 
 }  // namespace flashkit::decode

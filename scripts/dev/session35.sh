@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Device call of the thirty-fifth session (2026-11-28), H200.
+#   V: main with FLASHKIT_DECODE_IGNORE_SRC at 1 (its new default): the decode and KV-cache GPU tests,
+#      memcheck / racecheck / synccheck of sanitize_decode.py --quick, then the quantized table
+#      (decode-quant v10: the 8 rows of v9, two rounds, the faster of each) for bench/results.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session35.sh V")
+set -u -o pipefail
+PART=${1:?usage: session35.sh V}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s35-$PART
+. "$(dirname "$0")/device_steps.sh"
+case $PART in
+  V)
+    install_tree "$TREE"
+    (cd "$TREE/tests/python" && step tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_decode_gpu.py test_kvcache_gpu.py)
+    tail -2 "$O/tests.log"
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    for tool in memcheck racecheck synccheck; do
+      (cd /tmp && step $tool 200 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick)
+      grep -h "Race reported" "$O/$tool.log" | grep -vc nvjet | sed "s/^/$tool hazards outside cuBLAS's nvjet: /" \
+        | tee -a "$O/summary.txt"
+    done
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    for r in 1 2; do
+      (cd /tmp && step quant$r 150 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs \
+        1:65536:32:8 1:16384:32:8 16:8192:32:8 16:16384:32:32 64:8192:32:8 64:16384:32:8 128:4096:32:8 \
+        128:8192:32:8 --csv "$O/quant$r.csv")
+    done
+    ;;
+  *) echo "usage: $0 V" >&2; exit 2 ;;
+esac
+cat "$O/summary.txt"
+tar -czf "${OUT:-/tmp}/s35-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"
