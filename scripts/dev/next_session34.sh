@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Device call prepared in the thirty-fourth session (2026-11-28) for the next one; NOT RUN yet.
+# Device call prepared in the thirty-fourth session (2026-11-28) for the next one; both parts RUN in the thirty-fifth
+# (decode.md "Where the split kernel's instructions go", "TMA page loads"). Part T needs branch wip/decode-tma now.
 #   I (~5 min): the decode split kernels' K/V copies with the ignore-src predicate (split_kernel.cuh
 #      FLASHKIT_DECODE_IGNORE_SRC, default 0; decode.md "Where the split kernel's instructions go"). The tree
 #      installed as is (base) and a copy with "#define FLASHKIT_DECODE_IGNORE_SRC 1" prepended to every decode
