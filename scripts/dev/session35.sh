@@ -4,8 +4,10 @@
 #      memcheck / racecheck / synccheck of sanitize_decode.py --quick, then the quantized table
 #      (decode-quant v10: the 8 rows of v9, two rounds, the faster of each) for bench/results.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session35.sh V")
+#   C: SM clock, power and cycles per call of bf16 against the 8-bit caches back to back (decode_clocks.py): is the
+#      8-bit kernels' H200 gap cycles or energy (power cap)?
 set -u -o pipefail
-PART=${1:?usage: session35.sh V}
+PART=${1:?usage: session35.sh V|C}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s35-$PART
 . "$(dirname "$0")/device_steps.sh"
@@ -28,7 +30,13 @@ case $PART in
         128:8192:32:8 --csv "$O/quant$r.csv")
     done
     ;;
-  *) echo "usage: $0 V" >&2; exit 2 ;;
+  C)
+    install_tree "$TREE"
+    (cd /tmp && step clocks 300 python3 "$TREE/scripts/dev/decode_clocks.py" --seconds 2 64:16384:32:8 16:8192:32:8 \
+      128:8192:32:8 1:65536:32:8)
+    cat "$O/clocks.log"
+    ;;
+  *) echo "usage: $0 V|C" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s35-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"
