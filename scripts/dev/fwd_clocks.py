@@ -1,0 +1,60 @@
+"""SM clock and power while the dense forward runs back to back: flashkit against SDPA's cuDNN backend.
+
+Issue 8 asks 650 TFLOPS at D 128 S 16k non-causal on an H200; the decode measurement (decode_clocks.py) found this
+machine's H200 capping power near 575-590 W. For each shape (bf16, FA3-sweep layout: B*S = 16k tokens, H*D = 2048),
+both implementations interleaved twice: calls back to back for --seconds while nvidia-smi samples every 50 ms;
+prints TFLOPS, the median SM clock and power over the middle half, throttle reasons, and TFLOPS per GHz.
+
+  python3 scripts/dev/fwd_clocks.py [--seconds 2] D:S:causal ...
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decode_clocks import sustained  # noqa: E402
+
+import flashkit  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shapes", nargs="*", default=["128:16384:0", "128:1024:0", "256:16384:0", "64:16384:0"])
+    ap.add_argument("--seconds", type=float, default=2.0)
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name())
+    for sh in args.shapes:
+        d, s, causal = (int(x) for x in sh.split(":"))
+        b, h = 16384 // s, 2048 // d
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+        def fk():
+            flashkit.attention(q, k, v, causal=bool(causal))
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal))
+
+        for f in (fk, cudnn):
+            f()
+        torch.cuda.synchronize()
+        for rnd in range(2):
+            for name, f in (("flashkit", fk), ("cudnn", cudnn)):
+                us, mhz, w, c, reasons = sustained(f, args.seconds)
+                tf = flops / us / 1e6
+                print(f"D {d:3d} S {s:5d} causal {causal}  {name:8s} round {rnd}: {us:9.1f} us  {tf:6.1f} TFLOPS  "
+                      f"SM {mhz:6.0f} MHz  {w:6.1f} W  {c:3.0f} C  {tf / mhz * 1e3:6.1f} TFLOPS/GHz  "
+                      f"throttle {' '.join(reasons)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
