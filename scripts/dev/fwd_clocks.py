@@ -27,21 +27,35 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["128:16384:0", "128:1024:0", "256:16384:0", "64:16384:0"])
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--bwd", action="store_true", help="time the backward (dq, dk, dv of a saved forward) instead")
     args = ap.parse_args()
     print(torch.cuda.get_device_name())
     for sh in args.shapes:
         d, s, causal = (int(x) for x in sh.split(":"))
         b, h = 16384 // s, 2048 // d
-        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
-
-        def fk():
-            flashkit.attention(q, k, v, causal=bool(causal))
-
-        def cudnn():
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=args.bwd)
+                   for _ in range(3))
+        qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_(args.bwd) for x in (q, k, v))
+        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (2.5 if args.bwd else 1.0)
+        if args.bwd:
+            do = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+            o_fk = flashkit.attention(q, k, v, causal=bool(causal))
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal))
+                o_cd = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal))
+            do_t = do.transpose(1, 2)
+
+            def fk():
+                torch.autograd.grad(o_fk, (q, k, v), do, retain_graph=True)
+
+            def cudnn():
+                torch.autograd.grad(o_cd, (qt, kt, vt), do_t, retain_graph=True)
+        else:
+            def fk():
+                flashkit.attention(q, k, v, causal=bool(causal))
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal))
 
         for f in (fk, cudnn):
             f()

@@ -7,7 +7,7 @@
 #   C: SM clock, power and cycles per call of bf16 against the 8-bit caches back to back (decode_clocks.py): is the
 #      8-bit kernels' H200 gap cycles or energy (power cap)?
 set -u -o pipefail
-PART=${1:?usage: session35.sh V|C|F}
+PART=${1:?usage: session35.sh V|C|F|B}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s35-$PART
 . "$(dirname "$0")/device_steps.sh"
@@ -42,7 +42,13 @@ case $PART in
       256:16384:0 64:16384:1)
     cat "$O/fclocks.log"
     ;;
-  *) echo "usage: $0 V|C|F" >&2; exit 2 ;;
+  B)
+    install_tree "$TREE"
+    (cd /tmp && step bclocks 200 python3 "$TREE/scripts/dev/fwd_clocks.py" --bwd --seconds 2 128:16384:0 128:2048:1 \
+      64:16384:0)
+    cat "$O/bclocks.log"
+    ;;
+  *) echo "usage: $0 V|C|F|B" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s35-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"
