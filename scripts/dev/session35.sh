@@ -7,7 +7,7 @@
 #   C: SM clock, power and cycles per call of bf16 against the 8-bit caches back to back (decode_clocks.py): is the
 #      8-bit kernels' H200 gap cycles or energy (power cap)?
 set -u -o pipefail
-PART=${1:?usage: session35.sh V|C|F|B}
+PART=${1:?usage: session35.sh V|C|F|B|N}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s35-$PART
 . "$(dirname "$0")/device_steps.sh"
@@ -48,7 +48,38 @@ case $PART in
       64:16384:0)
     cat "$O/bclocks.log"
     ;;
-  *) echo "usage: $0 V|C|F|B" >&2; exit 2 ;;
+  N)
+    # The narrow form of the 8-bit kernels (decode.md "The narrow form"; default on, FLASHKIT_DECODE_NARROW=0 off):
+    # GPU tests, then graph times narrow / 16-row in one build (the switch is read at run time), then sanitizers.
+    # Packs $O after every step (the call may be cut by the session's device budget).
+    pack() { tar -czf "${OUT:-/tmp}/s35-N.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
+    install_tree "$TREE"; pack
+    (cd "$TREE/tests/python" && step tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
+      test_decode_gpu.py test_kvcache_gpu.py)
+    tail -2 "$O/tests.log"; pack
+    CF="16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 16:16384:32:32 16:8192:64:8 64:16384:32:8"
+    (cd /tmp && step bench_narrow1 100 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs $CF \
+      --csv "$O/narrow1.csv"); pack
+    (cd /tmp && step bench_wide1 100 env FLASHKIT_DECODE_NARROW=0 python3 "$TREE/scripts/decode_quick_bench.py" \
+      --kv int8 fp8 --configs $CF --csv "$O/wide1.csv"); pack
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    for tool in memcheck synccheck; do
+      (cd /tmp && step $tool 100 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick)
+      pack
+    done
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    (cd /tmp && step bench_narrow2 100 python3 "$TREE/scripts/decode_quick_bench.py" --kv int8 fp8 --configs $CF \
+      --csv "$O/narrow2.csv"); pack
+    (cd /tmp && step bench_wide2 100 env FLASHKIT_DECODE_NARROW=0 python3 "$TREE/scripts/decode_quick_bench.py" \
+      --kv int8 fp8 --configs $CF --csv "$O/wide2.csv"); pack
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    (cd /tmp && step racecheck 100 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" \
+      --quick)
+    grep -h "Race reported" "$O/racecheck.log" | grep -vc nvjet | sed "s/^/racecheck hazards outside cuBLAS's nvjet: /" \
+      | tee -a "$O/summary.txt"
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    ;;
+  *) echo "usage: $0 V|C|F|B|N" >&2; exit 2 ;;
 esac
 cat "$O/summary.txt"
 tar -czf "${OUT:-/tmp}/s35-$PART.tgz" -C "$(dirname "$O")" "$(basename "$O")"

@@ -9,6 +9,7 @@
 #include "kernels/decode/split_kernel.cuh"
 #include "launch/decode_launch.h"
 #include "launch/element_type.cuh"
+#include "launch/family_dispatch.h"
 #include "launch/launch_common.cuh"
 #include "launch/pdl_launch.cuh"
 
@@ -63,6 +64,18 @@ template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTra
 template <typename T, int Q> struct QConfig<T, 128, 2, Q> { using Tr = DecodeTraits<T, 128, 2, 4, 64, Q>; };
 template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = DecodeTraits<T, 256, 1, 3, 64, Q>; };
 
+// The narrow form of the 8-bit kernels (traits.cuh kNarrow; decode.md "The narrow form"): the 16-row kernel's
+// ring and tile, keys as the MMAs' M dimension. Taken when every item holds at most 8 rows (ratio * s_q <= 8);
+// FLASHKIT_DECODE_NARROW=0 in the environment keeps the 16-row form (A/B runs).
+template <typename T, int D, int Q> struct QNarrowConfig {
+  using Wide = typename QConfig<T, D, 1, Q>::Tr;
+  using Tr = DecodeTraits<T, D, 1, Wide::kStages, Wide::kBlockN, Q, true>;
+};
+inline bool narrow_enabled() {
+  static const bool off = dispatch::env_off("FLASHKIT_DECODE_NARROW");
+  return !off;
+}
+
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &decode_split_kernel<Tr>;
@@ -92,6 +105,11 @@ int launch_decode_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream
   using T = typename ElementOf<Tag>::type;
   if (p.rows == 32 && D <= 128) {
     return decode::launch_split<decode::TraitsFor<T, D, 2, kQuant>>(p, dev, stream);
+  }
+  if constexpr (kQuant != 0) {
+    if (p.rows == 16 && p.ratio * p.s_q <= 8 && decode::narrow_enabled()) {
+      return decode::launch_split<typename decode::QNarrowConfig<T, D, kQuant>::Tr>(p, dev, stream);
+    }
   }
   return decode::launch_split<decode::TraitsFor<T, D, 1, kQuant>>(p, dev, stream);
 }

@@ -34,4 +34,13 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   return v;
 }
 
+// Transpose of one 8x8 matrix of 16-bit values held as an MMA fragment (lane l: row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1 in one register): returns lane l's register of the transposed matrix.
+// (PTX movmatrix, sm_75+; the 8-bit decode kernels' narrow form turns S^T fragments into P^T operands.)
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+  return r;
+}
+
 }  // namespace flashkit::prims

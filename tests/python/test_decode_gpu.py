@@ -662,6 +662,29 @@ def test_quantized_cache_matches_its_dequantized_reference(kind, dtype, d):
     assert res.ok, res.message
 
 
+# Rows per item (ratio * s_q) around the narrow form's limit (decode.md "The narrow form": the 8-bit kernels take
+# keys as the MMAs' M dimension when every item holds at most 8 rows): 1 (MHA), 3, 8 (GQA 8; GQA 2 x s_q 4 with
+# causal rows), then 9 and 12 on the 16-row form; odd lengths, an empty sequence, NaN bytes and scales in the
+# unused slots.
+@pytest.mark.parametrize("kind", ["int8", "fp8"])
+@pytest.mark.parametrize("h_q,h_kv,s_q", [(4, 4, 1), (6, 2, 1), (32, 4, 1), (8, 4, 4), (12, 4, 3), (24, 8, 4)])
+def test_quantized_cache_rows_per_item(kind, h_q, h_kv, s_q):
+    q, k, v, bt, sl = make_case([1, 63, 0, 1000, 3333], s_q=s_q, h_q=h_q, h_kv=h_kv,
+                                seed=("quant-rows", kind, h_q, h_kv, s_q))
+    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    flashkit.device_errors(clear=True)
+    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 0
+    kf = torch.nan_to_num(dequantized(kq, ks))
+    vf = torch.nan_to_num(dequantized(vq, vs))
+    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
+    assert res.ok, res.message
+
+
 # Measured on an H200 (2026-11-23): int8 0.010 / fp8 0.035 on random data; with outlier
 # channels int8 0.114 (a 30x channel sets each token's scale, so the other channels keep
 # ~4 bits: per-channel K scales would be the fix) and fp8 0.019 (its exponent absorbs it).

@@ -460,6 +460,42 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const uint32_t v_addr0 = prims::smem_addr(
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
+  // Narrow form (Tr::kNarrow: 8-bit caches, items of at most 8 rows; decode.md "The narrow form"): the keys are the
+  // MMAs' M dimension and query rows 0-7 their N. S^T (16 keys x 8 rows per warp) = K Q^T takes K as the A operand
+  // (lane (g, tq): keys g and g + 8, one 32-bit word each per k-step, the same words as the 16-row form's B
+  // operand) and Q^T as B, held in registers for the whole item (ldmatrix of the permuted fp16 Q: lane (g, tq)
+  // gets row g, k positions 2tq, 2tq+1 and 2tq+8, 2tq+9). O^T (dims x 8 rows) = V^T P^T takes V^T as A (from the
+  // same byte permutes as the 16-row form's V operand) and P^T as B, the S^T fragments transposed by movmatrix.
+  // A lane holds rows 2tq and 2tq + 1 (e = 0, 1) of keys g and g + 8: st[e] (key g), st[e + 2] (key g + 8);
+  // row reductions run over g (shuffles 4, 8, 16). ot[2 grp + m][c]: row 2tq + (c & 1), dim 32 grp + 4g + 2m +
+  // (c >> 1).
+  constexpr bool kNarrow = Tr::kNarrow;
+  [[maybe_unused]] uint32_t nqb[kNarrow ? Tr::kKSteps : 1][2];
+  [[maybe_unused]] float not_[kNarrow ? kD / 16 : 1][4];
+  [[maybe_unused]] float nmax[2] = {-INFINITY, -INFINITY}, nsum[2] = {0.f, 0.f};
+  [[maybe_unused]] int nlimit[2] = {0, 0};
+  if constexpr (kNarrow) {
+    const uint32_t qn_addr = prims::smem_addr(sQ + QTile::offset(lane % 8, (lane / 8) * 8));
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
+      uint32_t r4[4];
+      prims::ldmatrix_x4(r4, qn_addr + QTile::offset(0, ks * 16) * kElt);
+      nqb[ks][0] = r4[0];
+      nqb[ks][1] = r4[1];
+      nqb[ks + 1][0] = r4[2];
+      nqb[ks + 1][1] = r4[3];
+    }
+#pragma unroll
+    for (int m = 0; m < kD / 16; ++m)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) not_[m][c] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int R = row0 + 2 * tq + e;
+      nlimit[e] = p.causal ? len - p.s_q + R % p.s_q : len - 1;
+    }
+  }
+
   for (int tile = 0; tile < n_tiles; ++tile) {
     prims::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
@@ -476,6 +512,105 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const int slot = tile % kOffSlots;
     const uint32_t k_addr = k_addr0 + stage * KVTile::kBytes;
     const uint32_t v_addr = v_addr0 + stage * KVTile::kBytes;
+
+    if constexpr (kNarrow) {
+      const int kk0 = warp * kWarpKeys + g;  // the lane's keys: kk0 and kk0 + 8
+      const uint32_t kn_addr =
+          prims::smem_addr(sK + stage * KVTile::kElems + KVTile::offset(kk0, 4 * tq));
+      float st[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const uint32_t w0 = prims::lds_u32(KVTile::step_addr(kn_addr, 0, ks * 16));
+        const uint32_t w1 = prims::lds_u32(KVTile::step_addr(kn_addr, 8, ks * 16));
+        uint32_t a[4];
+        bytes4_to_f16x2<kQuant>(w0, a[0], a[2]);
+        bytes4_to_f16x2<kQuant>(w1, a[1], a[3]);
+        prims::mma_m16n8k16<__half>(st, a, nqb[ks][0], nqb[ks][1]);
+      }
+      const float* ksc = sScale + stage * 2 * kBlockN;
+      const float* vsc = ksc + kBlockN;
+      {
+        const float f0 = ksc[kk0], f1 = ksc[kk0 + 8];
+        st[0] *= f0, st[1] *= f0, st[2] *= f1, st[3] *= f1;
+      }
+      const int key0 = t_begin + tile * kBlockN;
+      bool bad_tile = false;
+#pragma unroll
+      for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+      if (key0 + kBlockN > mask_from || bad_tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kt = kk0 + 8 * h;
+          const bool usable = sOffK[slot * kBlockN + kt] >= 0;
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (!usable || key0 + kt > nlimit[e]) st[2 * h + e] = -INFINITY;
+          }
+        }
+      }
+      // Online softmax of rows 2tq + e (the same rule as attn::OnlineSoftmax, conditional rescale included).
+      float corr[2];
+      bool moved = false;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float mx = fmaxf(st[e], st[e + 2]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        const float old_max = nmax[e];
+        const bool move = (mx - old_max) * scale_log2 > attn::OnlineSoftmax<1>::kRescaleThreshold;
+        const float new_max = move ? mx : old_max;
+        corr[e] = move ? prims::exp2_approx((old_max - new_max) * scale_log2) : 1.f;
+        moved |= move;
+        nmax[e] = new_max;
+        const float max_scaled = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+        st[e] = prims::exp2_approx(fmaf(st[e], scale_log2, -max_scaled));
+        st[e + 2] = prims::exp2_approx(fmaf(st[e + 2], scale_log2, -max_scaled));
+        nsum[e] = fmaf(nsum[e], corr[e], st[e] + st[e + 2]);
+      }
+      // V scales relative to the warp's running maximum (as the 16-row form), folded into O's rescale.
+      float vm = vsc[warp * kWarpKeys + lane % kWarpKeys];
+#pragma unroll
+      for (int off = kWarpKeys / 2; off > 0; off /= 2) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, off));
+      const bool v_grows = vm > v_ref;
+      if (__any_sync(0xffffffffu, moved) || v_grows) {
+        const float fv = v_grows ? v_ref / vm : 1.f;  // 0 while v_ref is 0 (O is 0 then)
+        const float c0 = corr[0] * fv, c1 = corr[1] * fv;
+#pragma unroll
+        for (int m = 0; m < kD / 16; ++m) {
+          not_[m][0] *= c0, not_[m][1] *= c1, not_[m][2] *= c0, not_[m][3] *= c1;
+        }
+      }
+      if (v_grows) v_ref = vm;
+      const float inv_ref = v_ref > 1e-30f ? 1.f / v_ref : 0.f;
+      {
+        const float f0 = vsc[kk0] * inv_ref, f1 = vsc[kk0 + 8] * inv_ref;
+        // P^T operand: keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1) of row g.
+        const uint32_t pb0 = prims::movmatrix_trans(prims::pack2<__half>(st[0] * f0, st[1] * f0));
+        const uint32_t pb1 = prims::movmatrix_trans(prims::pack2<__half>(st[2] * f1, st[3] * f1));
+        const TC* vst = sV + stage * KVTile::kElems;
+        const int vrow = warp * kWarpKeys + 2 * tq;
+        const uint32_t v_even = prims::smem_addr(vst + KVTile::offset(vrow, 4 * g));
+        const uint32_t v_odd = prims::smem_addr(vst + KVTile::offset(vrow + 1, 4 * g));
+#pragma unroll
+        for (int grp = 0; grp < kD / 32; ++grp) {
+          const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
+          const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
+          const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
+          const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
+          uint32_t b0[4], b1[4];  // dim 32 grp + 4g + d: keys 2tq, 2tq + 1 (b0[d]) and 2tq + 8, 2tq + 9 (b1[d])
+          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
+          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
+          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
+          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
+#pragma unroll
+          for (int m = 0; m < 2; ++m) {
+            const uint32_t a[4] = {b0[2 * m], b0[2 * m + 1], b1[2 * m], b1[2 * m + 1]};
+            prims::mma_m16n8k16<__half>(not_[2 * grp + m], a, pb0, pb1);
+          }
+        }
+      }
+    } else {  // the 16-row form
 
     // S = Q K^T for this warp's kWarpKeys keys.
     float s[kMTiles][kNT][4];
@@ -650,6 +785,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         }
       }
     }
+    }  // the 16-row form
   }
 
   // --- merge the 4 warps' partial softmax states (fixed order: deterministic) ---
@@ -675,6 +811,20 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   float* sMax = reinterpret_cast<float*>(smem + Tr::kSmemStats);
   float* sSum = sMax + Tr::kNWarps * kRows;
   float* sO = reinterpret_cast<float*>(smem + Tr::kSmemK);
+  if constexpr (kNarrow) {
+    // Rows 0-7 (rows 8-15 of the item tile are never valid here: rows_valid <= 8).
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float sum = nsum[e];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+      if (g == 0) {
+        sMax[warp * kRows + 2 * tq + e] = nmax[e];
+        sSum[warp * kRows + 2 * tq + e] = sum;
+      }
+    }
+  } else {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -687,6 +837,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       }
     }
   }
+  }
   __syncthreads();
   // Row max over warps, in raw score units; -inf when no warp saw a key of the row.
   auto merged_max = [&](int r) {
@@ -695,6 +846,22 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     for (int w = 1; w < Tr::kNWarps; ++w) m = fmaxf(m, sMax[w * kRows + r]);
     return m;
   };
+  if constexpr (kNarrow) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 2 * tq + e;
+      const float m_all = merged_max(r);
+      const float m_own = nmax[e];
+      const float fv = (m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2)) * v_ref;
+      float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 4 * g;
+#pragma unroll
+      for (int grp = 0; grp < kD / 32; ++grp) {
+        *reinterpret_cast<float4*>(dst + grp * 32) =
+            make_float4(not_[2 * grp][e] * fv, not_[2 * grp][e + 2] * fv, not_[2 * grp + 1][e] * fv,
+                        not_[2 * grp + 1][e + 2] * fv);
+      }
+    }
+  } else {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -723,6 +890,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         }
       }
     }
+  }
   }
   __syncthreads();
 

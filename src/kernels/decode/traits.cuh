@@ -21,7 +21,10 @@ namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
 // per token and head, dequantized in registers into the MMA operands).
-template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64, int kQuant_ = 0>
+// kNarrow (8-bit caches, items of at most 8 query rows): the keys are the MMAs' M dimension and the rows their
+// N (S^T = K Q^T, O^T = V^T P^T with n8 row tiles), half the MMAs of the 16-row form (decode.md "The narrow form").
+template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64, int kQuant_ = 0,
+          bool kNarrow_ = false>
 struct DecodeTraits {
   using T = T_;
   static constexpr int kQuant = kQuant_;
@@ -42,6 +45,9 @@ struct DecodeTraits {
   static_assert(kWarpKeys % 16 == 0, "each warp takes whole k16 steps of keys");
   static constexpr int kMetaWarps = kBlockN / 32;      // warps that compute a tile's offsets
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
+  static constexpr bool kNarrow = kNarrow_;
+  static_assert(!kNarrow || (kQuant != 0 && kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
+                "narrow form: 8-bit caches, one 16-row item tile, 16 keys per warp");
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
   // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2
