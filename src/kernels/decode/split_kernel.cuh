@@ -74,6 +74,23 @@ __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32
   }
 }
 
+// The 8-bit kernels' V operand words of one 32-dim group `grp`: the lane's 32-bit words of key rows 2tq (v_even)
+// and 2tq + 1 (v_odd) at dims 32 grp + 4g .. + 3, and of rows 2tq + 8, 2tq + 9, as fp16 pairs per dim: b0[d] =
+// dim 32 grp + 4g + d of keys (2tq, 2tq + 1), b1[d] = of keys (2tq + 8, 2tq + 9). The 16-row form uses them as
+// B fragments (one n8 tile per d), the narrow form as A fragments (two m16 tiles per group).
+template <class KVTile, int kQuant>
+__device__ __forceinline__ void v_key_pairs(uint32_t v_even, uint32_t v_odd, int grp, uint32_t (&b0)[4],
+                                            uint32_t (&b1)[4]) {
+  const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
+  const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
+  const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
+  const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
+  bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1 of each word
+  bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3
+  bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
+  bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
+}
+
 // FLASHKIT_DECODE_PREWAIT_PREFETCH (default on since 2026-11-26: B 1 bf16 16k -18% time, 64k
 // -5%, FP8 64k -3%; decode.md "Pre-wait prefetch"; 0 turns it off): in calls
 // with at most FLASHKIT_DECODE_PREWAIT_MAX_BATCH sequences the split CTAs are resident for
@@ -594,15 +611,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const uint32_t v_odd = prims::smem_addr(vst + KVTile::offset(vrow + 1, 4 * g));
 #pragma unroll
         for (int grp = 0; grp < kD / 32; ++grp) {
-          const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
-          const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
-          const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
-          const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
           uint32_t b0[4], b1[4];  // dim 32 grp + 4g + d: keys 2tq, 2tq + 1 (b0[d]) and 2tq + 8, 2tq + 9 (b1[d])
-          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);
-          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);
-          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
-          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
+          v_key_pairs<KVTile, kQuant>(v_even, v_odd, grp, b0, b1);
 #pragma unroll
           for (int m = 0; m < 2; ++m) {
             const uint32_t a[4] = {b0[2 * m], b0[2 * m + 1], b1[2 * m], b1[2 * m + 1]};
@@ -768,15 +778,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const uint32_t v_odd = prims::smem_addr(vst + KVTile::offset(vrow + 1, 4 * g));
 #pragma unroll
         for (int grp = 0; grp < kD / 32; ++grp) {
-          const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
-          const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
-          const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
-          const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
           uint32_t b0[4], b1[4];
-          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1
-          bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3
-          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
-          bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
+          v_key_pairs<KVTile, kQuant>(v_even, v_odd, grp, b0, b1);
 #pragma unroll
           for (int d = 0; d < 4; ++d) {
 #pragma unroll
