@@ -204,18 +204,7 @@ def test_split_cap_of_short_calls_with_many_rows(lens, s_q, heads, kind):
         out, lse = run_checked(q, k, v, bt, sl)
         check(q, k, v, bt, sl, out, lse)
         return
-    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
-    flashkit.device_errors(clear=True)
-    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
-    torch.cuda.synchronize()
-    assert flashkit.device_errors() == 0
-    kf = torch.nan_to_num(dequantized(kq, ks))
-    vf = torch.nan_to_num(dequantized(vq, vs))
-    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
-    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
-    assert res.ok, res.message
-    res = check_lse(lse, lse_ref)
-    assert res.ok, res.message
+    check_quantized(q, k, v, bt, sl, kind)
 
 
 def test_deterministic():
@@ -635,6 +624,23 @@ def quantize_case(q, k, v, bt, sl, kind, unused=0x7F):
     return kq, vq, ks, vs
 
 
+def check_quantized(q, k, v, bt, sl, kind):
+    """The case in a quantized cache (quantize_case): one decode call with LSE, no device error, output and
+    LSE against the reference on the dequantized cache (unused slots never read)."""
+    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    flashkit.device_errors(clear=True)
+    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors() == 0
+    kf = torch.nan_to_num(dequantized(kq, ks))
+    vf = torch.nan_to_num(dequantized(vq, vs))
+    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
+    assert res.ok, res.message
+
+
 def dequantized(cq, sc):
     return cq.float() * sc[..., None]
 
@@ -671,18 +677,7 @@ def test_quantized_cache_matches_its_dequantized_reference(kind, dtype, d):
 def test_quantized_cache_rows_per_item(kind, h_q, h_kv, s_q):
     q, k, v, bt, sl = make_case([1, 63, 0, 1000, 3333], s_q=s_q, h_q=h_q, h_kv=h_kv,
                                 seed=("quant-rows", kind, h_q, h_kv, s_q))
-    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
-    flashkit.device_errors(clear=True)
-    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
-    torch.cuda.synchronize()
-    assert flashkit.device_errors() == 0
-    kf = torch.nan_to_num(dequantized(kq, ks))
-    vf = torch.nan_to_num(dequantized(vq, vs))
-    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
-    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
-    assert res.ok, res.message
-    res = check_lse(lse, lse_ref)
-    assert res.ok, res.message
+    check_quantized(q, k, v, bt, sl, kind)
 
 
 # Measured on an H200 (2026-11-23): int8 0.010 / fp8 0.035 on random data; with outlier
