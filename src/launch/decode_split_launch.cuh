@@ -64,9 +64,9 @@ template <typename T, int Q> struct QConfig<T, 128, 1, Q> { using Tr = DecodeTra
 template <typename T, int Q> struct QConfig<T, 128, 2, Q> { using Tr = DecodeTraits<T, 128, 2, 4, 64, Q>; };
 template <typename T, int M, int Q> struct QConfig<T, 256, M, Q> { using Tr = DecodeTraits<T, 256, 1, 3, 64, Q>; };
 
-// The narrow form of the 8-bit kernels (traits.cuh kNarrow; decode.md "The narrow form"): the 16-row kernel's
-// ring and tile, keys as the MMAs' M dimension. Taken when every item holds at most 8 rows (ratio * s_q <= 8);
-// FLASHKIT_DECODE_NARROW=0 in the environment keeps the 16-row form (A/B runs).
+// The narrow form of the 8-bit kernels (traits.cuh kNarrow; decode.md "The narrow form of the 8-bit kernels"):
+// the 16-row kernel's ring and tile, keys as the MMAs' M dimension. Taken when every item holds at most 8 rows
+// (ratio * s_q <= 8); FLASHKIT_DECODE_NARROW=0 in the environment keeps the 16-row form (A/B runs).
 template <typename T, int D, int Q> struct QNarrowConfig {
   using Wide = typename QConfig<T, D, 1, Q>::Tr;
   using Tr = DecodeTraits<T, D, 1, Wide::kStages, Wide::kBlockN, Q, true>;

@@ -477,18 +477,18 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const uint32_t v_addr0 = prims::smem_addr(
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
-  // Narrow form (Tr::kNarrow: 8-bit caches, items of at most 8 rows; decode.md "The narrow form"): the keys are the
-  // MMAs' M dimension and query rows 0-7 their N. S^T (16 keys x 8 rows per warp) = K Q^T takes K as the A operand
-  // (lane (g, tq): keys g and g + 8, one 32-bit word each per k-step, the same words as the 16-row form's B
-  // operand) and Q^T as B, held in registers for the whole item (ldmatrix of the permuted fp16 Q: lane (g, tq)
-  // gets row g, k positions 2tq, 2tq+1 and 2tq+8, 2tq+9). O^T (dims x 8 rows) = V^T P^T takes V^T as A (from the
-  // same byte permutes as the 16-row form's V operand) and P^T as B, the S^T fragments transposed by movmatrix.
-  // A lane holds rows 2tq and 2tq + 1 (e = 0, 1) of keys g and g + 8: st[e] (key g), st[e + 2] (key g + 8);
-  // row reductions run over g (shuffles 4, 8, 16). ot[2 grp + m][c]: row 2tq + (c & 1), dim 32 grp + 4g + 2m +
-  // (c >> 1).
+  // Narrow form (Tr::kNarrow: 8-bit caches, items of at most 8 rows; decode.md "The narrow form of the 8-bit
+  // kernels"): the keys are the MMAs' M dimension and query rows 0-7 their N. S^T (16 keys x 8 rows per warp) =
+  // K Q^T takes K as the A operand (lane (g, tq): keys g and g + 8, one 32-bit word each per k-step, the same
+  // words as the 16-row form's B operand) and Q^T as B, held in registers for the whole item (ldmatrix of the
+  // permuted fp16 Q: lane (g, tq) gets row g, k positions 2tq, 2tq+1 and 2tq+8, 2tq+9). O^T (dims x 8 rows) =
+  // V^T P^T takes V^T as A (from the same byte permutes as the 16-row form's V operand, v_key_pairs) and P^T as
+  // B, the S^T fragments transposed by movmatrix. A lane holds rows 2tq and 2tq + 1 (e = 0, 1) of keys g and
+  // g + 8: st[e] (key g), st[e + 2] (key g + 8); row reductions run over g (shuffles 4, 8, 16).
+  // ot[2 grp + m][c]: row 2tq + (c & 1), dim 32 grp + 4g + 2m + (c >> 1).
   constexpr bool kNarrow = Tr::kNarrow;
   [[maybe_unused]] uint32_t nqb[kNarrow ? Tr::kKSteps : 1][2];
-  [[maybe_unused]] float not_[kNarrow ? kD / 16 : 1][4];
+  [[maybe_unused]] float ot[kNarrow ? kD / 16 : 1][4];
   [[maybe_unused]] float nmax[2] = {-INFINITY, -INFINITY}, nsum[2] = {0.f, 0.f};
   [[maybe_unused]] int nlimit[2] = {0, 0};
   if constexpr (kNarrow) {
@@ -505,7 +505,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
     for (int m = 0; m < kD / 16; ++m)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) not_[m][c] = 0.f;
+      for (int c = 0; c < 4; ++c) ot[m][c] = 0.f;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int R = row0 + 2 * tq + e;
@@ -595,7 +595,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const float c0 = corr[0] * fv, c1 = corr[1] * fv;
 #pragma unroll
         for (int m = 0; m < kD / 16; ++m) {
-          not_[m][0] *= c0, not_[m][1] *= c1, not_[m][2] *= c0, not_[m][3] *= c1;
+          ot[m][0] *= c0, ot[m][1] *= c1, ot[m][2] *= c0, ot[m][3] *= c1;
         }
       }
       if (v_grows) v_ref = vm;
@@ -616,7 +616,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
           for (int m = 0; m < 2; ++m) {
             const uint32_t a[4] = {b0[2 * m], b0[2 * m + 1], b1[2 * m], b1[2 * m + 1]};
-            prims::mma_m16n8k16<__half>(not_[2 * grp + m], a, pb0, pb1);
+            prims::mma_m16n8k16<__half>(ot[2 * grp + m], a, pb0, pb1);
           }
         }
       }
@@ -860,8 +860,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
       for (int grp = 0; grp < kD / 32; ++grp) {
         *reinterpret_cast<float4*>(dst + grp * 32) =
-            make_float4(not_[2 * grp][e] * fv, not_[2 * grp][e + 2] * fv, not_[2 * grp + 1][e] * fv,
-                        not_[2 * grp + 1][e + 2] * fv);
+            make_float4(ot[2 * grp][e] * fv, ot[2 * grp][e + 2] * fv, ot[2 * grp + 1][e] * fv,
+                        ot[2 * grp + 1][e + 2] * fv);
       }
     }
   } else {

@@ -22,7 +22,8 @@ namespace flashkit::decode {
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
 // per token and head, dequantized in registers into the MMA operands).
 // kNarrow (8-bit caches, items of at most 8 query rows): the keys are the MMAs' M dimension and the rows their
-// N (S^T = K Q^T, O^T = V^T P^T with n8 row tiles), half the MMAs of the 16-row form (decode.md "The narrow form").
+// N (S^T = K Q^T, O^T = V^T P^T with n8 row tiles), half the MMAs of the 16-row form (decode.md "The narrow
+// form of the 8-bit kernels").
 template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64, int kQuant_ = 0,
           bool kNarrow_ = false>
 struct DecodeTraits {
