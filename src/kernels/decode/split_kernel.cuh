@@ -486,6 +486,14 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // B, the S^T fragments transposed by movmatrix. A lane holds rows 2tq and 2tq + 1 (e = 0, 1) of keys g and
   // g + 8: st[e] (key g), st[e + 2] (key g + 8); row reductions run over g (shuffles 4, 8, 16).
   // ot[2 grp + m][c]: row 2tq + (c & 1), dim 32 grp + 4g + 2m + (c >> 1).
+  // Whether the tile starting at key0 (offset slot `slot`) has masked keys: past the causal limit of some row or
+  // the item's end, or on a bad page.
+  auto needs_mask = [&](int key0, int slot) {
+    bool bad_tile = false;
+#pragma unroll
+    for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+    return key0 + kBlockN > mask_from || bad_tile;
+  };
   constexpr bool kNarrow = Tr::kNarrow;
   [[maybe_unused]] uint32_t nqb[kNarrow ? Tr::kKSteps : 1][2];
   [[maybe_unused]] float ot[kNarrow ? kD / 16 : 1][4];
@@ -551,10 +559,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         st[0] *= f0, st[1] *= f0, st[2] *= f1, st[3] *= f1;
       }
       const int key0 = t_begin + tile * kBlockN;
-      bool bad_tile = false;
-#pragma unroll
-      for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
-      if (key0 + kBlockN > mask_from || bad_tile) {
+      if (needs_mask(key0, slot)) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int kt = kk0 + 8 * h;
@@ -685,10 +690,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     if constexpr (kQuant != 0) scale_keys(s, sScale + stage * 2 * kBlockN);
 
     const int key0 = t_begin + tile * kBlockN;
-    bool bad_tile = false;
-#pragma unroll
-    for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
-    if (key0 + kBlockN > mask_from || bad_tile) {
+    if (needs_mask(key0, slot)) {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
