@@ -1,4 +1,4 @@
-"""SM clock and power while paged decode runs back to back: bf16 against the 8-bit caches.
+"""SM clock and power while paged decode runs back to back: bf16 against the 8-bit caches (sampling: gpu_clocks.py).
 
 On an H200 the 8-bit kernels' graph times (10 calls back to back) are 5-10 % above their single-call times at
 the long rows while bf16's are below (bench/results/decode-quant-h200-2026-11-28-v10.notes.txt). Whether the
@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -24,46 +22,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from decode_quick_bench import paged_inputs  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_clocks import sustained  # noqa: E402
+
 import flashkit  # noqa: E402
-
-
-def sustained(step, seconds):
-    log = tempfile.NamedTemporaryFile("w+", suffix=".csv")
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,"
-                            "clocks_throttle_reasons.active", "--format=csv,noheader,nounits", "-lms", "50"],
-                           stdout=log, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
-    t_end = time.time() + seconds
-    times = []
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    while time.time() < t_end:
-        e0.record()
-        for _ in range(20):
-            step()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000 / 20)
-    smi.terminate()
-    smi.wait()
-    log.seek(0)
-    rows = [r.split(", ") for r in log.read().strip().splitlines() if r.count(",") >= 4]
-    mid = rows[len(rows) // 4: max(len(rows) // 4 + 1, 3 * len(rows) // 4)]
-
-    def num(i):
-        out = []
-        for r in mid:
-            try:
-                out.append(float(r[i]))
-            except ValueError:
-                pass
-        return out
-
-    clk, pwr, tmp = num(1), num(2), num(3)
-    reasons = sorted({r[4].strip() for r in mid})
-    t_mid = times[len(times) // 4: max(len(times) // 4 + 1, 3 * len(times) // 4)]
-    us = statistics.median(t_mid)
-    mhz = statistics.median(clk) if clk else float("nan")
-    return us, mhz, (statistics.median(pwr) if pwr else float("nan")), (max(tmp) if tmp else float("nan")), reasons
 
 
 def single_call_us(step, reps=30):
@@ -100,7 +62,7 @@ def main() -> int:
         for rnd in range(2):
             for kv, step in steps.items():
                 one = single_call_us(step)
-                us, mhz, w, c, reasons = sustained(step, args.seconds)
+                us, mhz, w, c, reasons, _ = sustained(step, args.seconds)
                 print(f"{cfg:16s} {kv:5s} round {rnd}: single call {one:8.1f} us  sustained {us:8.1f} us  "
                       f"SM {mhz:6.0f} MHz  {w:6.1f} W  {c:3.0f} C  cycles/call {us * mhz / 1e3:9.0f} k  "
                       f"throttle {' '.join(reasons)}", flush=True)

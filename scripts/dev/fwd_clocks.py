@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_clocks import sustained  # noqa: E402
+from gpu_clocks import sustained  # noqa: E402
 
 import flashkit  # noqa: E402
 
@@ -62,7 +62,7 @@ def main() -> int:
         torch.cuda.synchronize()
         for rnd in range(2):
             for name, f in (("flashkit", fk), ("cudnn", cudnn)):
-                us, mhz, w, c, reasons = sustained(f, args.seconds)
+                us, mhz, w, c, reasons, _ = sustained(f, args.seconds)
                 tf = flops / us / 1e6
                 print(f"D {d:3d} S {s:5d} causal {causal}  {name:8s} round {rnd}: {us:9.1f} us  {tf:6.1f} TFLOPS  "
                       f"SM {mhz:6.0f} MHz  {w:6.1f} W  {c:3.0f} C  {tf / mhz * 1e3:6.1f} TFLOPS/GHz  "

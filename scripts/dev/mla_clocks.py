@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 
 def main() -> int:
@@ -28,6 +24,7 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gpu_clocks import sustained
     from mla_kernel_times import setup
 
     torch, impls, make_sets = setup(args.flashmla_path)
@@ -38,36 +35,15 @@ def main() -> int:
             for f in fns:
                 f()
             torch.cuda.synchronize()
-            log = tempfile.NamedTemporaryFile("w+", suffix=".csv")
-            smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,"
-                                    "clocks_throttle_reasons.active", "--format=csv,noheader,nounits", "-lms", "50"],
-                                   stdout=log, stderr=subprocess.DEVNULL)
-            time.sleep(0.3)
-            t_end = time.time() + args.seconds
-            n = 0
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            times = []
-            while time.time() < t_end:
-                e0.record()
-                for i in range(20):
-                    fns[i % 2]()
-                e1.record()
-                e1.synchronize()
-                times.append(e0.elapsed_time(e1) * 1000 / 20)
-                n += 20
-            smi.terminate()
-            smi.wait()
-            log.seek(0)
-            rows = [r.split(", ") for r in log.read().strip().splitlines() if r.count(",") >= 4]
-            mid = rows[len(rows) // 4: max(len(rows) // 4 + 1, 3 * len(rows) // 4)]
-            clk = [float(r[1]) for r in mid if r[1].strip().replace(".", "").isdigit()]
-            pwr = [float(r[2]) for r in mid if r[2].strip().replace(".", "").isdigit()]
-            tmp = [float(r[3]) for r in mid if r[3].strip().isdigit()]
-            reasons = sorted({r[4].strip() for r in mid})
-            t_mid = times[len(times) // 4: max(len(times) // 4 + 1, 3 * len(times) // 4)]
-            print(f"{text:26s} {impl.name:9s} {statistics.median(t_mid):8.1f} us/call ({n} calls)  "
-                  f"SM {statistics.median(clk) if clk else -1:6.0f} MHz  {statistics.median(pwr) if pwr else -1:6.1f} W  "
-                  f"{max(tmp) if tmp else -1:3.0f} C  throttle {' '.join(reasons)}  samples {len(mid)}")
+            calls = [0]
+
+            def step():  # the two data sets in turn
+                fns[calls[0] % 2]()
+                calls[0] += 1
+
+            us, mhz, w, c, reasons, n = sustained(step, args.seconds)
+            print(f"{text:26s} {impl.name:9s} {us:8.1f} us/call ({n} calls)  SM {mhz:6.0f} MHz  {w:6.1f} W  "
+                  f"{c:3.0f} C  throttle {' '.join(reasons)}")
         del sets
         torch.cuda.empty_cache()
     return 0
