@@ -172,6 +172,16 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #ifndef FLASHKIT_DECODE_IGNORE_SRC
 #define FLASHKIT_DECODE_IGNORE_SRC 1
 #endif
+// FLASHKIT_DECODE_QK_CHAINS (tuning switch, narrow 8-bit form): accumulators of S^T = K Q^T over the k-steps.
+#ifndef FLASHKIT_DECODE_QK_CHAINS
+#define FLASHKIT_DECODE_QK_CHAINS 1
+#endif
+// FLASHKIT_DECODE_Q_NOSELECT (tuning switch, the narrow 8-bit kernels with ignore-src): 1 = the K/V tile copies'
+// source address without the select (an ignored source is never read; in the 16-row 8-bit kernels it costs 128 ->
+// 142 registers); scripts/check_ldgsts_desc.sh must stay clean.
+#ifndef FLASHKIT_DECODE_Q_NOSELECT
+#define FLASHKIT_DECODE_Q_NOSELECT 0
+#endif
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
@@ -375,10 +385,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         const int r = ld_row + i * kRowsPerPass;
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
+        constexpr bool kNoSelect = Tr::kNarrow && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
         prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-            dk + KVTile::offset(r, ld_col), ok >= 0 ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
+            dk + KVTile::offset(r, ld_col), (kNoSelect || ok >= 0) ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
         prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-            dv + KVTile::offset(r, ld_col), ov >= 0 ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
+            dv + KVTile::offset(r, ld_col), (kNoSelect || ov >= 0) ? v_base + ov + ld_col : v_base, ov >= 0, kv_policy);
       }
     }
     prims::cp_async_commit();  // always: keeps the group count per iteration uniform
@@ -542,7 +553,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       const int kk0 = warp * kWarpKeys + g;  // the lane's keys: kk0 and kk0 + 8
       const uint32_t kn_addr =
           prims::smem_addr(sK + stage * KVTile::kElems + KVTile::offset(kk0, 4 * tq));
-      float st[4] = {0.f, 0.f, 0.f, 0.f};
+      // FLASHKIT_DECODE_QK_CHAINS independent accumulators over the k-steps (summed after): shorter dependent
+      // HMMA chain per tile (tuning switch, decode.md "Two QK chains").
+      constexpr int kChains = FLASHKIT_DECODE_QK_CHAINS;
+      float st_c[kChains][4];
+#pragma unroll
+      for (int c = 0; c < kChains; ++c) st_c[c][0] = st_c[c][1] = st_c[c][2] = st_c[c][3] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < Tr::kKSteps; ++ks) {
         const uint32_t w0 = prims::lds_u32(KVTile::step_addr(kn_addr, 0, ks * 16));
@@ -550,8 +566,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         uint32_t a[4];
         bytes4_to_f16x2<kQuant>(w0, a[0], a[2]);
         bytes4_to_f16x2<kQuant>(w1, a[1], a[3]);
-        prims::mma_m16n8k16<__half>(st, a, nqb[ks][0], nqb[ks][1]);
+        prims::mma_m16n8k16<__half>(st_c[ks % kChains], a, nqb[ks][0], nqb[ks][1]);
       }
+      float st[4] = {st_c[0][0], st_c[0][1], st_c[0][2], st_c[0][3]};
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) st[0] += st_c[c][0], st[1] += st_c[c][1], st[2] += st_c[c][2], st[3] += st_c[c][3];
       const float* ksc = sScale + stage * 2 * kBlockN;
       const float* vsc = ksc + kBlockN;
       {

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Device calls of the thirty-sixth session (2026-11-28), H200.
+#   P: ncu source counters + warp states of the split kernel (fp8 / int8 narrow and bf16, B 64 16k GQA 32/8, page 16):
+#      where the 8-bit kernels' cycles go (issue 10's H200 gap), then
+#   A: define variants of decode_q_bf16_hd128 (built incrementally into /tmp/pkg_<name>, pip --target): the quantized
+#      tests on each, then graph times in interleaved rounds against the tree as installed.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session36.sh PA")
+#   N: branch wip/decode-narrow16 carried as .carry/n16 (its session35.sh N16: tests, A/B, sanitizers).
+set -u -o pipefail
+PARTS=${1:?usage: session36.sh PA|N}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s36
+. "$(dirname "$0")/device_steps.sh"
+pack() { tar -czf "${OUT:-/tmp}/s36.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
+NCU=/usr/local/cuda/bin/ncu
+if [[ $PARTS == *P* || $PARTS == *A* ]]; then install_tree "$TREE"; pack; fi
+if [[ $PARTS == *P* ]]; then
+  for kv in ${PKV:-fp8 int8 bf16}; do
+    (cd /tmp && step ncu_$kv 150 $NCU --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
+      --metrics smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,dram__bytes_read.sum \
+      -k regex:decode_split -s 3 -c 1 -f -o /tmp/rep_$kv python3 "$TREE/scripts/dev/decode_profile_case.py" \
+      ${PCFG:-64:16384:32:8} $kv)
+    $NCU -i /tmp/rep_$kv.ncu-rep --page details > "$O/details_$kv.txt" 2>&1
+    $NCU -i /tmp/rep_$kv.ncu-rep --page source --csv --print-source sass > /tmp/src_$kv.csv 2>&1
+    python3 "$TREE/scripts/dev/ncu_top_stalls.py" /tmp/src_$kv.csv > "$O/top_stalls_$kv.txt" 2>&1
+    gzip -c /tmp/src_$kv.csv > "$O/src_$kv.csv.gz"
+    pack
+  done
+fi
+if [[ $PARTS == *A* ]]; then
+  F="$TREE/src/kernels/decode/inst/decode_q_bf16_hd128.cu"
+  cp "$F" "$O/inst.orig"
+  VARS=${VARS:-"chains=FLASHKIT_DECODE_QK_CHAINS 2|nosel=FLASHKIT_DECODE_Q_NOSELECT 1|both=FLASHKIT_DECODE_QK_CHAINS 2;FLASHKIT_DECODE_Q_NOSELECT 1"}
+  IFS='|' read -r -a VA <<< "$VARS"
+  names=(base)
+  for v in "${VA[@]}"; do
+    name=${v%%=*}; defs=${v#*=}
+    with_defines "$O/inst.orig" "$defs" > "$F"
+    install_cmd "$TREE"
+    step build_$name 200 "${INSTALL[@]}" --target /tmp/pkg_$name && names+=("$name")
+    pack
+  done
+  restore_inst "$O/inst.orig" "$F"
+  for n in "${names[@]:1}"; do
+    (cd "$TREE/tests/python" && step tests_$n 200 env PYTHONPATH=/tmp/pkg_$n python3 -m pytest -q -x -n 6 \
+      -p no:cacheprovider test_decode_gpu.py -k "quantized")
+  done
+  pack
+  CF=${CF:-"16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 16:16384:32:32 16:8192:64:8 64:16384:32:8"}
+  for r in 1 2 3; do
+    for n in "${names[@]}"; do
+      pp=""; [ "$n" != base ] && pp=/tmp/pkg_$n
+      (cd /tmp && step bench_${n}_$r 100 env PYTHONPATH=$pp python3 "$TREE/scripts/decode_quick_bench.py" \
+        --kv int8 fp8 --configs $CF --csv "$O/bench_${n}_$r.csv")
+    done
+    pack
+  done
+fi
+if [[ $PARTS == *N* ]]; then
+  (cd "$TREE/.carry/n16" && OUT=$O bash scripts/dev/session35.sh N16 > "$O/n16-driver.log" 2>&1)
+  pack
+fi
+pack
