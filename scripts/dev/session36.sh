@@ -31,7 +31,8 @@ fi
 if [[ $PARTS == *A* ]]; then
   F="$TREE/src/kernels/decode/inst/decode_q_bf16_hd128.cu"
   cp "$F" "$O/inst.orig"
-  VARS=${VARS:-"chains=FLASHKIT_DECODE_QK_CHAINS 2|nosel=FLASHKIT_DECODE_Q_NOSELECT 1|both=FLASHKIT_DECODE_QK_CHAINS 2;FLASHKIT_DECODE_Q_NOSELECT 1"}
+  # (first call: chains / nosel / both; QK chains measured +-1 %, dropped)
+  VARS=${VARS:-"nosel=FLASHKIT_DECODE_Q_NOSELECT 1|fast1=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 1|fast3=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 3"}
   IFS='|' read -r -a VA <<< "$VARS"
   names=(base)
   for v in "${VA[@]}"; do
@@ -46,6 +47,11 @@ if [[ $PARTS == *A* ]]; then
     (cd "$TREE/tests/python" && step tests_$n 200 env PYTHONPATH=/tmp/pkg_$n python3 -m pytest -q -x -n 6 \
       -p no:cacheprovider test_decode_gpu.py -k "quantized")
   done
+  last=${names[-1]}
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  (cd /tmp && step memcheck_$last 100 env PYTHONPATH=/tmp/pkg_$last $S --tool memcheck --error-exitcode 1 python3 \
+    "$TREE/scripts/sanitize_decode.py" --quick)
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
   pack
   CF=${CF:-"16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 16:16384:32:32 16:8192:64:8 64:16384:32:8"}
   for r in 1 2 3; do

@@ -72,6 +72,23 @@ __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, b
   }
 }
 
+// cp_async_16_stream without the zero fill: the 16 bytes at `src` are always copied (the caller knows the row is
+// valid; no predicate operand, so no per-copy instructions to form one).
+template <bool kPrefetch256, bool kEvictFirst>
+__device__ __forceinline__ void cp_async_16_stream_always(void* dst, const void* src, uint64_t policy) {
+  if constexpr (kEvictFirst && kPrefetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "l"(policy));
+  } else if constexpr (kEvictFirst) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "l"(policy));
+  } else if constexpr (kPrefetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+  }
+}
+
 // The same with the destination as a 32-bit shared-memory address.
 template <bool kPrefetch256, bool kEvictFirst>
 __device__ __forceinline__ void cp_async_16_stream_addr(uint32_t dst, const void* src, bool pred,
@@ -93,6 +110,11 @@ __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool pred
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                  "r"(pred ? 4 : 0));
   }
+}
+
+// cp_async_4 without the zero fill (always copies).
+__device__ __forceinline__ void cp_async_4_always(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 
 // A hint: the 128-byte line at ptr into L2 (no register written, no fault on the hint's account).

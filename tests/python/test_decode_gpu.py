@@ -680,6 +680,30 @@ def test_quantized_cache_rows_per_item(kind, h_q, h_kv, s_q):
     check_quantized(q, k, v, bt, sl, kind)
 
 
+# Out-of-range block ids in a quantized cache, inside tiles that are otherwise full (the 8-bit kernels copy a tile
+# whose rows are all valid without the zero fill: a bad page must keep its tile on the zero-filled path), at 4 rows
+# per item (the narrow form) and 12 (the 16-row form).
+@pytest.mark.parametrize("kind", ["int8", "fp8"])
+@pytest.mark.parametrize("h_q", [8, 24])
+def test_quantized_cache_out_of_range_block_ids(kind, h_q):
+    q, k, v, bt, sl = make_case([200, 700, 33], h_q=h_q, h_kv=2, page=16, seed=("quant-bad", kind, h_q))
+    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    bad = bt.clone()
+    bad[1, 1] = kq.shape[0] + 100  # tokens 16-31: inside the first 64-token tile
+    bad[1, 20] = -5                 # tokens 320-335: inside the sixth
+    bad[0, 12] = 2 ** 31 - 1        # tokens 192-199: the last (partial) tile
+    flashkit.device_errors(clear=True)
+    out = flashkit.decode(q, kq, vq, bad, sl, k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    assert flashkit.device_errors(clear=True) == 4  # kDecodeErrBlockId
+    kf = torch.nan_to_num(dequantized(kq, ks))
+    vf = torch.nan_to_num(dequantized(vq, vs))
+    ref, _ = decode_reference(q.float(), kf, vf, bad, sl)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bad, sl))
+    assert res.ok, res.message
+    assert torch.isfinite(out).all()
+
+
 # Measured on an H200 (2026-11-23): int8 0.010 / fp8 0.035 on random data; with outlier
 # channels int8 0.114 (a 30x channel sets each token's scale, so the other channels keep
 # ~4 bits: per-channel K scales would be the fix) and fp8 0.019 (its exponent absorbs it).

@@ -172,6 +172,12 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #ifndef FLASHKIT_DECODE_IGNORE_SRC
 #define FLASHKIT_DECODE_IGNORE_SRC 1
 #endif
+// FLASHKIT_DECODE_QFAST (tuning switch, the narrow 8-bit kernels; bits): 1 = tiles whose 64 rows are all valid (inside
+// the item, no bad page: known before the copies) are copied without the zero-fill predicate (no per-copy predicate or
+// address select); 2 = the offset ring's products as unsigned 32 x 64-bit multiplies (page and slot are >= 0 there).
+#ifndef FLASHKIT_DECODE_QFAST
+#define FLASHKIT_DECODE_QFAST 0
+#endif
 // FLASHKIT_DECODE_QK_CHAINS (tuning switch, narrow 8-bit form): accumulators of S^T = K Q^T over the k-steps.
 #ifndef FLASHKIT_DECODE_QK_CHAINS
 #define FLASHKIT_DECODE_QK_CHAINS 1
@@ -308,6 +314,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // tok / page_size: a multiply-high for the 16-bit caches; the 8-bit kernels keep the
   // division, because holding the FastDiv's fields took them from 128 to 143 registers
   // (4 -> 3 CTAs per SM).
+  constexpr bool kFastCopy = Tr::kNarrow && (FLASHKIT_DECODE_QFAST & 1) != 0;
+  constexpr bool kFastMeta = Tr::kNarrow && (FLASHKIT_DECODE_QFAST & 2) != 0;
   auto page_index = [&](int tok) -> int {
     if constexpr (kQuant != 0) {
       // Powers of two (FastDiv mul == 1): a shift, read at use (128 registers kept, D 128).
@@ -330,11 +338,23 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
     if (in_range && ok) {
       const int in_page = tok - page_index(tok) * p.page_size;
-      ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
-      ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
-      if constexpr (kQuant != 0) {
-        ok_ks = int64_t(page) * p.ks_page_stride + int64_t(in_page) * p.ks_slot_stride;
-        ok_vs = int64_t(page) * p.vs_page_stride + int64_t(in_page) * p.vs_slot_stride;
+      if constexpr (kFastMeta) {
+        // page and in_page are >= 0 here: zero-extended, the same bits as the signed products.
+        const uint64_t pg = uint32_t(page), ip = uint32_t(in_page);
+        auto off = [&](int64_t page_stride, int64_t slot_stride) {
+          return int64_t(pg * uint64_t(page_stride) + ip * uint64_t(slot_stride));
+        };
+        ok_k = off(p.k_page_stride, p.k_slot_stride);
+        ok_v = off(p.v_page_stride, p.v_slot_stride);
+        ok_ks = off(p.ks_page_stride, p.ks_slot_stride);
+        ok_vs = off(p.vs_page_stride, p.vs_slot_stride);
+      } else {
+        ok_k = int64_t(page) * p.k_page_stride + int64_t(in_page) * p.k_slot_stride;
+        ok_v = int64_t(page) * p.v_page_stride + int64_t(in_page) * p.v_slot_stride;
+        if constexpr (kQuant != 0) {
+          ok_ks = int64_t(page) * p.ks_page_stride + int64_t(in_page) * p.ks_slot_stride;
+          ok_vs = int64_t(page) * p.vs_page_stride + int64_t(in_page) * p.vs_slot_stride;
+        }
       }
     }
     sOffK[slot * kBlockN + tid] = ok_k;
@@ -370,6 +390,41 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       const int slot = tile % kOffSlots;
       TC* dk = sK + stage * KVTile::kElems;
       TC* dv = sV + stage * KVTile::kElems;
+      if constexpr (kFastCopy) {
+        // Every row inside the item and no bad page in the tile (the offsets were written with the bad flags): the
+        // copies need no zero fill.
+        bool bad_tile = false;
+#pragma unroll
+        for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+        if (t_begin + (tile + 1) * kBlockN <= t_end && !bad_tile) {
+          if (tid < kBlockN) {
+            float* sc = sScale + stage * 2 * kBlockN;
+            const float* src_ks = ks_base + sOffKs[slot * kBlockN + tid];
+            const float* src_vs = vs_base + sOffVs[slot * kBlockN + tid];
+            prims::cp_async_4_always(sc + tid, src_ks);
+            prims::cp_async_4_always(sc + kBlockN + tid, src_vs);
+          }
+          // All sources first, then the copies back to back (ptxas pads each group of LDGSTS, not each one).
+          const TC* src_k[kPasses];
+          const TC* src_v[kPasses];
+#pragma unroll
+          for (int i = 0; i < kPasses; ++i) {
+            const int r = ld_row + i * kRowsPerPass;
+            src_k[i] = k_base + sOffK[slot * kBlockN + r] + ld_col;
+            src_v[i] = v_base + sOffV[slot * kBlockN + r] + ld_col;
+          }
+#pragma unroll
+          for (int i = 0; i < kPasses; ++i) {
+            const int r = ld_row + i * kRowsPerPass;
+            prims::cp_async_16_stream_always<kKvPrefetch256, kEvictFirst>(dk + KVTile::offset(r, ld_col), src_k[i],
+                                                                           kv_policy);
+            prims::cp_async_16_stream_always<kKvPrefetch256, kEvictFirst>(dv + KVTile::offset(r, ld_col), src_v[i],
+                                                                           kv_policy);
+          }
+          prims::cp_async_commit();
+          return;
+        }
+      }
       if constexpr (kQuant != 0) {
         if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
           const int64_t oks = sOffKs[slot * kBlockN + tid];
