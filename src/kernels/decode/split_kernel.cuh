@@ -176,7 +176,7 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // the item, no bad page: known before the copies) are copied without the zero-fill predicate (no per-copy predicate or
 // address select); 2 = the offset ring's products as unsigned 32 x 64-bit multiplies (page and slot are >= 0 there).
 #ifndef FLASHKIT_DECODE_QFAST
-#define FLASHKIT_DECODE_QFAST 0
+#define FLASHKIT_DECODE_QFAST 3
 #endif
 // FLASHKIT_DECODE_QK_CHAINS (tuning switch, narrow 8-bit form): accumulators of S^T = K Q^T over the k-steps.
 #ifndef FLASHKIT_DECODE_QK_CHAINS
@@ -186,7 +186,7 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // source address without the select (an ignored source is never read; in the 16-row 8-bit kernels it costs 128 ->
 // 142 registers); scripts/check_ldgsts_desc.sh must stay clean.
 #ifndef FLASHKIT_DECODE_Q_NOSELECT
-#define FLASHKIT_DECODE_Q_NOSELECT 0
+#define FLASHKIT_DECODE_Q_NOSELECT 1
 #endif
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
@@ -314,8 +314,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // tok / page_size: a multiply-high for the 16-bit caches; the 8-bit kernels keep the
   // division, because holding the FastDiv's fields took them from 128 to 143 registers
   // (4 -> 3 CTAs per SM).
-  constexpr bool kFastCopy = Tr::kNarrow && (FLASHKIT_DECODE_QFAST & 1) != 0;
-  constexpr bool kFastMeta = Tr::kNarrow && (FLASHKIT_DECODE_QFAST & 2) != 0;
+  constexpr bool kFastCopy = kQuant != 0 && (FLASHKIT_DECODE_QFAST & 1) != 0;
+  constexpr bool kFastMeta = kQuant != 0 && (FLASHKIT_DECODE_QFAST & 2) != 0;
   auto page_index = [&](int tok) -> int {
     if constexpr (kQuant != 0) {
       // Powers of two (FastDiv mul == 1): a shift, read at use (128 registers kept, D 128).
