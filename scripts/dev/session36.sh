@@ -48,7 +48,7 @@ if [[ $PARTS == *A* ]]; then
   restore_inst "$O/inst.orig" "$F"
   for n in "${names[@]:1}"; do
     (cd "$TREE/tests/python" && step tests_$n 200 env PYTHONPATH=/tmp/pkg_$n python3 -m pytest -q -x -n 6 \
-      -p no:cacheprovider test_decode_gpu.py -k "quantized")
+      -p no:cacheprovider test_decode_gpu.py -k "quantized" -rA)
   done
   last=${names[-1]}
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
@@ -57,11 +57,11 @@ if [[ $PARTS == *A* ]]; then
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
   pack
   CF=${CF:-"16:8192:32:8 64:8192:32:8 128:4096:32:8 1:65536:32:8 16:16384:32:32 16:8192:64:8 64:16384:32:8"}
-  for r in 1 2 3; do
+  for r in $(seq 1 ${ROUNDS:-3}); do
     for n in "${names[@]}"; do
       pp=""; [ "$n" != base ] && pp=/tmp/pkg_$n
       (cd /tmp && step bench_${n}_$r 100 env PYTHONPATH=$pp python3 "$TREE/scripts/decode_quick_bench.py" \
-        --kv int8 fp8 --configs $CF --csv "$O/bench_${n}_$r.csv")
+        --kv ${KVS:-int8 fp8} --configs $CF --csv "$O/bench_${n}_$r.csv")
     done
     pack
   done

@@ -58,10 +58,16 @@ constexpr bool kQuantHintArch = false;  // sm_80 code: see the 8-bit kernels' co
 // conversion (prims::e4m3x4_to_f16x2x2), int8 by the magic-number trick (0x64uu is the fp16
 // 1024 + uu: bias the byte to unsigned, place it, subtract 1152). Before sm_89 cuda_fp8.hpp
 // emulates the e4m3 conversion in software (slower; Hopper and Ada have the instruction).
-template <int kQuant>
+// kBiased (int8 only): leave the 1152 in (the fp16 values are x + 1152, exact): the caller removes it after the
+// MMA (FLASHKIT_DECODE_INT8_BIAS, decode.md "int8 without the bias subtraction").
+template <int kQuant, bool kBiased = false>
 __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (kQuant == 2) {
     prims::e4m3x4_to_f16x2x2(w, lo, hi);
+  } else if constexpr (kBiased) {
+    const uint32_t u = w ^ 0x80808080u;
+    lo = __byte_perm(u, 0x64646464u, 0x4140);
+    hi = __byte_perm(u, 0x64646464u, 0x4342);
   } else {
     const uint32_t u = w ^ 0x80808080u;
     const uint32_t l = __byte_perm(u, 0x64646464u, 0x4140);
@@ -78,17 +84,17 @@ __device__ __forceinline__ void bytes4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 // and 2tq + 1 (v_odd) at dims 32 grp + 4g .. + 3, and of rows 2tq + 8, 2tq + 9, as fp16 pairs per dim: b0[d] =
 // dim 32 grp + 4g + d of keys (2tq, 2tq + 1), b1[d] = of keys (2tq + 8, 2tq + 9). The 16-row form uses them as
 // B fragments (one n8 tile per d), the narrow form as A fragments (two m16 tiles per group).
-template <class KVTile, int kQuant>
+template <class KVTile, int kQuant, bool kBiased = false>
 __device__ __forceinline__ void v_key_pairs(uint32_t v_even, uint32_t v_odd, int grp, uint32_t (&b0)[4],
                                             uint32_t (&b1)[4]) {
   const uint32_t w0 = prims::lds_u32(KVTile::step_addr(v_even, 0, grp * 32));
   const uint32_t w1 = prims::lds_u32(KVTile::step_addr(v_odd, 0, grp * 32));
   const uint32_t w2 = prims::lds_u32(KVTile::step_addr(v_even, 8, grp * 32));
   const uint32_t w3 = prims::lds_u32(KVTile::step_addr(v_odd, 8, grp * 32));
-  bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1 of each word
-  bytes4_to_f16x2<kQuant>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3
-  bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
-  bytes4_to_f16x2<kQuant>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
+  bytes4_to_f16x2<kQuant, kBiased>(__byte_perm(w0, w1, 0x5140), b0[0], b0[1]);  // bytes 0, 1 of each word
+  bytes4_to_f16x2<kQuant, kBiased>(__byte_perm(w0, w1, 0x7362), b0[2], b0[3]);  // bytes 2, 3
+  bytes4_to_f16x2<kQuant, kBiased>(__byte_perm(w2, w3, 0x5140), b1[0], b1[1]);
+  bytes4_to_f16x2<kQuant, kBiased>(__byte_perm(w2, w3, 0x7362), b1[2], b1[3]);
 }
 
 // FLASHKIT_DECODE_PREWAIT_PREFETCH (default on since 2026-11-26: B 1 bf16 16k -18% time, 64k
@@ -177,6 +183,12 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // address select); 2 = the offset ring's products as unsigned 32 x 64-bit multiplies (page and slot are >= 0 there).
 #ifndef FLASHKIT_DECODE_QFAST
 #define FLASHKIT_DECODE_QFAST 3
+#endif
+// FLASHKIT_DECODE_INT8_BIAS (tuning switch, the narrow int8 kernels): 1 = K and V operands as x + 1152 (the
+// magic-number fp16 without its subtraction); S^T's accumulators start at -1152 * (row sum of q) and O^T's bias,
+// 1152 * (sum of P), is accumulated by one MMA of ones per tile and removed at the merge.
+#ifndef FLASHKIT_DECODE_INT8_BIAS
+#define FLASHKIT_DECODE_INT8_BIAS 0
 #endif
 // FLASHKIT_DECODE_QK_CHAINS (tuning switch, narrow 8-bit form): accumulators of S^T = K Q^T over the k-steps.
 #ifndef FLASHKIT_DECODE_QK_CHAINS
@@ -565,6 +577,10 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   [[maybe_unused]] float ot[kNarrow ? kD / 16 : 1][4];
   [[maybe_unused]] float nmax[2] = {-INFINITY, -INFINITY}, nsum[2] = {0.f, 0.f};
   [[maybe_unused]] int nlimit[2] = {0, 0};
+  constexpr bool kBias = kNarrow && kQuant == 1 && FLASHKIT_DECODE_INT8_BIAS != 0;
+  [[maybe_unused]] constexpr uint32_t kOnes[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};  // fp16 1.0
+  [[maybe_unused]] float kbias[2] = {0.f, 0.f};        // -1152 * row sum of q, rows 2tq + e
+  [[maybe_unused]] float obias[4] = {0.f, 0.f, 0.f, 0.f};  // sum of P^T per row (c0: row 2tq, c1: row 2tq + 1)
   if constexpr (kNarrow) {
     const uint32_t qn_addr = prims::smem_addr(sQ + QTile::offset(lane % 8, (lane / 8) * 8));
 #pragma unroll
@@ -584,6 +600,13 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     for (int e = 0; e < 2; ++e) {
       const int R = row0 + 2 * tq + e;
       nlimit[e] = p.causal ? len - p.s_q + R % p.s_q : len - 1;
+    }
+    if constexpr (kBias) {  // row sums of the fp16 q the MMAs use: ones (16 x 16) times Q^T
+      float qs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) prims::mma_m16n8k16<__half>(qs, kOnes, nqb[ks][0], nqb[ks][1]);
+      kbias[0] = -1152.f * qs[0];
+      kbias[1] = -1152.f * qs[1];
     }
   }
 
@@ -614,13 +637,14 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       float st_c[kChains][4];
 #pragma unroll
       for (int c = 0; c < kChains; ++c) st_c[c][0] = st_c[c][1] = st_c[c][2] = st_c[c][3] = 0.f;
+      if constexpr (kBias) st_c[0][0] = st_c[0][2] = kbias[0], st_c[0][1] = st_c[0][3] = kbias[1];
 #pragma unroll
       for (int ks = 0; ks < Tr::kKSteps; ++ks) {
         const uint32_t w0 = prims::lds_u32(KVTile::step_addr(kn_addr, 0, ks * 16));
         const uint32_t w1 = prims::lds_u32(KVTile::step_addr(kn_addr, 8, ks * 16));
         uint32_t a[4];
-        bytes4_to_f16x2<kQuant>(w0, a[0], a[2]);
-        bytes4_to_f16x2<kQuant>(w1, a[1], a[3]);
+        bytes4_to_f16x2<kQuant, kBias>(w0, a[0], a[2]);
+        bytes4_to_f16x2<kQuant, kBias>(w1, a[1], a[3]);
         prims::mma_m16n8k16<__half>(st_c[ks % kChains], a, nqb[ks][0], nqb[ks][1]);
       }
       float st[4] = {st_c[0][0], st_c[0][1], st_c[0][2], st_c[0][3]};
@@ -676,6 +700,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         for (int m = 0; m < kD / 16; ++m) {
           ot[m][0] *= c0, ot[m][1] *= c1, ot[m][2] *= c0, ot[m][3] *= c1;
         }
+        if constexpr (kBias) obias[0] *= c0, obias[1] *= c1;
       }
       if (v_grows) v_ref = vm;
       const float inv_ref = v_ref > 1e-30f ? 1.f / v_ref : 0.f;
@@ -684,6 +709,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         // P^T operand: keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1) of row g.
         const uint32_t pb0 = prims::movmatrix_trans(prims::pack2<__half>(st[0] * f0, st[1] * f0));
         const uint32_t pb1 = prims::movmatrix_trans(prims::pack2<__half>(st[2] * f1, st[3] * f1));
+        if constexpr (kBias) prims::mma_m16n8k16<__half>(obias, kOnes, pb0, pb1);  // sum of the fp16 P^T per row
         const TC* vst = sV + stage * KVTile::kElems;
         const int vrow = warp * kWarpKeys + 2 * tq;
         const uint32_t v_even = prims::smem_addr(vst + KVTile::offset(vrow, 4 * g));
@@ -691,7 +717,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int grp = 0; grp < kD / 32; ++grp) {
           uint32_t b0[4], b1[4];  // dim 32 grp + 4g + d: keys 2tq, 2tq + 1 (b0[d]) and 2tq + 8, 2tq + 9 (b1[d])
-          v_key_pairs<KVTile, kQuant>(v_even, v_odd, grp, b0, b1);
+          v_key_pairs<KVTile, kQuant, kBias>(v_even, v_odd, grp, b0, b1);
 #pragma unroll
           for (int m = 0; m < 2; ++m) {
             const uint32_t a[4] = {b0[2 * m], b0[2 * m + 1], b1[2 * m], b1[2 * m + 1]};
@@ -933,11 +959,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       const float m_own = nmax[e];
       const float fv = (m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2)) * v_ref;
       float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 4 * g;
+      const float ob = kBias ? 1152.f * obias[e] : 0.f;  // V's bias (x + 1152) times the row's sum of P
 #pragma unroll
       for (int grp = 0; grp < kD / 32; ++grp) {
         *reinterpret_cast<float4*>(dst + grp * 32) =
-            make_float4(ot[2 * grp][e] * fv, ot[2 * grp][e + 2] * fv, ot[2 * grp + 1][e] * fv,
-                        ot[2 * grp + 1][e + 2] * fv);
+            make_float4((ot[2 * grp][e] - ob) * fv, (ot[2 * grp][e + 2] - ob) * fv, (ot[2 * grp + 1][e] - ob) * fv,
+                        (ot[2 * grp + 1][e + 2] - ob) * fv);
       }
     }
   } else {
