@@ -8,7 +8,8 @@
 #   N: branch wip/decode-narrow16 carried as .carry/n16 (its session35.sh N16: tests, A/B, sanitizers).
 #   F: the tree with FLASHKIT_DECODE_QFAST 3 / Q_NOSELECT 1 as defaults: decode + KV-cache GPU tests, sanitizers, then
 #      graph times (bf16, int8, fp8; the issue-10 rows and two 16-row-form rows) against a build with both off
-#      (int8, fp8), two interleaved rounds: the quantized table v12.
+#      (int8, fp8), two interleaved rounds: the quantized table v12. VNAME / VDEF name another variant (defines) instead
+#      of "off"; with VDEF set, the variant also gets the quantized tests and memcheck.
 set -u -o pipefail
 PARTS=${1:?usage: session36.sh PA|N}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -69,15 +70,23 @@ fi
 if [[ $PARTS == *F* ]]; then
   F="$TREE/src/kernels/decode/inst"
   mkdir -p "$O/inst.orig"
-  for f in "$F"/decode_q_*.cu; do cp "$f" "$O/inst.orig/"; with_defines "$f" "FLASHKIT_DECODE_QFAST 0;FLASHKIT_DECODE_Q_NOSELECT 0" > "$f.tmp"; mv "$f.tmp" "$f"; done
+  VN=${VNAME:-off}
+  for f in "$F"/decode_q_*.cu; do cp "$f" "$O/inst.orig/"; with_defines "$f" "${VDEF:-FLASHKIT_DECODE_QFAST 0;FLASHKIT_DECODE_Q_NOSELECT 0}" > "$f.tmp"; mv "$f.tmp" "$f"; done
   install_cmd "$TREE"
-  step build_off 300 "${INSTALL[@]}" --target /tmp/pkg_off
+  step build_$VN 300 "${INSTALL[@]}" --target /tmp/pkg_$VN
   for f in "$O"/inst.orig/*.cu; do restore_inst "$f" "$F/$(basename "$f")"; done
   pack
   (cd "$TREE/tests/python" && step tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider \
     test_decode_gpu.py test_kvcache_gpu.py)
   tail -2 "$O/tests.log"; pack
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  if [ -n "${VDEF:-}" ]; then
+    (cd "$TREE/tests/python" && step tests_$VN 200 env PYTHONPATH=/tmp/pkg_$VN python3 -m pytest -q -n 6 \
+      -p no:cacheprovider test_decode_gpu.py -k "quantized")
+    (cd /tmp && step memcheck_$VN 100 env PYTHONPATH=/tmp/pkg_$VN $S --tool memcheck --error-exitcode 1 python3 \
+      "$TREE/scripts/sanitize_decode.py" --quick)
+    pack
+  fi
   for tool in memcheck synccheck racecheck; do
     (cd /tmp && step $tool 100 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py" --quick)
     grep -h "Race reported" "$O/$tool.log" | grep -vc nvjet | sed "s/^/$tool hazards outside cuBLAS's nvjet: /" \
@@ -85,12 +94,12 @@ if [[ $PARTS == *F* ]]; then
     pack
   done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
-  CF="1:65536:32:8 1:16384:32:8 16:8192:32:8 16:16384:32:32 64:8192:32:8 64:16384:32:8 128:4096:32:8 128:8192:32:8 16:8192:64:4 64:8192:64:4"
+  CF=${CF:-"1:65536:32:8 1:16384:32:8 16:8192:32:8 16:16384:32:32 64:8192:32:8 64:16384:32:8 128:4096:32:8 128:8192:32:8 16:8192:64:4 64:8192:64:4"}
   for r in 1 2; do
     (cd /tmp && step bench_fast$r 150 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 int8 fp8 --configs $CF \
       --csv "$O/fast$r.csv"); pack
-    (cd /tmp && step bench_off$r 150 env PYTHONPATH=/tmp/pkg_off python3 "$TREE/scripts/decode_quick_bench.py" \
-      --kv int8 fp8 --configs $CF --csv "$O/off$r.csv"); pack
+    (cd /tmp && step bench_$VN$r 150 env PYTHONPATH=/tmp/pkg_$VN python3 "$TREE/scripts/decode_quick_bench.py" \
+      --kv int8 fp8 --configs $CF --csv "$O/$VN$r.csv"); pack
   done
 fi
 if [[ $PARTS == *N* ]]; then

@@ -184,11 +184,17 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #ifndef FLASHKIT_DECODE_QFAST
 #define FLASHKIT_DECODE_QFAST 3
 #endif
+// FLASHKIT_DECODE_META_SPLIT (tuning switch, the narrow 8-bit kernels): 1 = the offset ring of a tile is written by
+// all four warps, warps 0-1 the K and K-scale offsets of its 64 tokens, warps 2-3 the V and V-scale ones (and the
+// scale copies split the same way), instead of warps 0-1 doing all four (the busiest schedulers' extra work).
+#ifndef FLASHKIT_DECODE_META_SPLIT
+#define FLASHKIT_DECODE_META_SPLIT 0
+#endif
 // FLASHKIT_DECODE_INT8_BIAS (tuning switch, the narrow int8 kernels): 1 = K and V operands as x + 1152 (the
 // magic-number fp16 without its subtraction); S^T's accumulators start at -1152 * (row sum of q) and O^T's bias,
 // 1152 * (sum of P), is accumulated by one MMA of ones per tile and removed at the merge.
 #ifndef FLASHKIT_DECODE_INT8_BIAS
-#define FLASHKIT_DECODE_INT8_BIAS 0
+#define FLASHKIT_DECODE_INT8_BIAS 1
 #endif
 // FLASHKIT_DECODE_QK_CHAINS (tuning switch, narrow 8-bit form): accumulators of S^T = K Q^T over the k-steps.
 #ifndef FLASHKIT_DECODE_QK_CHAINS
@@ -336,17 +342,42 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       return p.page_div.div(tok);
     }
   };
+  constexpr bool kSplitMeta = Tr::kNarrow && kFastMeta && kThreads == 2 * kBlockN && FLASHKIT_DECODE_META_SPLIT != 0;
+  const int mtid = kSplitMeta ? tid % kBlockN : tid;  // the token of a tile this thread looks up
+  [[maybe_unused]] const bool v_half = kSplitMeta && tid >= kBlockN;
   auto page_of = [&](int tile) -> int {
-    const int tok = t_begin + tile * kBlockN + tid;
+    const int tok = t_begin + tile * kBlockN + mtid;
     return (tile < n_tiles && tok < t_end) ? bt_row[page_index(tok)] : -1;
   };
   // Writes the offsets of `tile` into its ring slot; a block id out of range is never
   // dereferenced: offset -1 (zero-filled and masked) and the error bit.
   auto write_offsets = [&](int tile, int page) {
     const int slot = tile % kOffSlots;
-    const int tok = t_begin + tile * kBlockN + tid;
+    const int tok = t_begin + tile * kBlockN + mtid;
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
+    if constexpr (kSplitMeta) {
+      int64_t o_kv = -1, o_sc = -1;  // K and K scale (warps 0-1) or V and V scale (warps 2-3)
+      if (in_range && ok) {
+        const int in_page = tok - page_index(tok) * p.page_size;
+        const uint64_t pg = uint32_t(page), ip = uint32_t(in_page);
+        auto off = [&](int64_t page_stride, int64_t slot_stride) {
+          return int64_t(pg * uint64_t(page_stride) + ip * uint64_t(slot_stride));
+        };
+        o_kv = v_half ? off(p.v_page_stride, p.v_slot_stride) : off(p.k_page_stride, p.k_slot_stride);
+        o_sc = v_half ? off(p.vs_page_stride, p.vs_slot_stride) : off(p.ks_page_stride, p.ks_slot_stride);
+      }
+      (v_half ? sOffV : sOffK)[slot * kBlockN + mtid] = o_kv;
+      (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid] = o_sc;
+      if (!v_half) {
+        const bool bad = __any_sync(0xffffffffu, in_range && !ok);
+        if (lane == 0) {
+          sBad[slot * kMetaWarps + warp] = bad;
+          if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
+        }
+      }
+      return;
+    }
     int64_t ok_k = -1, ok_v = -1, ok_ks = -1, ok_vs = -1;
     if (in_range && ok) {
       const int in_page = tok - page_index(tok) * p.page_size;
@@ -409,7 +440,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
         if (t_begin + (tile + 1) * kBlockN <= t_end && !bad_tile) {
-          if (tid < kBlockN) {
+          if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
+            float* sc = sScale + stage * 2 * kBlockN;
+            prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
+                                                   (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid]);
+          } else if (tid < kBlockN) {
             float* sc = sScale + stage * 2 * kBlockN;
             const float* src_ks = ks_base + sOffKs[slot * kBlockN + tid];
             const float* src_vs = vs_base + sOffVs[slot * kBlockN + tid];
@@ -437,7 +472,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           return;
         }
       }
-      if constexpr (kQuant != 0) {
+      if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
+        const int64_t os = (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid];
+        const float* sbase = v_half ? vs_base : ks_base;
+        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, os >= 0 ? sbase + os : sbase,
+                                                           os >= 0);
+      } else if constexpr (kQuant != 0) {
         if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
           const int64_t oks = sOffKs[slot * kBlockN + tid];
           const int64_t ovs = sOffVs[slot * kBlockN + tid];
@@ -481,7 +521,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
   }
   int next_page = -1;
-  if (tid < kBlockN) {
+  if (kSplitMeta || tid < kBlockN) {
     int pages[kStages];
 #pragma unroll
     for (int j = 0; j < kStages; ++j) pages[j] = page_of(j);
@@ -617,7 +657,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     if (tile == 0) FLASHKIT_DTRACE(2, prims::globaltimer());
 #endif
     load_tile(tile + kStages - 1);
-    if (tid < kBlockN) {
+    if (kSplitMeta || tid < kBlockN) {
       write_offsets(tile + kStages, next_page);
       next_page = page_of(tile + kStages + 1);
     }
