@@ -188,7 +188,7 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // all four warps, warps 0-1 the K and K-scale offsets of its 64 tokens, warps 2-3 the V and V-scale ones (and the
 // scale copies split the same way), instead of warps 0-1 doing all four (the busiest schedulers' extra work).
 #ifndef FLASHKIT_DECODE_META_SPLIT
-#define FLASHKIT_DECODE_META_SPLIT 0
+#define FLASHKIT_DECODE_META_SPLIT 1
 #endif
 // FLASHKIT_DECODE_INT8_BIAS (tuning switch, the narrow int8 kernels): 1 = K and V operands as x + 1152 (the
 // magic-number fp16 without its subtraction); S^T's accumulators start at -1152 * (row sum of q) and O^T's bias,
