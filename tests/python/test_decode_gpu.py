@@ -624,21 +624,24 @@ def quantize_case(q, k, v, bt, sl, kind, unused=0x7F):
     return kq, vq, ks, vs
 
 
-def check_quantized(q, k, v, bt, sl, kind):
-    """The case in a quantized cache (quantize_case): one decode call with LSE, no device error, output and
-    LSE against the reference on the dequantized cache (unused slots never read)."""
+def check_quantized(q, k, v, bt, sl, kind, table=None, causal=True, errors=0):
+    """The case in a quantized cache (quantize_case, written through `bt`): one decode call with LSE through
+    `table` (default `bt`), the device error bits `errors`, output and LSE against the reference on the
+    dequantized cache (unused slots never read). Returns the output."""
     kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    table = bt if table is None else table
     flashkit.device_errors(clear=True)
-    out, lse = flashkit.decode(q, kq, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+    out, lse = flashkit.decode(q, kq, vq, table, sl, causal=causal, return_lse=True, k_scale=ks, v_scale=vs)
     torch.cuda.synchronize()
-    assert flashkit.device_errors() == 0
+    assert flashkit.device_errors(clear=True) == errors
     kf = torch.nan_to_num(dequantized(kq, ks))
     vf = torch.nan_to_num(dequantized(vq, vs))
-    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
-    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+    ref, lse_ref = decode_reference(q.float(), kf, vf, table, sl, causal=causal)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), table, sl, causal=causal))
     assert res.ok, res.message
     res = check_lse(lse, lse_ref)
     assert res.ok, res.message
+    return out
 
 
 def dequantized(cq, sc):
@@ -687,20 +690,12 @@ def test_quantized_cache_rows_per_item(kind, h_q, h_kv, s_q):
 @pytest.mark.parametrize("h_q", [8, 24])
 def test_quantized_cache_out_of_range_block_ids(kind, h_q):
     q, k, v, bt, sl = make_case([200, 700, 33], h_q=h_q, h_kv=2, page=16, seed=("quant-bad", kind, h_q))
-    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
     bad = bt.clone()
-    bad[1, 1] = kq.shape[0] + 100  # tokens 16-31: inside the first 64-token tile
-    bad[1, 20] = -5                 # tokens 320-335: inside the sixth
-    bad[0, 12] = 2 ** 31 - 1        # tokens 192-199: the last (partial) tile
-    flashkit.device_errors(clear=True)
-    out = flashkit.decode(q, kq, vq, bad, sl, causal=False, k_scale=ks, v_scale=vs)
-    torch.cuda.synchronize()
-    assert flashkit.device_errors(clear=True) == 4  # kDecodeErrBlockId
-    kf = torch.nan_to_num(dequantized(kq, ks))
-    vf = torch.nan_to_num(dequantized(vq, vs))
-    ref, _ = decode_reference(q.float(), kf, vf, bad, sl, causal=False)  # (causal + skipped tokens: not modelled)
-    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bad, sl, causal=False))
-    assert res.ok, res.message
+    bad[1, 1] = k.shape[0] + 100  # tokens 16-31: inside the first 64-token tile
+    bad[1, 20] = -5                # tokens 320-335: inside the sixth
+    bad[0, 12] = 2 ** 31 - 1       # tokens 192-199: the last (partial) tile
+    # Non-causal: the reference does not model causal rows with skipped tokens. 4 = kDecodeErrBlockId.
+    out = check_quantized(q, k, v, bt, sl, kind, table=bad, causal=False, errors=4)
     assert torch.isfinite(out).all()
 
 
