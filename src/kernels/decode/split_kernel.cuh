@@ -343,13 +343,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
   };
   constexpr bool kSplitMeta = Tr::kNarrow && kFastMeta && kThreads == 2 * kBlockN && FLASHKIT_DECODE_META_SPLIT != 0;
-  // Warp slices (FLASHKIT_DECODE_WARP_SLICE, traits.cuh): lanes 0-15 of warp w describe K and its scale of tokens
-  // 16 w .. 16 w + 15 of each tile, lanes 16-31 V and its scale of the same tokens; otherwise warps 0-1 take K and
-  // warps 2-3 V of all 64 tokens.
-  constexpr bool kWarpSlice = kSplitMeta && Tr::kWarpSlice;
-  static_assert(!kWarpSlice || (2 * kWarpKeys == 32 && Tr::kBadFlags == Tr::kNWarps), "warp slices: 16 keys per warp");
-  const int mtid = kWarpSlice ? warp * kWarpKeys + lane % kWarpKeys : kSplitMeta ? tid % kBlockN : tid;
-  [[maybe_unused]] const bool v_half = kWarpSlice ? lane >= kWarpKeys : kSplitMeta && tid >= kBlockN;
+  const int mtid = kSplitMeta ? tid % kBlockN : tid;  // the token of a tile this thread looks up
+  [[maybe_unused]] const bool v_half = kSplitMeta && tid >= kBlockN;
   auto page_of = [&](int tile) -> int {
     const int tok = t_begin + tile * kBlockN + mtid;
     return (tile < n_tiles && tok < t_end) ? bt_row[page_index(tok)] : -1;
@@ -374,13 +369,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       }
       (v_half ? sOffV : sOffK)[slot * kBlockN + mtid] = o_kv;
       (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid] = o_sc;
-      if constexpr (kWarpSlice) {  // both halves look up the same tokens: one flag per warp
-        const bool bad = __any_sync(0xffffffffu, in_range && !ok);
-        if (lane == 0) {
-          sBad[slot * Tr::kBadFlags + warp] = bad;
-          if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
-        }
-      } else if (!v_half) {
+      if (!v_half) {
         const bool bad = __any_sync(0xffffffffu, in_range && !ok);
         if (lane == 0) {
           sBad[slot * kMetaWarps + warp] = bad;
@@ -426,13 +415,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 
   // --- K/V tile loads: thread -> (row, 16-byte chunk), rows at a fixed step ---
   constexpr int kChunksPerRow = kD * int(sizeof(TC)) / 16;
-  // Warp slices: the warp's 32 lanes copy its own 16 rows (kPasses is the same).
-  constexpr int kRowsPerPass = (kWarpSlice ? 32 : kThreads) / kChunksPerRow;
-  constexpr int kPasses = (kWarpSlice ? kWarpKeys : kBlockN) / kRowsPerPass;
-  static_assert((kWarpSlice ? 32 : kThreads) % kChunksPerRow == 0 &&
-                    (kWarpSlice ? kWarpKeys : kBlockN) % kRowsPerPass == 0, "even tile split");
-  const int ld_row = kWarpSlice ? warp * kWarpKeys + lane / kChunksPerRow : tid / kChunksPerRow;
-  const int ld_col = ((kWarpSlice ? lane : tid) % kChunksPerRow) * (16 / int(sizeof(TC)));
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kPasses = kBlockN / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "even tile split");
+  const int ld_row = tid / kChunksPerRow;
+  const int ld_col = (tid % kChunksPerRow) * (16 / int(sizeof(TC)));
   // (Quantized caches: hinted copies at D 128 on sm_90 only (FLASHKIT_DECODE_QUANT_HINT). At
   // D 64 and 256, and in the sm_80 code of the int8 D 128 kernels, ptxas (CUDA 13.0) gives the
   // hinted LDGSTS of the 8-bit kernels an odd uniform register as its 64-bit cache-policy
@@ -450,19 +437,10 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         // Every row inside the item and no bad page in the tile (the offsets were written with the bad flags): the
         // copies need no zero fill.
         bool bad_tile = false;
-        if constexpr (kWarpSlice) {
-          bad_tile = sBad[slot * Tr::kBadFlags + warp] != 0;
-        } else {
 #pragma unroll
-          for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
-        }
-        const int full_end = kWarpSlice ? t_begin + tile * kBlockN + (warp + 1) * kWarpKeys : t_begin + (tile + 1) * kBlockN;
-        if (full_end <= t_end && !bad_tile) {
-          if constexpr (kWarpSlice) {  // lane: K scale (lanes 0-15) or V scale (16-31) of token mtid
-            float* sc = sScale + stage * 2 * kBlockN + (v_half ? kBlockN : 0);
-            prims::cp_async_4_always(sc + mtid, (v_half ? vs_base : ks_base) +
-                                                    (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid]);
-          } else if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
+        for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
+        if (t_begin + (tile + 1) * kBlockN <= t_end && !bad_tile) {
+          if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
             float* sc = sScale + stage * 2 * kBlockN;
             prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
                                                    (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid]);
@@ -497,8 +475,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
         const int64_t os = (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid];
         const float* sbase = v_half ? vs_base : ks_base;
-        const int sdst = kWarpSlice ? (v_half ? kBlockN : 0) + mtid : tid;
-        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + sdst, os >= 0 ? sbase + os : sbase,
+        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, os >= 0 ? sbase + os : sbase,
                                                            os >= 0);
       } else if constexpr (kQuant != 0) {
         if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
@@ -631,10 +608,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // the item's end, or on a bad page.
   auto needs_mask = [&](int key0, int slot) {
     bool bad_tile = false;
-    if constexpr (kWarpSlice) {  // this warp's 16 keys only
-      bad_tile = sBad[slot * Tr::kBadFlags + warp] != 0;
-      return key0 + (warp + 1) * kWarpKeys > mask_from || bad_tile;
-    }
 #pragma unroll
     for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
     return key0 + kBlockN > mask_from || bad_tile;
@@ -679,12 +652,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     prims::cp_async_wait<kStages - 2>();
-    // Tile visible; all warps (warp slices: all lanes of this warp) done with tile-1 (its stage and offset slot).
-    if constexpr (kWarpSlice) {
-      __syncwarp();
-    } else {
-      __syncthreads();
-    }
+    __syncthreads();  // tile visible; all warps done with tile-1 (its stage and offset slot)
 #ifdef FLASHKIT_DECODE_TRACE
     if (tile == 0) FLASHKIT_DTRACE(2, prims::globaltimer());
 #endif

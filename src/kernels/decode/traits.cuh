@@ -17,13 +17,6 @@
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
-// FLASHKIT_DECODE_WARP_SLICE (tuning switch, the narrow 8-bit kernels; decode.md "Warp slices"): 1 = each warp
-// describes (page offsets, bad flag), copies and consumes only its own 16 keys of every tile, so the main loop needs no
-// barrier of the CTA (the narrow form's warps keep separate softmax states anyway), only __syncwarp.
-#ifndef FLASHKIT_DECODE_WARP_SLICE
-#define FLASHKIT_DECODE_WARP_SLICE 1
-#endif
-
 namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
@@ -56,9 +49,6 @@ struct DecodeTraits {
   static constexpr bool kNarrow = kNarrow_;
   static_assert(!kNarrow || (kQuant != 0 && kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
                 "narrow form: 8-bit caches, one 16-row item tile, 16 keys per warp");
-  // Warp slices (FLASHKIT_DECODE_WARP_SLICE): one bad flag per warp and offset slot instead of one per 32 tokens.
-  static constexpr bool kWarpSlice = kNarrow && FLASHKIT_DECODE_WARP_SLICE != 0;
-  static constexpr int kBadFlags = kWarpSlice ? kNWarps : kMetaWarps;
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
   // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2
@@ -75,8 +65,8 @@ struct DecodeTraits {
   static constexpr int kSmemV = kSmemK + kStages * KVTile::kBytes;
   static constexpr int kSmemOffK = kSmemV + kStages * KVTile::kBytes;  // int64 [kOffSlots][kBlockN]
   static constexpr int kSmemOffV = kSmemOffK + kOffSlots * kBlockN * 8;
-  static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][kBadFlags]
-  static constexpr int kSmemStats = kSmemBad + ((kOffSlots * kBadFlags * 4 + 15) / 16) * 16;
+  static constexpr int kSmemBad = kSmemOffV + kOffSlots * kBlockN * 8;  // int [kOffSlots][kMetaWarps]
+  static constexpr int kSmemStats = kSmemBad + ((kOffSlots * kMetaWarps * 4 + 15) / 16) * 16;
   // Quantized caches: per-token scale offsets (int64 [2][kOffSlots][kBlockN]) and the scales
   // of each stage (fp32 [kStages][2][kBlockN]); empty otherwise.
   static constexpr int kSmemOffScale = kSmemStats + 2 * kNWarps * kRows * 4;
