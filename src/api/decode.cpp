@@ -15,6 +15,7 @@
 #include "api/index_checks.h"
 #include "api/cuda_util.h"
 #include "api/validate_util.h"
+#include "kernels/decode/plan_math.h"
 #include "kernels/decode_params.h"
 #include "launch/decode_dispatch.h"
 #include "launch/decode_launch.h"
@@ -321,6 +322,13 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.max_pages = int(a.block_table.shape[1]);
   p.num_pages = int(a.k_cache.shape[0]);
   p.capacity = int64_t(p.max_pages) * p.page_size;
+  if (m.quant != 0 && p.k_scale != nullptr) {  // the narrow 8-bit kernels' 32-bit offsets (K / V rows in 16-byte units)
+    using decode_math::off32_units;
+    p.off32 = off32_units(p.num_pages, p.page_size, p.k_page_stride, p.k_slot_stride, 16, &p.k_page_u, &p.k_slot_u) &&
+              off32_units(p.num_pages, p.page_size, p.v_page_stride, p.v_slot_stride, 16, &p.v_page_u, &p.v_slot_u) &&
+              off32_units(p.num_pages, p.page_size, p.ks_page_stride, p.ks_slot_stride, 1, &p.ks_page_u, &p.ks_slot_u) &&
+              off32_units(p.num_pages, p.page_size, p.vs_page_stride, p.vs_slot_stride, 1, &p.vs_page_u, &p.vs_slot_u);
+  }
   p.rows = int(m.rows), p.row_groups = int(m.row_groups), p.hr_count = int(m.hr);
   const float scale = a.softmax_scale > 0.f ? a.softmax_scale
                                             : static_cast<float>(1.0 / std::sqrt(double(m.d)));

@@ -138,6 +138,12 @@ struct DecodeParams {
 
   DecodeWorkspace ws;
   uint32_t* errors;  // sticky device error word (flashkit/errors.h bits)
+
+  // The narrow 8-bit kernels' 32-bit offset rings (decode/plan_math.h off32_units): K / V page and slot strides in
+  // 16-byte units, the scales' in elements; off32 = 0 where an offset of this cache may not fit in 32 bits (such
+  // calls take the 16-row kernels).
+  uint32_t k_page_u, k_slot_u, v_page_u, v_slot_u, ks_page_u, ks_slot_u, vs_page_u, vs_slot_u;
+  int off32;
 };
 
 // Header slots written by the plan kernel.

@@ -107,8 +107,9 @@ int launch_decode_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream
     return decode::launch_split<decode::TraitsFor<T, D, 2, kQuant>>(p, dev, stream);
   }
   if constexpr (kQuant != 0) {
-    if (p.rows == 16 && p.ratio * p.s_q <= 8 && decode::narrow_enabled()) {
-      return decode::launch_split<typename decode::QNarrowConfig<T, D, kQuant>::Tr>(p, dev, stream);
+    using NarrowTr = typename decode::QNarrowConfig<T, D, kQuant>::Tr;
+    if (p.rows == 16 && p.ratio * p.s_q <= 8 && decode::narrow_enabled() && (!NarrowTr::kOff32 || p.off32 != 0)) {
+      return decode::launch_split<NarrowTr>(p, dev, stream);
     }
   }
   return decode::launch_split<decode::TraitsFor<T, D, 1, kQuant>>(p, dev, stream);

@@ -63,4 +63,14 @@ __device__ __forceinline__ float2 to_fixed2(float2 v, int k) {
   return make_float2(__int_as_float(__float2int_rn(v.x * sc)), __int_as_float(__float2int_rn(v.y * sc)));
 }
 
+// base + units * kUnit bytes as one IMAD.WIDE.U32 (mad.wide.u32): the address of an element kept as a 32-bit offset in
+// kUnit-byte units (the decode kernels' 32-bit offset rings). Written in PTX because the compiler otherwise forms the
+// 64-bit product with a shift and adds it in two instructions.
+template <uint32_t kUnit, typename T>
+__device__ __forceinline__ const T* add_units(const T* base, uint32_t units) {
+  uint64_t r;
+  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(r) : "r"(units), "n"(kUnit), "l"(reinterpret_cast<uint64_t>(base)));
+  return reinterpret_cast<const T*>(r);
+}
+
 }  // namespace flashkit::prims

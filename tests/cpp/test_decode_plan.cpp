@@ -364,3 +364,51 @@ TEST(DecodePlan, SelfPlanMode) {
   EXPECT_EQ(decode_self_plan_mode(true, 9, 4), 1);
   if (saved != nullptr) setenv("FLASHKIT_DECODE_SELF_PLAN", keep.c_str(), 1); else unsetenv("FLASHKIT_DECODE_SELF_PLAN");
 }
+
+// The narrow 8-bit kernels' 32-bit offsets (plan_math.h off32_units): the strides in units where every offset of the
+// cache fits below kOff32None, false (units untouched) otherwise; such calls take the 16-row kernels.
+TEST(DecodePlan, Off32Units) {
+  using flashkit::decode_math::kOff32None;
+  using flashkit::decode_math::off32_units;
+  uint32_t pu = 7, su = 7;
+  // An NHD int8 cache of 4096 pages of 16 slots, 8 heads of 128: bytes = elements.
+  ASSERT_TRUE(off32_units(4096, 16, 16 * 8 * 128, 8 * 128, 16, &pu, &su));
+  EXPECT_EQ(pu, 16u * 8 * 128 / 16);
+  EXPECT_EQ(su, 8u * 128 / 16);
+  // HND: slot stride 128, page stride H * page * 128.
+  ASSERT_TRUE(off32_units(1000, 64, 8 * 64 * 128, 128, 16, &pu, &su));
+  EXPECT_EQ(pu, 8u * 64 * 8);
+  EXPECT_EQ(su, 8u);
+  // Extents of 1: the stride never multiplies anything (unit 0), whatever it is.
+  ASSERT_TRUE(off32_units(1, 16, int64_t{1} << 40, 128, 16, &pu, &su));
+  EXPECT_EQ(pu, 0u);
+  ASSERT_TRUE(off32_units(300, 1, 4096, 3, 16, &pu, &su));
+  EXPECT_EQ(su, 0u);
+  // Scales (unit 1): [pages, page, H] floats.
+  ASSERT_TRUE(off32_units(4096, 16, 16 * 8, 8, 1, &pu, &su));
+  EXPECT_EQ(pu, 128u);
+  EXPECT_EQ(su, 8u);
+  // The largest offset just below the marker fits; one unit more does not.
+  const int64_t unit = 16;
+  const int64_t pages = 65536, page_u = (int64_t(kOff32None) - 1) / (pages - 1);  // (pages - 1) * page_u < marker
+  ASSERT_TRUE(off32_units(pages, 1, page_u * unit, 0, unit, &pu, &su));
+  EXPECT_EQ(pu, uint32_t(page_u));
+  const int64_t over = int64_t(kOff32None) / (pages - 1) + 1;  // (pages - 1) * over > marker
+  pu = su = 7;
+  EXPECT_FALSE(off32_units(pages, 1, over * unit, 0, unit, &pu, &su));
+  EXPECT_EQ(pu, 7u);  // untouched
+  // 16 KB pages: 2^22 of them (64 GB, the 32-bit range of 16-byte units; the last slot starts below it) fit, one page
+  // more does not.
+  EXPECT_TRUE(off32_units(int64_t{1} << 22, 16, int64_t{1} << 14, int64_t{1} << 10, 16, &pu, &su));
+  EXPECT_FALSE(off32_units((int64_t{1} << 22) + 1, 16, int64_t{1} << 14, int64_t{1} << 10, 16, &pu, &su));
+  EXPECT_TRUE(off32_units((int64_t{1} << 22) - 64, 16, int64_t{1} << 14, int64_t{1} << 10, 16, &pu, &su));
+  // Page and slot terms together: each alone fits, the sum does not.
+  EXPECT_FALSE(off32_units(2, 2, (int64_t(kOff32None) - 1) * unit, 16 * unit, unit, &pu, &su));
+  // Strides that are not whole units, negative strides, empty extents.
+  EXPECT_FALSE(off32_units(16, 16, 4096 + 8, 256, 16, &pu, &su));
+  EXPECT_FALSE(off32_units(16, 16, 4096, 264 + 4, 16, &pu, &su));
+  EXPECT_FALSE(off32_units(16, 16, -4096, 256, 16, &pu, &su));
+  EXPECT_FALSE(off32_units(0, 16, 4096, 256, 16, &pu, &su));
+  // A stride whose units alone reach the marker.
+  EXPECT_FALSE(off32_units(2, 16, int64_t(kOff32None) * unit, 256, unit, &pu, &su));
+}

@@ -87,4 +87,27 @@ FLASHKIT_DECODE_PLAN_HD void splits_of(int64_t len, int64_t target, bool fixed, 
   if (len > 0) *n = int((len + *chunk - 1) / *chunk);
 }
 
+// 32-bit offset rings of the narrow 8-bit split kernels (split_kernel.cuh, FLASHKIT_DECODE_OFF32). A token's offset from
+// its head's base, page * page_stride + slot * slot_stride, is kept in units of `unit` elements (16 one-byte elements
+// for the K / V rows, 1 for the fp32 scales) below kOff32None, which marks a slot with no valid token. off32_units gives
+// the strides in units (0 along an extent of 1, where the index is always 0) if every offset of a cache of num_pages
+// pages of page_size slots fits, and false (units untouched) otherwise: negative or non-multiple strides, or a cache
+// too large; those calls take the 16-row kernels, which keep 64-bit offsets.
+constexpr uint32_t kOff32None = 0xFFFFFFFFu;
+FLASHKIT_DECODE_PLAN_HD bool off32_units(int64_t num_pages, int64_t page_size, int64_t page_stride, int64_t slot_stride,
+                                         int64_t unit, uint32_t* page_u, uint32_t* slot_u) {
+  if (num_pages < 1 || page_size < 1 || unit < 1 || page_stride < 0 || slot_stride < 0) return false;
+  const uint64_t pu = num_pages > 1 ? uint64_t(page_stride) / uint64_t(unit) : 0;
+  const uint64_t su = page_size > 1 ? uint64_t(slot_stride) / uint64_t(unit) : 0;
+  if ((num_pages > 1 && page_stride % unit != 0) || (page_size > 1 && slot_stride % unit != 0)) return false;
+  if (pu >= kOff32None || su >= kOff32None) return false;
+  // Each product < 2^32 * 2^63 / 2^32: num_pages and page_size are int32 in every caller (< 2^31), so < 2^63; the sum
+  // of two such terms fits an uint64.
+  const uint64_t largest = pu * uint64_t(num_pages - 1) + su * uint64_t(page_size - 1);
+  if (largest >= kOff32None) return false;
+  *page_u = uint32_t(pu);
+  *slot_u = uint32_t(su);
+  return true;
+}
+
 }  // namespace flashkit::decode_math

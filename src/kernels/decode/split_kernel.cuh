@@ -306,6 +306,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   int64_t* sOffK = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffK);
   int64_t* sOffV = reinterpret_cast<int64_t*>(smem + Tr::kSmemOffV);
   int* sBad = reinterpret_cast<int*>(smem + Tr::kSmemBad);
+  // 32-bit rings (Tr::kOff32, the narrow form): the same slots, the first half of each ring's bytes.
+  [[maybe_unused]] uint32_t* sOffK32 = reinterpret_cast<uint32_t*>(sOffK);
+  [[maybe_unused]] uint32_t* sOffV32 = reinterpret_cast<uint32_t*>(sOffV);
+  [[maybe_unused]] uint32_t* sOffKs32 = reinterpret_cast<uint32_t*>(sOffKs);
+  [[maybe_unused]] uint32_t* sOffVs32 = reinterpret_cast<uint32_t*>(sOffVs);
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -343,6 +348,12 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     }
   };
   constexpr bool kSplitMeta = Tr::kNarrow && kFastMeta && kThreads == 2 * kBlockN && FLASHKIT_DECODE_META_SPLIT != 0;
+  // 32-bit offsets (FLASHKIT_DECODE_OFF32, traits.cuh): K / V rows in 16-byte units, scales in elements,
+  // decode_math::kOff32None for a slot without a valid token; the launch takes this form only where p.off32 says every
+  // offset of the cache fits.
+  // (Not in the sm_80 code at D 256: there ptxas gave the FP8 kernel 168 registers and 28 bytes of spills; with
+  // 64-bit rings 198 and none. One CTA per SM by shared memory on sm_80 either way.)
+  constexpr bool kOff32 = kSplitMeta && Tr::kOff32 && (kQuantHintArch || kD <= 128);
   const int mtid = kSplitMeta ? tid % kBlockN : tid;  // the token of a tile this thread looks up
   [[maybe_unused]] const bool v_half = kSplitMeta && tid >= kBlockN;
   auto page_of = [&](int tile) -> int {
@@ -356,7 +367,25 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const int tok = t_begin + tile * kBlockN + mtid;
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
-    if constexpr (kSplitMeta) {
+    if constexpr (kOff32) {
+      uint32_t o_kv = decode_math::kOff32None, o_sc = decode_math::kOff32None;
+      if (in_range && ok) {
+        const int in_page = tok - page_index(tok) * p.page_size;
+        const uint32_t pg = uint32_t(page), ip = uint32_t(in_page);
+        o_kv = v_half ? pg * p.v_page_u + ip * p.v_slot_u : pg * p.k_page_u + ip * p.k_slot_u;
+        o_sc = v_half ? pg * p.vs_page_u + ip * p.vs_slot_u : pg * p.ks_page_u + ip * p.ks_slot_u;
+      }
+      (v_half ? sOffV32 : sOffK32)[slot * kBlockN + mtid] = o_kv;
+      (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid] = o_sc;
+      if (!v_half) {
+        const bool bad = __any_sync(0xffffffffu, in_range && !ok);
+        if (lane == 0) {
+          sBad[slot * kMetaWarps + warp] = bad;
+          if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
+        }
+      }
+      return;
+    } else if constexpr (kSplitMeta) {
       int64_t o_kv = -1, o_sc = -1;  // K and K scale (warps 0-1) or V and V scale (warps 2-3)
       if (in_range && ok) {
         const int in_page = tok - page_index(tok) * p.page_size;
@@ -440,7 +469,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
         if (t_begin + (tile + 1) * kBlockN <= t_end && !bad_tile) {
-          if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
+          if constexpr (kOff32) {
+            float* sc = sScale + stage * 2 * kBlockN;
+            prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
+                                                   (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid]);
+          } else if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
             float* sc = sScale + stage * 2 * kBlockN;
             prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
                                                    (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid]);
@@ -457,8 +490,13 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
           for (int i = 0; i < kPasses; ++i) {
             const int r = ld_row + i * kRowsPerPass;
-            src_k[i] = k_base + sOffK[slot * kBlockN + r] + ld_col;
-            src_v[i] = v_base + sOffV[slot * kBlockN + r] + ld_col;
+            if constexpr (kOff32) {
+              src_k[i] = prims::add_units<16>(k_base + ld_col, sOffK32[slot * kBlockN + r]);
+              src_v[i] = prims::add_units<16>(v_base + ld_col, sOffV32[slot * kBlockN + r]);
+            } else {
+              src_k[i] = k_base + sOffK[slot * kBlockN + r] + ld_col;
+              src_v[i] = v_base + sOffV[slot * kBlockN + r] + ld_col;
+            }
           }
 #pragma unroll
           for (int i = 0; i < kPasses; ++i) {
@@ -472,7 +510,13 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           return;
         }
       }
-      if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
+      if constexpr (kOff32) {  // as the full-tile path, zero-filled where the slot is not valid
+        const uint32_t os = (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid];
+        const float* sbase = v_half ? vs_base : ks_base;
+        const bool valid = os != decode_math::kOff32None;
+        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, valid ? sbase + os : sbase,
+                                                           valid);
+      } else if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
         const int64_t os = (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid];
         const float* sbase = v_half ? vs_base : ks_base;
         prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, os >= 0 ? sbase + os : sbase,
@@ -490,6 +534,19 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
+        if constexpr (kOff32) {  // (with ignore-src an ignored source is never read: no select needed)
+          constexpr bool kNoSel = FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
+          const uint32_t ok = sOffK32[slot * kBlockN + r];
+          const uint32_t ov = sOffV32[slot * kBlockN + r];
+          const bool k_ok = ok != decode_math::kOff32None, v_ok = ov != decode_math::kOff32None;
+          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
+              dk + KVTile::offset(r, ld_col), (kNoSel || k_ok) ? prims::add_units<16>(k_base + ld_col, ok) : k_base, k_ok,
+              kv_policy);
+          prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
+              dv + KVTile::offset(r, ld_col), (kNoSel || v_ok) ? prims::add_units<16>(v_base + ld_col, ov) : v_base, v_ok,
+              kv_policy);
+          continue;
+        }
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
         constexpr bool kNoSelect = Tr::kNarrow && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
@@ -701,7 +758,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int kt = kk0 + 8 * h;
-          const bool usable = sOffK[slot * kBlockN + kt] >= 0;
+          const bool usable = kOff32 ? sOffK32[slot * kBlockN + kt] != decode_math::kOff32None
+                                     : sOffK[slot * kBlockN + kt] >= 0;
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             if (!usable || key0 + kt > nlimit[e]) st[2 * h + e] = -INFINITY;

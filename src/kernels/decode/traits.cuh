@@ -17,6 +17,13 @@
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/smem_tile.cuh"
 
+// FLASHKIT_DECODE_OFF32 (tuning switch, the narrow 8-bit kernels; decode.md "32-bit offset rings"): 1 = the per-token
+// offset rings hold 32-bit offsets (K / V rows in 16-byte units, scales in elements; DecodeParams::off32 says whether a
+// call's cache fits, else the launch takes the 16-row form) instead of 64-bit ones.
+#ifndef FLASHKIT_DECODE_OFF32
+#define FLASHKIT_DECODE_OFF32 1
+#endif
+
 namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
@@ -49,6 +56,7 @@ struct DecodeTraits {
   static constexpr bool kNarrow = kNarrow_;
   static_assert(!kNarrow || (kQuant != 0 && kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
                 "narrow form: 8-bit caches, one 16-row item tile, 16 keys per warp");
+  static constexpr bool kOff32 = kNarrow && FLASHKIT_DECODE_OFF32 != 0;  // 32-bit offset rings (needs params.off32)
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
   // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2
