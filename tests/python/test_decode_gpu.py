@@ -671,6 +671,62 @@ def test_quantized_cache_matches_its_dequantized_reference(kind, dtype, d):
     assert res.ok, res.message
 
 
+# A quantized K cache whose two pages lie 2^36 bytes apart inside one 64 GB allocation: the narrow kernels' 32-bit
+# offsets (16-byte units) cannot describe page 1, so the launch must take the 16-row kernels, whose offsets are 64-bit
+# (decode.md "32-bit offset rings"); B = 1 also runs the pre-wait L2 prefetch over that page. Output and LSE against
+# the reference on the same values in a compact cache. Needs ~64 GB of free GPU memory (skipped otherwise).
+@pytest.mark.parametrize("kind", ["int8", "fp8"])
+def test_quantized_cache_beyond_32_bit_offsets(kind):
+    stride = 1 << 36  # bytes between the view's pages
+    q, k, v, bt, sl = make_case([29], s_q=1, h_q=8, h_kv=2, extra_pages=0, seed=("off32", kind))  # 4 rows: narrow
+    P, page, H, D = k.shape
+    assert P == 2
+    torch.cuda.empty_cache()
+    if torch.cuda.mem_get_info()[0] < stride + (4 << 30):
+        pytest.skip("needs ~68 GB of free GPU memory")
+    kq, vq, ks, vs = quantize_case(q, k, v, bt, sl, kind)
+    store = torch.empty(stride + page * H * D, dtype=torch.uint8, device="cuda")
+    try:
+        kbig = store.as_strided((P, page, H, D), (stride, H * D, D, 1)).view(KV_DTYPES[kind])
+        kbig.copy_(kq)
+        flashkit.device_errors(clear=True)
+        out, lse = flashkit.decode(q, kbig, vq, bt, sl, return_lse=True, k_scale=ks, v_scale=vs)
+        torch.cuda.synchronize()
+        assert flashkit.device_errors(clear=True) == 0
+    finally:
+        del store
+        kbig = None
+        torch.cuda.empty_cache()
+    kf = torch.nan_to_num(dequantized(kq, ks))
+    vf = torch.nan_to_num(dequantized(vq, vs))
+    ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
+    res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
+    assert res.ok, res.message
+
+
+# The same for a bf16 cache: pages 2^35 elements (64 GB) apart, offsets past 32 bits in the 16-bit kernels' 64-bit
+# rings and the pre-wait prefetch (B = 1).
+def test_bf16_cache_beyond_32_bit_offsets():
+    stride = 1 << 35  # elements between the view's pages
+    q, k, v, bt, sl = make_case([29], s_q=1, h_q=8, h_kv=2, extra_pages=0, seed="off32-bf16")
+    P, page, H, D = k.shape
+    torch.cuda.empty_cache()
+    if torch.cuda.mem_get_info()[0] < 2 * stride + (4 << 30):
+        pytest.skip("needs ~68 GB of free GPU memory")
+    store = torch.empty(stride + page * H * D, dtype=k.dtype, device="cuda")
+    try:
+        kbig = store.as_strided((P, page, H, D), (stride, H * D, D, 1))
+        kbig.copy_(k)
+        out, lse = run_checked(q, kbig, v, bt, sl)
+    finally:
+        del store
+        kbig = None
+        torch.cuda.empty_cache()
+    check(q, k, v, bt, sl, out, lse)
+
+
 # Rows per item (ratio * s_q) around the narrow form's limit (decode.md "The narrow form": the 8-bit kernels take
 # keys as the MMAs' M dimension when every item holds at most 8 rows): 1 (MHA), 3, 8 (GQA 8; GQA 2 x s_q 4 with
 # causal rows), then 9 and 12 on the 16-row form; odd lengths, an empty sequence, NaN bytes and scales in the
