@@ -202,10 +202,9 @@ Status target_ctas_for(const Dims& m, int* target) {
                                str(dev.cc_major) + ".x)");
   }
   constexpr int kDevices = 64;
-  // [device][d 64/128/256][rows 16/32, or 16-row items of at most 8 rows][quant]; 0 = unknown
-  static std::atomic<int> cache[kDevices][3][3][3];
-  const bool narrow_rows = m.rows == 16 && m.ratio * m.s_q <= 8;  // the 8-bit caches' narrow kernels
-  const int di = m.d == 64 ? 0 : (m.d == 128 ? 1 : 2), ri = m.rows == 32 ? 1 : (narrow_rows ? 2 : 0);
+  // [device][d 64/128/256][rows 16/32][quant]; 0 = unknown
+  static std::atomic<int> cache[kDevices][3][2][3];
+  const int di = m.d == 64 ? 0 : (m.d == 128 ? 1 : 2), ri = m.rows == 32 ? 1 : 0;
   const bool cacheable = dev.device >= 0 && dev.device < kDevices;
   if (cacheable) {
     const int t = cache[dev.device][di][ri][m.quant].load(std::memory_order_relaxed);
@@ -215,7 +214,7 @@ Status target_ctas_for(const Dims& m, int* target) {
     }
   }
   int per_sm = 0;
-  err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), narrow_rows ? 8 : int(m.rows), m.quant, dev, &per_sm));
+  err = static_cast<cudaError_t>(decode_blocks_per_sm(int(m.d), int(m.rows), m.quant, dev, &per_sm));
   if (err != cudaSuccess) return cuda_status(err, "decode occupancy query");
   // FLASHKIT_DECODE_WAVES (read once, default 1): plan for this many waves of split CTAs.
   static const int waves = [] {

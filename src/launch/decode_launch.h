@@ -21,8 +21,7 @@ inline int decode_rows_per_item(int rows_needed, int head_dim, int max_rows = 32
 // cache holds the dtype, 1: int8, 2: fp8 e4m3. All return cudaError_t as int.
 template <typename DTypeTag, int kHeadDim, int kQuant>
 int launch_decode_split(const DecodeParams& params, const DeviceInfo& dev, cudaStream_t stream);
-// CTAs of that split kernel resident per SM (occupancy), used to size the plan. rows: 16 or 32 (the kernel's
-// item rows), or at most 8 for 16-row items that hold at most 8 rows (8-bit caches: the narrow kernel's occupancy).
+// CTAs of that split kernel resident per SM (occupancy), used to size the plan.
 template <typename DTypeTag, int kHeadDim, int kQuant>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks);
 

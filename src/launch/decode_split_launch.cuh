@@ -4,8 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-
 #include <type_traits>
 
 #include "kernels/decode/split_kernel.cuh"
@@ -78,25 +76,10 @@ inline bool narrow_enabled() {
   return !off;
 }
 
-// The kernel's dynamic shared-memory limit raised (once per device); kernels built for several CTAs per SM
-// (Tr::kMinBlocks > 1) also prefer the largest shared-memory carveout, so that the CTAs fit.
-template <class Tr>
-cudaError_t prepare_split(const DeviceInfo& dev) {
-  constexpr auto kernel = &decode_split_kernel<Tr>;
-  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
-  if (err != cudaSuccess || Tr::kMinBlocks <= 1) return err;
-  static std::atomic<uint64_t> done{0};
-  const uint64_t bit = dev.device >= 0 && dev.device < 64 ? (uint64_t{1} << dev.device) : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  if (err == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_acq_rel);
-  return err;
-}
-
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
   constexpr auto kernel = &decode_split_kernel<Tr>;
-  cudaError_t err = prepare_split<Tr>(dev);
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   if (p.max_items <= 0) return cudaSuccess;
   return launch_util::launch_pdl(kernel, dim3(p.max_items), dim3(Tr::kThreads), Tr::kSmemBytes, stream,
@@ -106,7 +89,7 @@ cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStrea
 template <class Tr>
 cudaError_t blocks_per_sm(const DeviceInfo& dev, int* blocks) {
   constexpr auto kernel = &decode_split_kernel<Tr>;
-  cudaError_t err = prepare_split<Tr>(dev);
+  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, Tr::kThreads, Tr::kSmemBytes);
 }
@@ -136,11 +119,6 @@ template <typename Tag, int D, int kQuant>
 int decode_split_blocks_per_sm(int rows, const DeviceInfo& dev, int* blocks) {
   using T = typename ElementOf<Tag>::type;
   if (rows == 32 && D <= 128) return decode::blocks_per_sm<decode::TraitsFor<T, D, 2, kQuant>>(dev, blocks);
-  if constexpr (kQuant != 0) {  // rows <= 8: items of at most 8 rows, the narrow kernel's occupancy
-    if (rows <= 8 && decode::narrow_enabled()) {
-      return decode::blocks_per_sm<typename decode::QNarrowConfig<T, D, kQuant>::Tr>(dev, blocks);
-    }
-  }
   return decode::blocks_per_sm<decode::TraitsFor<T, D, 1, kQuant>>(dev, blocks);
 }
 

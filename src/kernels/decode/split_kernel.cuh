@@ -211,8 +211,8 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
 #ifdef FLASHKIT_DECODE_QMINBLOCKS
 #define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kQuant ? FLASHKIT_DECODE_QMINBLOCKS : 1)
-#else  // (Tr::kMinBlocks: 0 emits no minimum, the same code as none)
-#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
+#else
+#define FLASHKIT_DECODE_SPLIT_BOUNDS __launch_bounds__(Tr::kThreads)
 #endif
 #ifdef FLASHKIT_DECODE_TRACE
 // Thread 0 of split CTA blockIdx.x writes slot `i` (see FLASHKIT_DECODE_TRACE).

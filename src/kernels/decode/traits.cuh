@@ -24,13 +24,6 @@
 #define FLASHKIT_DECODE_OFF32 1
 #endif
 
-// FLASHKIT_DECODE_NARROW_MINBLOCKS (tuning switch, the narrow 8-bit kernels at D 128; decode.md "Five CTAs per SM"):
-// resident CTAs per SM asked of ptxas (__launch_bounds__' second argument; 0 = none). 5 takes them to 96 registers;
-// with their 44 KB of shared memory five fit an SM (the plan's target follows the narrow kernel's occupancy).
-#ifndef FLASHKIT_DECODE_NARROW_MINBLOCKS
-#define FLASHKIT_DECODE_NARROW_MINBLOCKS 0
-#endif
-
 namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
@@ -63,9 +56,7 @@ struct DecodeTraits {
   static constexpr bool kNarrow = kNarrow_;
   static_assert(!kNarrow || (kQuant != 0 && kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
                 "narrow form: 8-bit caches, one 16-row item tile, 16 keys per warp");
-  static constexpr bool kOff32 = kNarrow && FLASHKIT_DECODE_OFF32 != 0;
-  // __launch_bounds__' minimum CTAs per SM (0: none, which ptxas treats differently from an explicit 1).
-  static constexpr int kMinBlocks = (kNarrow && kHeadDim == 128) ? FLASHKIT_DECODE_NARROW_MINBLOCKS : 0;  // 32-bit offset rings (needs params.off32)
+  static constexpr bool kOff32 = kNarrow && FLASHKIT_DECODE_OFF32 != 0;  // 32-bit offset rings (needs params.off32)
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
   // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2
