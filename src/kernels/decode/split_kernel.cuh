@@ -367,37 +367,31 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     const int tok = t_begin + tile * kBlockN + mtid;
     const bool in_range = tile < n_tiles && tok < t_end;
     const bool ok = page >= 0 && page < p.num_pages;
-    if constexpr (kOff32) {
-      uint32_t o_kv = decode_math::kOff32None, o_sc = decode_math::kOff32None;
-      if (in_range && ok) {
-        const int in_page = tok - page_index(tok) * p.page_size;
-        const uint32_t pg = uint32_t(page), ip = uint32_t(in_page);
-        o_kv = v_half ? pg * p.v_page_u + ip * p.v_slot_u : pg * p.k_page_u + ip * p.k_slot_u;
-        o_sc = v_half ? pg * p.vs_page_u + ip * p.vs_slot_u : pg * p.ks_page_u + ip * p.ks_slot_u;
-      }
-      (v_half ? sOffV32 : sOffK32)[slot * kBlockN + mtid] = o_kv;
-      (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid] = o_sc;
-      if (!v_half) {
-        const bool bad = __any_sync(0xffffffffu, in_range && !ok);
-        if (lane == 0) {
-          sBad[slot * kMetaWarps + warp] = bad;
-          if (bad) atomicOr(p.errors, uint32_t(kDecodeErrBlockId));
+    if constexpr (kSplitMeta) {  // K and K scale (warps 0-1) or V and V scale (warps 2-3) of token mtid
+      if constexpr (kOff32) {
+        uint32_t o_kv = decode_math::kOff32None, o_sc = decode_math::kOff32None;
+        if (in_range && ok) {
+          const int in_page = tok - page_index(tok) * p.page_size;
+          const uint32_t pg = uint32_t(page), ip = uint32_t(in_page);
+          o_kv = v_half ? pg * p.v_page_u + ip * p.v_slot_u : pg * p.k_page_u + ip * p.k_slot_u;
+          o_sc = v_half ? pg * p.vs_page_u + ip * p.vs_slot_u : pg * p.ks_page_u + ip * p.ks_slot_u;
         }
+        (v_half ? sOffV32 : sOffK32)[slot * kBlockN + mtid] = o_kv;
+        (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid] = o_sc;
+      } else {
+        int64_t o_kv = -1, o_sc = -1;
+        if (in_range && ok) {
+          const int in_page = tok - page_index(tok) * p.page_size;
+          const uint64_t pg = uint32_t(page), ip = uint32_t(in_page);
+          auto off = [&](int64_t page_stride, int64_t slot_stride) {
+            return int64_t(pg * uint64_t(page_stride) + ip * uint64_t(slot_stride));
+          };
+          o_kv = v_half ? off(p.v_page_stride, p.v_slot_stride) : off(p.k_page_stride, p.k_slot_stride);
+          o_sc = v_half ? off(p.vs_page_stride, p.vs_slot_stride) : off(p.ks_page_stride, p.ks_slot_stride);
+        }
+        (v_half ? sOffV : sOffK)[slot * kBlockN + mtid] = o_kv;
+        (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid] = o_sc;
       }
-      return;
-    } else if constexpr (kSplitMeta) {
-      int64_t o_kv = -1, o_sc = -1;  // K and K scale (warps 0-1) or V and V scale (warps 2-3)
-      if (in_range && ok) {
-        const int in_page = tok - page_index(tok) * p.page_size;
-        const uint64_t pg = uint32_t(page), ip = uint32_t(in_page);
-        auto off = [&](int64_t page_stride, int64_t slot_stride) {
-          return int64_t(pg * uint64_t(page_stride) + ip * uint64_t(slot_stride));
-        };
-        o_kv = v_half ? off(p.v_page_stride, p.v_slot_stride) : off(p.k_page_stride, p.k_slot_stride);
-        o_sc = v_half ? off(p.vs_page_stride, p.vs_slot_stride) : off(p.ks_page_stride, p.ks_slot_stride);
-      }
-      (v_half ? sOffV : sOffK)[slot * kBlockN + mtid] = o_kv;
-      (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid] = o_sc;
       if (!v_half) {
         const bool bad = __any_sync(0xffffffffu, in_range && !ok);
         if (lane == 0) {
