@@ -324,7 +324,6 @@ DecodeParams make_params(const DecodeArgs& a, const Dims& m, const Layout& L) {
   p.capacity = int64_t(p.max_pages) * p.page_size;
   if (m.quant != 0 && p.k_scale != nullptr) {  // the narrow 8-bit kernels' 32-bit offsets (K / V rows in 16-byte units)
     using decode_math::off32_units;
-    p.off32_unit = 16;
     p.off32 = off32_units(p.num_pages, p.page_size, p.k_page_stride, p.k_slot_stride, 16, &p.k_page_u, &p.k_slot_u) &&
               off32_units(p.num_pages, p.page_size, p.v_page_stride, p.v_slot_stride, 16, &p.v_page_u, &p.v_slot_u) &&
               off32_units(p.num_pages, p.page_size, p.ks_page_stride, p.ks_slot_stride, 1, &p.ks_page_u, &p.ks_slot_u) &&

@@ -144,7 +144,6 @@ struct DecodeParams {
   // calls take the 16-row kernels).
   uint32_t k_page_u, k_slot_u, v_page_u, v_slot_u, ks_page_u, ks_slot_u, vs_page_u, vs_slot_u;
   int off32;
-  uint32_t off32_unit;  // 16: bytes per unit of the K / V offsets (a parameter, so that the address is one IMAD.WIDE)
 };
 
 // Header slots written by the plan kernel.

@@ -72,13 +72,5 @@ __device__ __forceinline__ const T* add_units(const T* base, uint32_t units) {
   asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(r) : "r"(units), "n"(kUnit), "l"(reinterpret_cast<uint64_t>(base)));
   return reinterpret_cast<const T*>(r);
 }
-// The same with the unit in a register (a kernel parameter): ptxas then keeps one IMAD.WIDE.U32 (FMA pipe) instead of
-// turning the power-of-two multiply into a LEA pair (ALU pipe).
-template <typename T>
-__device__ __forceinline__ const T* add_units(const T* base, uint32_t units, uint32_t unit_bytes) {
-  uint64_t r;
-  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(r) : "r"(units), "r"(unit_bytes), "l"(reinterpret_cast<uint64_t>(base)));
-  return reinterpret_cast<const T*>(r);
-}
 
 }  // namespace flashkit::prims

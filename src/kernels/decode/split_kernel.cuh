@@ -206,10 +206,6 @@ __device__ __forceinline__ int clamped_len(const DecodeParams& p, int b) {
 #ifndef FLASHKIT_DECODE_Q_NOSELECT
 #define FLASHKIT_DECODE_Q_NOSELECT 1
 #endif
-// FLASHKIT_DECODE_OFF32_IMAD (tuning switch, the 32-bit offset rings; decode.md "32-bit offset rings"): see add16 below.
-#ifndef FLASHKIT_DECODE_OFF32_IMAD
-#define FLASHKIT_DECODE_OFF32_IMAD 1
-#endif
 // FLASHKIT_DECODE_QMINBLOCKS (tuning switch): minimum resident CTAs per SM asked of ptxas for
 // the 8-bit-cache kernels (their occupancy is register-limited: 128 registers = 4 CTAs/SM).
 // Unset = no second bound (an explicit 1 changes ptxas's choice: 148 registers at D 128).
@@ -454,15 +450,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // scripts/check_ldgsts_desc.sh (a CTest) scans the built library for that form. decode.md v11.)
   constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
-  // A K / V row's source from its 32-bit ring offset (16-byte units): FLASHKIT_DECODE_OFF32_IMAD 1 = the unit from the
-  // kernel parameters (one IMAD.WIDE.U32), 0 = the constant 16 (ptxas: a LEA pair).
-  [[maybe_unused]] auto add16 = [&](const TC* base, uint32_t units) {
-    if constexpr (FLASHKIT_DECODE_OFF32_IMAD != 0) {
-      return prims::add_units(base, units, p.off32_unit);
-    } else {
-      return prims::add_units<16>(base, units);
-    }
-  };
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
@@ -498,8 +485,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           for (int i = 0; i < kPasses; ++i) {
             const int r = ld_row + i * kRowsPerPass;
             if constexpr (kOff32) {
-              src_k[i] = add16(k_base + ld_col, sOffK32[slot * kBlockN + r]);
-              src_v[i] = add16(v_base + ld_col, sOffV32[slot * kBlockN + r]);
+              src_k[i] = prims::add_units<16>(k_base + ld_col, sOffK32[slot * kBlockN + r]);
+              src_v[i] = prims::add_units<16>(v_base + ld_col, sOffV32[slot * kBlockN + r]);
             } else {
               src_k[i] = k_base + sOffK[slot * kBlockN + r] + ld_col;
               src_v[i] = v_base + sOffV[slot * kBlockN + r] + ld_col;
@@ -547,10 +534,10 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           const uint32_t ov = sOffV32[slot * kBlockN + r];
           const bool k_ok = ok != decode_math::kOff32None, v_ok = ov != decode_math::kOff32None;
           prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-              dk + KVTile::offset(r, ld_col), (kNoSel || k_ok) ? add16(k_base + ld_col, ok) : k_base, k_ok,
+              dk + KVTile::offset(r, ld_col), (kNoSel || k_ok) ? prims::add_units<16>(k_base + ld_col, ok) : k_base, k_ok,
               kv_policy);
           prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-              dv + KVTile::offset(r, ld_col), (kNoSel || v_ok) ? add16(v_base + ld_col, ov) : v_base, v_ok,
+              dv + KVTile::offset(r, ld_col), (kNoSel || v_ok) ? prims::add_units<16>(v_base + ld_col, ov) : v_base, v_ok,
               kv_policy);
           continue;
         }
