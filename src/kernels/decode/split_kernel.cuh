@@ -450,6 +450,36 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // scripts/check_ldgsts_desc.sh (a CTest) scans the built library for that form. decode.md v11.)
   constexpr bool kEvictFirst = kKvEvictFirst && (kQuant == 0 || (kQuantHintArch && FLASHKIT_DECODE_QUANT_HINT != 0 && kD == 128));
   const uint64_t kv_policy = kEvictFirst ? prims::l2_evict_first_policy() : 0;
+  // Ring entries, 32-bit (kOff32) or 64-bit: K (v = false) or V row `idx`'s entry, the scale entry of token mtid (K or V
+  // by v_half), whether an entry holds a valid token, and the thread's 16 bytes of a row (ld_col) from its entry.
+  auto kv_entry = [&](bool v, int idx) {
+    if constexpr (kOff32) {
+      return (v ? sOffV32 : sOffK32)[idx];
+    } else {
+      return (v ? sOffV : sOffK)[idx];
+    }
+  };
+  [[maybe_unused]] auto scale_entry = [&](int idx) {
+    if constexpr (kOff32) {
+      return (v_half ? sOffVs32 : sOffKs32)[idx];
+    } else {
+      return (v_half ? sOffVs : sOffKs)[idx];
+    }
+  };
+  auto entry_ok = [](auto e) -> bool {
+    if constexpr (kOff32) {
+      return e != decode_math::kOff32None;
+    } else {
+      return e >= 0;
+    }
+  };
+  auto row_at = [&](const TC* base, auto e) -> const TC* {
+    if constexpr (kOff32) {
+      return prims::add_units<16>(base + ld_col, e);
+    } else {
+      return base + e + ld_col;
+    }
+  };
   auto load_tile = [&](int tile) {
     if (tile < n_tiles) {
       const int stage = tile % kStages;
@@ -463,14 +493,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int w = 0; w < kMetaWarps; ++w) bad_tile |= sBad[slot * kMetaWarps + w] != 0;
         if (t_begin + (tile + 1) * kBlockN <= t_end && !bad_tile) {
-          if constexpr (kOff32) {
-            float* sc = sScale + stage * 2 * kBlockN;
-            prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
-                                                   (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid]);
-          } else if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
-            float* sc = sScale + stage * 2 * kBlockN;
-            prims::cp_async_4_always(sc + tid, (v_half ? vs_base : ks_base) +
-                                                   (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid]);
+          if constexpr (kSplitMeta) {  // thread tid: K scale of token tid (warps 0-1) or V scale of tid - 64
+            prims::cp_async_4_always(sScale + stage * 2 * kBlockN + tid,
+                                     (v_half ? vs_base : ks_base) + scale_entry(slot * kBlockN + mtid));
           } else if (tid < kBlockN) {
             float* sc = sScale + stage * 2 * kBlockN;
             const float* src_ks = ks_base + sOffKs[slot * kBlockN + tid];
@@ -484,13 +509,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
           for (int i = 0; i < kPasses; ++i) {
             const int r = ld_row + i * kRowsPerPass;
-            if constexpr (kOff32) {
-              src_k[i] = prims::add_units<16>(k_base + ld_col, sOffK32[slot * kBlockN + r]);
-              src_v[i] = prims::add_units<16>(v_base + ld_col, sOffV32[slot * kBlockN + r]);
-            } else {
-              src_k[i] = k_base + sOffK[slot * kBlockN + r] + ld_col;
-              src_v[i] = v_base + sOffV[slot * kBlockN + r] + ld_col;
-            }
+            src_k[i] = row_at(k_base, kv_entry(false, slot * kBlockN + r));
+            src_v[i] = row_at(v_base, kv_entry(true, slot * kBlockN + r));
           }
 #pragma unroll
           for (int i = 0; i < kPasses; ++i) {
@@ -504,17 +524,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
           return;
         }
       }
-      if constexpr (kOff32) {  // as the full-tile path, zero-filled where the slot is not valid
-        const uint32_t os = (v_half ? sOffVs32 : sOffKs32)[slot * kBlockN + mtid];
+      if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
+        const auto os = scale_entry(slot * kBlockN + mtid);
         const float* sbase = v_half ? vs_base : ks_base;
-        const bool valid = os != decode_math::kOff32None;
-        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, valid ? sbase + os : sbase,
-                                                           valid);
-      } else if constexpr (kSplitMeta) {  // as the full-tile path, zero-filled where the slot is not valid
-        const int64_t os = (v_half ? sOffVs : sOffKs)[slot * kBlockN + mtid];
-        const float* sbase = v_half ? vs_base : ks_base;
-        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid, os >= 0 ? sbase + os : sbase,
-                                                           os >= 0);
+        prims::cp_async_4<FLASHKIT_DECODE_IGNORE_SRC != 0>(sScale + stage * 2 * kBlockN + tid,
+                                                           entry_ok(os) ? sbase + os : sbase, entry_ok(os));
       } else if constexpr (kQuant != 0) {
         if (tid < kBlockN) {  // the stage's per-token scales (0 where the slot is not valid)
           const int64_t oks = sOffKs[slot * kBlockN + tid];
@@ -528,22 +542,19 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
-        if constexpr (kOff32) {  // (with ignore-src an ignored source is never read: no select needed)
-          constexpr bool kNoSel = FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
-          const uint32_t ok = sOffK32[slot * kBlockN + r];
-          const uint32_t ov = sOffV32[slot * kBlockN + r];
-          const bool k_ok = ok != decode_math::kOff32None, v_ok = ov != decode_math::kOff32None;
+        // (With ignore-src an ignored source is never read: the narrow form needs no select.)
+        constexpr bool kNoSelect = Tr::kNarrow && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
+        if constexpr (kSplitMeta) {
+          const auto ek = kv_entry(false, slot * kBlockN + r), ev = kv_entry(true, slot * kBlockN + r);
+          const bool k_ok = entry_ok(ek), v_ok = entry_ok(ev);
           prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-              dk + KVTile::offset(r, ld_col), (kNoSel || k_ok) ? prims::add_units<16>(k_base + ld_col, ok) : k_base, k_ok,
-              kv_policy);
+              dk + KVTile::offset(r, ld_col), (kNoSelect || k_ok) ? row_at(k_base, ek) : k_base, k_ok, kv_policy);
           prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
-              dv + KVTile::offset(r, ld_col), (kNoSel || v_ok) ? prims::add_units<16>(v_base + ld_col, ov) : v_base, v_ok,
-              kv_policy);
+              dv + KVTile::offset(r, ld_col), (kNoSelect || v_ok) ? row_at(v_base, ev) : v_base, v_ok, kv_policy);
           continue;
         }
         const int64_t ok = sOffK[slot * kBlockN + r];
         const int64_t ov = sOffV[slot * kBlockN + r];
-        constexpr bool kNoSelect = Tr::kNarrow && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
         prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
             dk + KVTile::offset(r, ld_col), (kNoSelect || ok >= 0) ? k_base + ok + ld_col : k_base, ok >= 0, kv_policy);
         prims::cp_async_16_stream<kKvPrefetch256, kEvictFirst, FLASHKIT_DECODE_IGNORE_SRC != 0>(
@@ -752,8 +763,7 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int kt = kk0 + 8 * h;
-          const bool usable = kOff32 ? sOffK32[slot * kBlockN + kt] != decode_math::kOff32None
-                                     : sOffK[slot * kBlockN + kt] >= 0;
+          const bool usable = entry_ok(kv_entry(false, slot * kBlockN + kt));
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             if (!usable || key0 + kt > nlimit[e]) st[2 * h + e] = -INFINITY;
