@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Device calls of the thirty-eighth session (2026-11-29), H200.
+#   R: the bf16 D 128 decode kernel at one CTA per SM with a deeper ring (decode.md "What is left at B 16": the lead
+#      never measured since v2). The tree as committed against builds with VARIANTS (NAME=DEFS, DEFS prepended to
+#      decode_bf16_hd128.cu; pip --target /tmp/pkg_NAME), graph times of ROUNDS interleaved rounds over CF (head's
+#      first round with SDPA cuDNN on a contiguous copy).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")
+set -u -o pipefail
+PARTS=${1:?usage: session38.sh R}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s38
+. "$(dirname "$0")/device_steps.sh"
+pack() { tar -czf "${OUT:-/tmp}/s38.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
+if [[ $PARTS == *R* ]]; then
+  install_tree "$TREE"; pack
+  F="$TREE/src/kernels/decode/inst/decode_bf16_hd128.cu"
+  cp "$F" "$O/inst.orig"
+  VARIANTS=${VARIANTS:-"s5=FLASHKIT_DECODE_STAGES_128 5|bn128s3=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 3|bn128s2=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 2"}
+  NAMES=()
+  IFS='|' read -ra VS <<< "$VARIANTS"
+  for v in "${VS[@]}"; do
+    name=${v%%=*}; defs=${v#*=}
+    with_defines "$O/inst.orig" "$defs" > "$F"
+    install_cmd "$TREE"
+    step build_$name 300 "${INSTALL[@]}" --target /tmp/pkg_$name && NAMES+=("$name")
+  done
+  restore_inst "$O/inst.orig" "$F"
+  pack
+  CF=${CF:-"16:8192:32:8 16:4096:32:8 16:8192:64:8 16:16384:32:32 64:8192:32:8 128:4096:32:8 1:65536:32:8 1:16384:32:8"}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    extra=""; [ "$r" = 1 ] && extra="--cudnn"
+    (cd /tmp && step bench_head$r 150 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF $extra \
+      --csv "$O/head$r.csv"); pack
+    for name in "${NAMES[@]}"; do
+      (cd /tmp && step bench_$name$r 150 env PYTHONPATH=/tmp/pkg_$name python3 "$TREE/scripts/decode_quick_bench.py" \
+        --kv bf16 --configs $CF --csv "$O/$name$r.csv"); pack
+    done
+  done
+fi
+pack
