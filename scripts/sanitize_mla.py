@@ -105,6 +105,13 @@ def main(argv=None) -> int:
                 "runs16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 16, d, runs=True), causal=False)))
             cases.append(("bf16 h128 s_q2 page32 runs causal", lambda d=dtype: run(
                 "runs32", *case([64, 100, 1500], 2, 128, 1, 32, d, runs=True))))
+        # the narrow Hopper kernel (<= 32 query rows per KV head, pages of multiples of 64 tokens)
+        if dtype == torch.bfloat16:
+            cases.append(("bf16 h16 s_q1 page64 (narrow, 16 rows)", lambda d=dtype: run(
+                "n16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 64, d), causal=False)))
+        else:
+            cases.append(("fp16 h16 s_q2 page128 causal (narrow, 32 rows)", lambda d=dtype: run(
+                "n32", *case([0, 1, 64, 129, 2000], 2, 16, 1, 128, d))))
         if args.quick:
             continue
         cases.append((f"{dtype} h72x2 s_q3 page1 causal", lambda d=dtype: run(
@@ -125,6 +132,17 @@ def main(argv=None) -> int:
             sl2[1] = bt.shape[1] * 16 + 77
             run("bad lengths", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
         cases.append(("bad block ids / lengths", bad))
+
+        def bad_narrow():  # page 64, 16 rows: the narrow kernel's block-id and length checks
+            q, kv, bt, sl = case([300, 700], 1, 16, 1, 64, torch.bfloat16)
+            bt[1, 2] = kv.shape[0] + 9
+            bt[0, 0] = -1
+            run("bad ids narrow", q, kv, bt, sl, causal=False, expect=4, compare=False)
+            sl2 = sl.clone()
+            sl2[0] = -5
+            sl2[1] = bt.shape[1] * 64 + 77
+            run("bad lengths narrow", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
+        cases.append(("bad block ids / lengths (narrow)", bad_narrow))
 
     failed = 0
     if args.only:

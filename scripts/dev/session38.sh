@@ -4,6 +4,9 @@
 #      never measured since v2). The tree as committed against builds with VARIANTS (NAME=DEFS, DEFS prepended to
 #      decode_bf16_hd128.cu; pip --target /tmp/pkg_NAME), graph times of ROUNDS interleaved rounds over CF (head's
 #      first round with SDPA cuDNN on a contiguous copy).
+#   N: the narrow MLA kernel (kernels/mla/sm90_narrow_kernel.cuh): the MLA GPU tests, memcheck of sanitize_mla.py,
+#      synccheck / racecheck of its --quick set, then the bench's MLA rows of <= 32 query rows (flashkit only) with
+#      FLASHKIT_MLA_NARROW=1 and =0 (the seesaw kernel), ROUNDS interleaved rounds (MLA_ARGS overrides the rows).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")
 set -u -o pipefail
 PARTS=${1:?usage: session38.sh R}
@@ -34,6 +37,29 @@ if [[ $PARTS == *R* ]]; then
     for name in "${NAMES[@]}"; do
       (cd /tmp && step bench_$name$r 150 env PYTHONPATH=/tmp/pkg_$name python3 "$TREE/scripts/decode_quick_bench.py" \
         --kv bf16 --configs $CF --csv "$O/$name$r.csv"); pack
+    done
+  done
+fi
+if [[ $PARTS == *N* ]]; then
+  install_tree "$TREE"; pack
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "$TREE/tests/python/test_mla_gpu.py" \
+      "$TREE/tests/python/test_mla_fp8_gpu.py")
+    tail -3 "$O/mla_tests.log" | tee -a "$O/summary.txt"; pack
+    export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+    (cd /tmp && step memcheck 240 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py")
+    for tool in synccheck racecheck; do
+      (cd /tmp && step $tool 200 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick)
+    done
+    unset PYTORCH_NO_CUDA_MEMORY_CACHING
+    pack
+  fi
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  MA=${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 64"}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for v in 1 0; do
+      (cd /tmp && step mla_narrow${v}_$r 300 env FLASHKIT_MLA_NARROW=$v python3 -m flashkit.bench --op mla --impls flashkit \
+        $MA --out-dir "$O/mla_n${v}_$r" --no-plot); pack
     done
   done
 fi

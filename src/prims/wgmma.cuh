@@ -402,4 +402,50 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[4][4], uint64_t de
   }
 }
 
+// m64n16k16 and m64n32k16 with an MN-major A (kTnspA 1: stored [k][m] with m contiguous, transposed by
+// the hardware) or a K-major one (0), B K-major: MLA's narrow kernel (kernels/mla/sm90_narrow_kernel.cuh),
+// where the query rows are the N dimension: S^T = K Q^T (A = the K block, K-major) and O^T = V^T P^T
+// (A = the V block read MN-major). `kFirst` overwrites d (scale-d 0, "=f"), otherwise d accumulates.
+#define FLASHKIT_WGMMA_D8(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+#define FLASHKIT_WGMMA_D8_OUT(d) "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3])
+#define FLASHKIT_WGMMA_DREGS8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define FLASHKIT_WGMMA_N16_SS_T(TY, d, desc_a, desc_b, DCONS, SCALE_D, TA)                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                    \
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS8 \
+               ", %8, %9, p, 1, 1, " TA ", 0;\n}\n"                                             \
+               : DCONS(d)                                                                      \
+               : "l"(desc_a), "l"(desc_b), "r"(SCALE_D))
+#define FLASHKIT_WGMMA_N32_SS_T(TY, d, desc_a, desc_b, DCONS, SCALE_D, TA)                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                    \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS16 \
+               ", %16, %17, p, 1, 1, " TA ", 0;\n}\n"                                           \
+               : DCONS(d)                                                                      \
+               : "l"(desc_a), "l"(desc_b), "r"(SCALE_D))
+#define FLASHKIT_WGMMA_NARROW_CASE(N, TY, DC, DCO, TA)                      \
+  do {                                                                     \
+    if constexpr (kFirst) {                                                \
+      FLASHKIT_WGMMA_N##N##_SS_T(TY, d, desc_a, desc_b, DCO, 0, TA);       \
+    } else {                                                               \
+      FLASHKIT_WGMMA_N##N##_SS_T(TY, d, desc_a, desc_b, DC, 1, TA);        \
+    }                                                                      \
+  } while (0)
+
+template <typename T, int kTnspA, bool kFirst, int N>
+__device__ __forceinline__ void wgmma_m64nNk16_ss_ta(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b) {
+  static_assert(N == 16 || N == 32, "n16 or n32");
+  static_assert(kTnspA == 0 || kTnspA == 1, "A K-major (0) or MN-major (1)");
+  constexpr bool h = __is_same(T, __half);
+  if constexpr (N == 16) {
+    if constexpr (h && kTnspA) FLASHKIT_WGMMA_NARROW_CASE(16, "f16", FLASHKIT_WGMMA_D8, FLASHKIT_WGMMA_D8_OUT, "1");
+    else if constexpr (h) FLASHKIT_WGMMA_NARROW_CASE(16, "f16", FLASHKIT_WGMMA_D8, FLASHKIT_WGMMA_D8_OUT, "0");
+    else if constexpr (kTnspA) FLASHKIT_WGMMA_NARROW_CASE(16, "bf16", FLASHKIT_WGMMA_D8, FLASHKIT_WGMMA_D8_OUT, "1");
+    else FLASHKIT_WGMMA_NARROW_CASE(16, "bf16", FLASHKIT_WGMMA_D8, FLASHKIT_WGMMA_D8_OUT, "0");
+  } else {
+    if constexpr (h && kTnspA) FLASHKIT_WGMMA_NARROW_CASE(32, "f16", FLASHKIT_WGMMA_D16, FLASHKIT_WGMMA_D16_OUT, "1");
+    else if constexpr (h) FLASHKIT_WGMMA_NARROW_CASE(32, "f16", FLASHKIT_WGMMA_D16, FLASHKIT_WGMMA_D16_OUT, "0");
+    else if constexpr (kTnspA) FLASHKIT_WGMMA_NARROW_CASE(32, "bf16", FLASHKIT_WGMMA_D16, FLASHKIT_WGMMA_D16_OUT, "1");
+    else FLASHKIT_WGMMA_NARROW_CASE(32, "bf16", FLASHKIT_WGMMA_D16, FLASHKIT_WGMMA_D16_OUT, "0");
+  }
+}
+
 }  // namespace flashkit::prims

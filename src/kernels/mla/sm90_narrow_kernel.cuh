@@ -1,0 +1,457 @@
+// Hopper (sm_90a) MLA decoding split kernel for few query rows per KV head (<= 32: h_q x s_q of
+// DeepSeek's 16 or 32 query heads per GPU under tensor parallelism): the rows as the wgmma N dimension.
+//
+// The seesaw kernel (sm90_kernel.cuh) puts the query rows in the M dimension of its wgmmas, which is
+// 64: at 16 rows three quarters of its tensor work is padding, and the tensor pipe is busy for more
+// than half of each block's transfer time (mla.md "What is left"). Here every product is transposed:
+//
+//   S^T (64 tokens x R rows) = K (64 x 576) Q^T          wgmma m64nRk16, A = the K block (K-major),
+//                                                         B = Q (R x 576, K-major); 36 k-steps
+//   O^T (512 x R)           += V^T (512 x 64) P^T         wgmma m64nRk16 per 64 dims, A = the V block
+//                                                         read MN-major (V is K's first 512 columns),
+//                                                         B = P^T (R x 64 tokens, K-major, shared)
+//
+// with R = kRows = 16 or 32 (rows past rows_per_kv are zero in Q and never written), so a block costs
+// R / 64 of the padded tensor work. The softmax runs along M: per row (an accumulator column), the
+// block's max is reduced over a thread's two tokens, the warp's 16 (shuffles) and the warpgroup's four
+// warps (shared memory, one named barrier); the row sums stay per thread until the piece ends.
+//
+// Two warpgroups, each with its own K buffer (64 tokens x 576, 128-byte swizzled) and its own online
+// softmax state: warpgroup w takes blocks blk_begin + w, + 2, + 4, ... of a piece, loads the next one
+// into its buffer as soon as its P V has read the current one (one lane, 9 TMA boxes of 64 columns x
+// 64 tokens, one mbarrier per buffer), and at the piece's end the two states are merged in shared
+// memory (warpgroup 1's O^T, row max and row sums; warpgroup 0 merges, normalizes and stages the
+// output rows, then all threads store them). Q (R x 576) comes by cp.async at the piece's start.
+//
+// Pages of multiples of 64 tokens only (one box per chunk; the launcher makes the map, as for the
+// seesaw kernel's kWholeBox form); bf16 / fp16 caches. Conventions as the seesaw kernel's: a box past
+// the piece's end or on a page with a bad block id gets an out-of-range page coordinate (zeros) and
+// its tokens are masked (bad ids also set the error bit); V rows of a block straddling the end are
+// cleared in shared memory before the P V reads them; rows that saw no key: out 0, lse +inf (final)
+// / -inf (partial); partials are fp32 O (normalized) and the natural-log LSE for the combine kernel.
+//
+// The kernel body exists only in the sm_90a compilation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/device_errors.cuh"
+#include "kernels/mla_params.h"
+#include "prims/cp_async.cuh"
+#include "prims/mbarrier.cuh"
+#include "prims/numeric.cuh"
+#include "prims/tma.cuh"
+#include "prims/wgmma.cuh"
+#include "tiles/smem_swizzle.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHKIT_MLA_NARROW_BODY 1
+#else
+#define FLASHKIT_MLA_NARROW_BODY 0
+#endif
+
+namespace flashkit::mla_sm90 {
+
+template <typename T_, int kRows_>
+struct NarrowTraits {
+  using T = T_;
+  static constexpr int kRows = kRows_;  // query rows per CTA: the wgmmas' N
+  static_assert(kRows == 16 || kRows == 32, "n16 or n32 wgmmas");
+  static constexpr int kNT = kRows / 8;  // accumulator column tiles
+  static constexpr int kCols = kRows / 4;  // rows (accumulator columns) per thread: kNT x 2
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kChunks = kMlaHeadDim / 64;    // 9
+  static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8
+  using KTile = tiles::Swizzle128Tile<T, kMlaBlockN, kMlaHeadDim>;  // one K buffer
+  using QTile = tiles::Swizzle128Tile<T, kRows, kMlaHeadDim>;
+  using PTile = tiles::Swizzle128Tile<T, kRows, kMlaBlockN>;  // P^T: [row][token]
+  static constexpr int kChunkBytes = KTile::kBlockBytes;     // 8192
+  static_assert(kChunkBytes == 8192, "64 tokens x 128 bytes");
+
+  static constexpr int kSmemK0 = 0;
+  static constexpr int kSmemK1 = KTile::kBytes;
+  static constexpr int kSmemQ = 2 * KTile::kBytes;
+  static constexpr int kSmemP = kSmemQ + QTile::kBytes;        // [warpgroup] P^T tiles
+  static constexpr int kSmemRed = kSmemP + 2 * PTile::kBytes;  // float [wg][parity][warp][kRows]: block maxima
+  static constexpr int kSmemSum = kSmemRed + 2 * 2 * 4 * kRows * 4;  // float [wg][warp][kRows]: row sums
+  static constexpr int kSmemStat = kSmemSum + 2 * 4 * kRows * 4;     // float [2][kRows]: warpgroup 1's max, sum
+  static constexpr int kSmemOk = kSmemStat + 2 * kRows * 4;          // int [wg]: the block in flight is valid
+  static constexpr int kSmemBar = kSmemOk + 16;                      // mbarriers: buffer 0, buffer 1
+  static constexpr int kSmemBytes = kSmemBar + 16 + 1024;            // + alignment slack
+  static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block");
+  static_assert(kSmemP % 1024 == 0 && PTile::kBytes % 1024 == 0, "swizzled tiles on 1024-byte boundaries");
+  // Epilogue: warpgroup 1's O^T accumulators (fp32, in its register order) in buffer 1, the merged
+  // output rows staged in buffer 0, rows padded by 16 bytes (conflict-free fragment stores).
+  static constexpr int kORowFloats = kMlaHeadDimV + 4;
+  static_assert(8 * kNT * 4 * 128 * 4 <= KTile::kBytes, "warpgroup 1's O^T fits buffer 1");
+  static_assert(kRows * kORowFloats * 4 <= KTile::kBytes, "the staged rows fit buffer 0");
+};
+
+namespace narrow {
+
+enum : uint32_t { kErrBlockId = 4u, kErrSeqlen = 8u };  // flashkit/errors.h bits
+constexpr float kInitMax = -1e30f;  // finite: a row that saw no key keeps scale 2^0 = 1
+
+__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+}  // namespace narrow
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const __grid_constant__ MlaParams p) {
+#if FLASHKIT_MLA_NARROW_BODY
+  using T = typename Tr::T;
+  constexpr int R = Tr::kRows, NT = Tr::kNT, KC = Tr::kCols;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_addr = prims::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0), lt = tid % 128;
+  const int warp = lt / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int kvh = blockIdx.y, part = blockIdx.z;
+  const int wbar = 1 + wg;  // this warpgroup's named barrier (128 threads)
+  const uint32_t bar_buf = prims::smem_addr(smem + Tr::kSmemBar) + 8 * wg;  // this warpgroup's buffer
+  const uint32_t buf_addr = prims::smem_addr(smem + (wg == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
+  const uint32_t q_addr = prims::smem_addr(smem + Tr::kSmemQ);
+  const uint32_t p_addr = prims::smem_addr(smem + Tr::kSmemP) + wg * Tr::PTile::kBytes;
+  float* sRed = reinterpret_cast<float*>(smem + Tr::kSmemRed) + wg * (2 * 4 * R);
+  float* sSum = reinterpret_cast<float*>(smem + Tr::kSmemSum) + wg * (4 * R);
+  float* sStat = reinterpret_cast<float*>(smem + Tr::kSmemStat);
+  volatile int* sOk = reinterpret_cast<volatile int*>(smem + Tr::kSmemOk);
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
+
+  if (tid == 0) {
+    prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar), 1);
+    prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    prims::tma_prefetch_desc(&p.kv_tmap);
+  }
+  __syncthreads();
+  narrow::grid_wait();  // the metadata (and q) may come from the previous kernel
+
+  const int32_t* sched = p.sched + int64_t(part) * kMlaSchedInts;
+  const int begin_b = sched[0], begin_blk = sched[1], end_b_raw = sched[2], end_blk = sched[3];
+  const int begin_split = sched[4];
+  if (begin_b < 0 || begin_b >= p.batch) return;
+  const int end_b = min(end_b_raw, p.batch - 1);
+  const int rows_total = p.h_kv * p.rows_per_kv;
+  const float scale_log2 = p.softmax_scale_log2;
+  const uint64_t policy = prims::l2_evict_first_policy();
+
+  // This thread's rows (accumulator columns): kc = 2 j + e <-> row 8 j + 2 t + e, in s[j][e] and s[j][e + 2]
+  // (tokens g and g + 8 of the warp's 16) and in o[mt][j][e], o[mt][j][e + 2] (dims g and g + 8).
+  auto col_row = [&](int kc) { return 8 * (kc / 2) + 2 * t + (kc % 2); };
+  // Descriptors: the K-major operands (the K block, Q, P^T) step 32 bytes per k16 and one chunk per 64
+  // columns; the V block, read MN-major, steps 16 tokens (2 KB) per k16 and one chunk per 64 dims.
+  const uint64_t desc_k = prims::smem_desc_sw128(buf_addr, 16, 1024);
+  const uint64_t desc_q = prims::smem_desc_sw128(q_addr, 16, 1024);
+  const uint64_t desc_v = prims::smem_desc_sw128(buf_addr, Tr::kChunkBytes, 1024);
+  const uint64_t desc_p = prims::smem_desc_sw128(p_addr, 16, 1024);
+
+  uint32_t bad = 0, phase = 0;
+  for (int b = begin_b; b <= end_b; ++b) {
+    int len = p.seqlens_k[b];
+    if (len < 0 || int64_t(len) > p.capacity) {
+      bad |= narrow::kErrSeqlen;
+      len = len < 0 ? 0 : int(p.capacity);
+    }
+    const int nb = (len + kMlaBlockN - 1) / kMlaBlockN;
+    const int blk_begin = max(b == begin_b ? begin_blk : 0, 0);
+    const int blk_end = min(b == end_b_raw ? end_blk : nb, nb);
+    const int s_first = p.num_splits[b];
+    const int n_pieces = p.num_splits[b + 1] - s_first;
+    const int split = b == begin_b ? begin_split : 0;
+    if (n_pieces <= 0 || split < 0 || split >= n_pieces) continue;  // not planned here
+    const bool direct = n_pieces == 1;
+    const int slot = s_first + split;
+    if (!direct && (slot < 0 || slot >= p.max_partials)) continue;
+    const int load_end = min(len, blk_end * kMlaBlockN);
+    const int32_t* bt = p.block_table + int64_t(b) * p.bt_row_stride;
+
+    // Page id of `block`'s first token (lane 0 of each warpgroup; -1 elsewhere and past the piece).
+    auto page_id = [&](int block) -> int {
+      const int tok = block * kMlaBlockN;
+      return (lt == 0 && block < blk_end && tok < load_end) ? bt[p.page_div.div(tok)] : -1;
+    };
+    // Block `block` into this warpgroup's buffer (lane 0 of the warpgroup; id from page_id): 9 boxes of
+    // 64 columns x 64 tokens, one page each (pages of multiples of 64 tokens). A bad id: the
+    // out-of-range page coordinate (zeros), the error bit, and the block's tokens masked (sOk, stored
+    // before the arrival the consumers wait on).
+    auto load_block = [&](int block, int id) {
+      const int tok = block * kMlaBlockN;
+      bool ok = lt == 0 && block < blk_end && tok < load_end;
+      if (ok && (id < 0 || id >= p.num_pages)) {
+        bad |= narrow::kErrBlockId;
+        ok = false;
+      }
+      const int slot_in_page = tok - p.page_div.div(tok) * p.page_size;
+      if (lt == 0) sOk[wg] = ok ? 1 : 0;
+      prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_buf, Tr::kChunks * Tr::kChunkBytes);
+#pragma unroll
+      for (int c = 0; c < Tr::kChunks; ++c) {
+        prims::tma_load_4d_if(lt == 0, buf_addr + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, ok ? slot_in_page : 0,
+                              kvh, ok ? id : p.num_pages, bar_buf, policy);
+      }
+    };
+
+    // Tokens each of this thread's rows sees: < lim (causal: len - (s_q - 1 - query token)), < load_end.
+    int lim[KC];
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      const int r = col_row(kc);
+      int vis = len;
+      if (p.causal && r < p.rows_per_kv) vis = len - (p.s_q - 1 - r / p.ratio);
+      lim[kc] = min(vis, load_end);
+    }
+
+    // The previous piece is done with shared memory (its staged rows were read, both buffers idle).
+    prims::fence_proxy_async_smem();
+    __syncthreads();
+    const int my_first = blk_begin + wg;
+    if (my_first < blk_end) load_block(my_first, page_id(my_first));
+    // Q: R rows x 72 16-byte pieces from all threads, zeros past rows_per_kv.
+    for (int i = tid; i < R * (kMlaHeadDim / 8); i += Tr::kBlockThreads) {
+      const int r = i / (kMlaHeadDim / 8), col = (i % (kMlaHeadDim / 8)) * 8;
+      const bool ok = r < p.rows_per_kv;
+      const T* src = reinterpret_cast<const T*>(p.q);
+      if (ok) {
+        const int tq = r / p.ratio, hh = r - tq * p.ratio;
+        src += int64_t(b) * p.q_batch_stride + int64_t(tq) * p.q_tok_stride +
+               int64_t(kvh * p.ratio + hh) * p.q_head_stride + col;
+      }
+      prims::cp_async_16(sQ + Tr::QTile::offset(r, col), src, ok);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    prims::fence_proxy_async_smem();
+    __syncthreads();
+
+    float o[Tr::kVChunks][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < Tr::kVChunks; ++mt)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][j][e] = 0.f;
+    float m[KC], l[KC];
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      m[kc] = narrow::kInitMax;
+      l[kc] = 0.f;
+    }
+
+    int it = 0;
+    for (int blk = my_first; blk < blk_end; blk += 2, ++it) {
+      const int next_id = page_id(blk + 2);  // (read now, used after this block's P V)
+      prims::mbarrier_wait_sleep(bar_buf, phase);
+      phase ^= 1;
+      const bool blk_ok = sOk[wg] != 0;
+      // V rows past the end: a box straddling load_end brought whatever follows it (NaN in the tests),
+      // and 0 x NaN is NaN in the P V. (K's rows there only reach masked scores.)
+      const int r0 = load_end - blk * kMlaBlockN;
+      if (r0 < kMlaBlockN) {  // (warpgroup-uniform)
+        for (int i = lt; i < (kMlaBlockN - r0) * Tr::kVChunks * 8; i += 128) {
+          const int row = r0 + i / (Tr::kVChunks * 8), c = (i / 8) % Tr::kVChunks, u = i % 8;
+          asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(buf_addr + c * Tr::kChunkBytes + row * 128 +
+                                                                            u * 16),
+                       "r"(0)
+                       : "memory");
+        }
+        prims::fence_proxy_async_smem();
+        prims::bar_sync(wbar, 128);
+      }
+
+      // S^T = K Q^T (64 tokens x R rows): 9 chunks x 4 k16 steps.
+      float s[NT][4];
+      prims::wgmma_fence();
+      prims::wgmma_m64nNk16_ss_ta<T, 0, true, R>(s, desc_k, desc_q);
+#pragma unroll
+      for (int ks = 1; ks < Tr::kChunks * 4; ++ks) {
+        const int c = ks / 4, st = ks % 4;
+        prims::wgmma_m64nNk16_ss_ta<T, 0, false, R>(s, desc_k + ((c * Tr::kChunkBytes + st * 32) >> 4),
+                                                     desc_q + ((c * Tr::QTile::kBlockBytes + st * 32) >> 4));
+      }
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();
+      prims::fence_operands(s);
+
+      // Scores in log2 units, masked (-inf) where a row does not see the token.
+      const int tok0 = blk * kMlaBlockN + warp * 16 + g;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kc = 2 * j + (e % 2), tok = tok0 + 8 * (e / 2);
+          s[j][e] = (blk_ok && tok < lim[kc]) ? s[j][e] * scale_log2 : -INFINITY;
+        }
+      // The block's max per row: this thread's two tokens, the warp's 16 (lanes of equal t), the four
+      // warps (shared memory, by parity of the block: the next block's writes come after this
+      // warpgroup's next barrier, which every warp reaches only after its reads below).
+      float bm[KC];
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) {
+        const int j = kc / 2, e = kc % 2;
+        float x = fmaxf(s[j][e], s[j][e + 2]);
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        bm[kc] = x;
+      }
+      float* red = sRed + (it & 1) * (4 * R);
+      if (g == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) red[warp * R + col_row(kc)] = bm[kc];
+      }
+      prims::bar_sync(wbar, 128);
+      float f[KC];
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) {
+        const int r = col_row(kc);
+        const float x = fmaxf(fmaxf(red[r], red[R + r]), fmaxf(red[2 * R + r], red[3 * R + r]));
+        const float m_new = fmaxf(m[kc], x);
+        f[kc] = prims::exp2_approx(m[kc] - m_new);
+        m[kc] = m_new;
+      }
+      // P = 2^(S - m), the row sums (per thread until the piece ends), O^T rescaled, P^T to shared
+      // memory ([row][token], 128-byte swizzled: the P V's K-major B operand).
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = prims::exp2_approx(s[j][e] - m[2 * j + (e % 2)]);
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) l[kc] = l[kc] * f[kc] + s[kc / 2][kc % 2] + s[kc / 2][kc % 2 + 2];
+#pragma unroll
+      for (int mt = 0; mt < Tr::kVChunks; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][j][e] *= f[2 * j + (e % 2)];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 8 * j + 2 * t + (e % 2), tok = warp * 16 + g + 8 * (e / 2);
+          const unsigned short v = static_cast<unsigned short>(prims::pack2<T>(s[j][e], 0.f) & 0xffffu);
+          asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(p_addr + 2 * Tr::PTile::offset(r, tok)), "h"(v) : "memory");
+        }
+      prims::fence_proxy_async_smem();
+      prims::bar_sync(wbar, 128);
+
+      // O^T += V^T P^T: 8 chunks of 64 dims x 4 k16 steps of 16 tokens.
+      prims::wgmma_fence();
+#pragma unroll
+      for (int mt = 0; mt < Tr::kVChunks; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < kMlaBlockN / 16; ++ks)
+          prims::wgmma_m64nNk16_ss_ta<T, 1, false, R>(o[mt], desc_v + ((mt * Tr::kChunkBytes + ks * 2048) >> 4),
+                                                       desc_p + ((ks * 32) >> 4));
+      prims::wgmma_commit();
+      prims::wgmma_wait<0>();
+#pragma unroll
+      for (int mt = 0; mt < Tr::kVChunks; ++mt) prims::fence_operands(o[mt]);
+      // Every warp is done with the buffer, P^T and sOk: the next block of this warpgroup goes in.
+      prims::bar_sync(wbar, 128);
+      if (blk + 2 < blk_end) load_block(blk + 2, next_id);
+    }
+
+    // Row sums: the warp's lanes of equal t, then the four warps.
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      l[kc] += __shfl_xor_sync(0xffffffffu, l[kc], 4);
+      l[kc] += __shfl_xor_sync(0xffffffffu, l[kc], 8);
+      l[kc] += __shfl_xor_sync(0xffffffffu, l[kc], 16);
+    }
+    if (g == 0) {
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) sSum[warp * R + col_row(kc)] = l[kc];
+    }
+    prims::bar_sync(wbar, 128);
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      const int r = col_row(kc);
+      l[kc] = sSum[r] + sSum[R + r] + sSum[2 * R + r] + sSum[3 * R + r];
+    }
+    // Warpgroup 1 hands its state to warpgroup 0: max and sum per row, O^T in its register order
+    // (buffer 1: every load into it was waited for).
+    float* so1 = reinterpret_cast<float*>(smem + Tr::kSmemK1);
+    if (wg == 1) {
+      if (warp == 0 && g == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) {
+          sStat[col_row(kc)] = m[kc];
+          sStat[R + col_row(kc)] = l[kc];
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < Tr::kVChunks; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) so1[((mt * NT + j) * 4 + e) * 128 + lt] = o[mt][j][e];
+    }
+    __syncthreads();
+    float* so = reinterpret_cast<float*>(smem + Tr::kSmemK0);  // staged rows [R][kORowFloats]
+    if (wg == 0) {
+      float c0[KC], c1[KC], lse[KC];
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) {
+        const int r = col_row(kc);
+        const float m1 = sStat[r], l1 = sStat[R + r];
+        const float mx = fmaxf(m[kc], m1);
+        const float a0 = prims::exp2_approx(m[kc] - mx), a1 = prims::exp2_approx(m1 - mx);
+        const float sum = l[kc] * a0 + l1 * a1;
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        c0[kc] = a0 * inv;
+        c1[kc] = a1 * inv;
+        // natural-log LSE; a row that saw no key: +inf (final) / -inf (partial)
+        lse[kc] = sum > 0.f ? (mx + __log2f(sum)) * 0.69314718055994531f : (direct ? INFINITY : -INFINITY);
+      }
+#pragma unroll
+      for (int mt = 0; mt < Tr::kVChunks; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int kc = 2 * j + (e % 2);
+            const float x = o[mt][j][e] * c0[kc] + so1[((mt * NT + j) * 4 + e) * 128 + lt] * c1[kc];
+            so[col_row(kc) * Tr::kORowFloats + mt * 64 + warp * 16 + g + 8 * (e / 2)] = x;
+          }
+      if (warp == 0 && g == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) {
+          const int r = col_row(kc);
+          if (r >= p.rows_per_kv) continue;
+          const int tq = r / p.ratio, head = kvh * p.ratio + (r - tq * p.ratio);
+          if (direct) {
+            p.lse[(int64_t(b) * p.h_q + head) * p.s_q + tq] = lse[kc];
+          } else {
+            p.part_lse[int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + r] = lse[kc];
+          }
+        }
+      }
+    }
+    __syncthreads();
+    // The rows out: 4 values per thread and step (16-byte aligned rows: validate_mla_decode's rule for
+    // out, the workspace's partial rows 2 KB apart).
+    for (int i = tid; i < R * (kMlaHeadDimV / 4); i += Tr::kBlockThreads) {
+      const int r = i / (kMlaHeadDimV / 4), c4 = (i % (kMlaHeadDimV / 4)) * 4;
+      if (r >= p.rows_per_kv) continue;
+      const float4 v = *reinterpret_cast<const float4*>(so + r * Tr::kORowFloats + c4);
+      if (direct) {
+        const int tq = r / p.ratio, head = kvh * p.ratio + (r - tq * p.ratio);
+        T* out = reinterpret_cast<T*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(tq) * p.o_tok_stride +
+                 int64_t(head) * p.o_head_stride + c4;
+        *reinterpret_cast<uint2*>(out) = make_uint2(prims::pack2<T>(v.x, v.y), prims::pack2<T>(v.z, v.w));
+      } else {
+        const int64_t prow = int64_t(slot) * rows_total + int64_t(kvh) * p.rows_per_kv + r;
+        *reinterpret_cast<float4*>(p.part_o + prow * kMlaHeadDimV + c4) = v;
+      }
+    }
+  }
+  if (bad != 0) report_device_error(p.errors, bad);
+#endif  // FLASHKIT_MLA_NARROW_BODY
+}
+
+}  // namespace flashkit::mla_sm90
