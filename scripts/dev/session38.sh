@@ -49,7 +49,8 @@ if [[ $PARTS == *N* ]]; then
     export PYTORCH_NO_CUDA_MEMORY_CACHING=1
     (cd /tmp && step memcheck 240 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py")
     for tool in synccheck racecheck; do
-      (cd /tmp && step $tool 200 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick)
+      (cd /tmp && step $tool 200 $S --tool $tool --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick \
+        ${SAN_ONLY:+--only "$SAN_ONLY"})
     done
     unset PYTORCH_NO_CUDA_MEMORY_CACHING
     pack

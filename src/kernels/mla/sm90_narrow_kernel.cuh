@@ -79,9 +79,9 @@ struct NarrowTraits {
   static constexpr int kSmemRed = kSmemP + 2 * PTile::kBytes;  // float [wg][parity][warp][kRows]: block maxima
   static constexpr int kSmemSum = kSmemRed + 2 * 2 * 4 * kRows * 4;  // float [wg][warp][kRows]: row sums
   static constexpr int kSmemStat = kSmemSum + 2 * 4 * kRows * 4;     // float [2][kRows]: warpgroup 1's max, sum
-  static constexpr int kSmemOk = kSmemStat + 2 * kRows * 4;          // int [wg]: the block in flight is valid
-  static constexpr int kSmemBar = kSmemOk + 16;                      // mbarriers: buffer 0, buffer 1
-  static constexpr int kSmemBytes = kSmemBar + 16 + 1024;            // + alignment slack
+  static constexpr int kSmemOk = kSmemStat + 2 * kRows * 4;          // int [wg][parity]: the block is valid
+  static constexpr int kSmemBar = kSmemOk + 16;                      // mbarriers [wg][chunk]
+  static constexpr int kSmemBytes = kSmemBar + 8 * 2 * kChunks + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "227 KB of shared memory per block");
   static_assert(kSmemP % 1024 == 0 && PTile::kBytes % 1024 == 0, "swizzled tiles on 1024-byte boundaries");
   // Epilogue: warpgroup 1's O^T accumulators (fp32, in its register order) in buffer 1, the merged
@@ -112,8 +112,17 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0), lt = tid % 128;
   const int warp = lt / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kvh = blockIdx.y, part = blockIdx.z;
-  const int wbar = 1 + wg;  // this warpgroup's named barrier (128 threads)
-  const uint32_t bar_buf = prims::smem_addr(smem + Tr::kSmemBar) + 8 * wg;  // this warpgroup's buffer
+  // This warpgroup's named barrier (1 or 2, 128 threads), with the id an immediate in each branch (a
+  // register id made every barrier of the kernel count as used, and compute-sanitizer's racecheck
+  // reported the cross-warpgroup handovers behind __syncthreads as hazards).
+  auto wg_sync = [&] {
+    if (wg == 0) {
+      prims::bar_sync(1, 128);
+    } else {
+      prims::bar_sync(2, 128);
+    }
+  };
+  const uint32_t bar_buf = prims::smem_addr(smem + Tr::kSmemBar) + 8 * Tr::kChunks * wg;  // its buffer's chunks
   const uint32_t buf_addr = prims::smem_addr(smem + (wg == 0 ? Tr::kSmemK0 : Tr::kSmemK1));
   const uint32_t q_addr = prims::smem_addr(smem + Tr::kSmemQ);
   const uint32_t p_addr = prims::smem_addr(smem + Tr::kSmemP) + wg * Tr::PTile::kBytes;
@@ -124,8 +133,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
   T* sQ = reinterpret_cast<T*>(smem + Tr::kSmemQ);
 
   if (tid == 0) {
-    prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar), 1);
-    prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8, 1);
+    for (int i = 0; i < 2 * Tr::kChunks; ++i) prims::mbarrier_init(prims::smem_addr(smem + Tr::kSmemBar) + 8 * i, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     prims::tma_prefetch_desc(&p.kv_tmap);
   }
@@ -176,24 +184,24 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
       const int tok = block * kMlaBlockN;
       return (lt == 0 && block < blk_end && tok < load_end) ? bt[p.page_div.div(tok)] : -1;
     };
-    // Block `block` into this warpgroup's buffer (lane 0 of the warpgroup; id from page_id): 9 boxes of
-    // 64 columns x 64 tokens, one page each (pages of multiples of 64 tokens). A bad id: the
-    // out-of-range page coordinate (zeros), the error bit, and the block's tokens masked (sOk, stored
-    // before the arrival the consumers wait on).
-    auto load_block = [&](int block, int id) {
+    // Chunks [c0, c1) of block `block` into this warpgroup's buffer (lane 0 of the warpgroup; id from
+    // page_id): boxes of 64 columns x 64 tokens, one page each (pages of multiples of 64 tokens), one
+    // mbarrier per chunk. A bad id: the out-of-range page coordinate (zeros), the error bit, and the
+    // block's tokens masked: sOk[wg][par], stored with the block's first copies (c0 == kFirstChunk),
+    // before their arrivals, and read after all nine chunks were waited for.
+    auto load_chunks = [&](int block, int id, int par, int c0, int c1, bool first) {
       const int tok = block * kMlaBlockN;
       bool ok = lt == 0 && block < blk_end && tok < load_end;
       if (ok && (id < 0 || id >= p.num_pages)) {
-        bad |= narrow::kErrBlockId;
+        if (first) bad |= narrow::kErrBlockId;
         ok = false;
       }
       const int slot_in_page = tok - p.page_div.div(tok) * p.page_size;
-      if (lt == 0) sOk[wg] = ok ? 1 : 0;
-      prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_buf, Tr::kChunks * Tr::kChunkBytes);
-#pragma unroll
-      for (int c = 0; c < Tr::kChunks; ++c) {
+      if (lt == 0 && first) sOk[2 * wg + par] = ok ? 1 : 0;
+      for (int c = c0; c < c1; ++c) {
+        prims::mbarrier_arrive_expect_tx_if(lt == 0, bar_buf + 8 * c, Tr::kChunkBytes);
         prims::tma_load_4d_if(lt == 0, buf_addr + c * Tr::kChunkBytes, &p.kv_tmap, c * 64, ok ? slot_in_page : 0,
-                              kvh, ok ? id : p.num_pages, bar_buf, policy);
+                              kvh, ok ? id : p.num_pages, bar_buf + 8 * c, policy);
       }
     };
 
@@ -211,7 +219,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
     prims::fence_proxy_async_smem();
     __syncthreads();
     const int my_first = blk_begin + wg;
-    if (my_first < blk_end) load_block(my_first, page_id(my_first));
+    if (my_first < blk_end) load_chunks(my_first, page_id(my_first), 0, 0, Tr::kChunks, true);
     // Q: R rows x 72 16-byte pieces from all threads, zeros past rows_per_kv.
     for (int i = tid; i < R * (kMlaHeadDim / 8); i += Tr::kBlockThreads) {
       const int r = i / (kMlaHeadDim / 8), col = (i % (kMlaHeadDim / 8)) * 8;
@@ -244,12 +252,30 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
 
     int it = 0;
     for (int blk = my_first; blk < blk_end; blk += 2, ++it) {
-      const int next_id = page_id(blk + 2);  // (read now, used after this block's P V)
+      const int next_id = page_id(blk + 2);  // (read now, used once this block's chunks are read)
+      const bool has_next = blk + 2 < blk_end;
+      // S^T = K Q^T (64 tokens x R rows): 9 chunks x 4 k16 steps, each chunk's as soon as it has landed.
+      float s[NT][4];
       prims::mbarrier_wait_sleep(bar_buf, phase);
+      prims::wgmma_fence();
+      prims::wgmma_m64nNk16_ss_ta<T, 0, true, R>(s, desc_k, desc_q);
+#pragma unroll
+      for (int ks = 1; ks < Tr::kChunks * 4; ++ks) {
+        const int c = ks / 4, st = ks % 4;
+        if (st == 0) prims::mbarrier_wait_sleep(bar_buf + 8 * c, phase);
+        prims::wgmma_m64nNk16_ss_ta<T, 0, false, R>(s, desc_k + ((c * Tr::kChunkBytes + st * 32) >> 4),
+                                                     desc_q + ((c * Tr::QTile::kBlockBytes + st * 32) >> 4));
+      }
+      prims::wgmma_commit();
       phase ^= 1;
-      const bool blk_ok = sOk[wg] != 0;
+      const bool blk_ok = sOk[2 * wg + (it & 1)] != 0;  // (all nine chunks of the block were waited for)
+      prims::wgmma_wait<0>();
+      prims::fence_operands(s);
+      // The RoPE chunk has had its only reader: the next block's goes in (with the block's validity).
+      if (has_next) load_chunks(blk + 2, next_id, (it + 1) & 1, Tr::kVChunks, Tr::kChunks, true);
       // V rows past the end: a box straddling load_end brought whatever follows it (NaN in the tests),
-      // and 0 x NaN is NaN in the P V. (K's rows there only reach masked scores.)
+      // and 0 x NaN is NaN in the P V. (K's rows there only reached masked scores; the max barrier
+      // below orders these stores before the P V.)
       const int r0 = load_end - blk * kMlaBlockN;
       if (r0 < kMlaBlockN) {  // (warpgroup-uniform)
         for (int i = lt; i < (kMlaBlockN - r0) * Tr::kVChunks * 8; i += 128) {
@@ -260,22 +286,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
                        : "memory");
         }
         prims::fence_proxy_async_smem();
-        prims::bar_sync(wbar, 128);
       }
-
-      // S^T = K Q^T (64 tokens x R rows): 9 chunks x 4 k16 steps.
-      float s[NT][4];
-      prims::wgmma_fence();
-      prims::wgmma_m64nNk16_ss_ta<T, 0, true, R>(s, desc_k, desc_q);
-#pragma unroll
-      for (int ks = 1; ks < Tr::kChunks * 4; ++ks) {
-        const int c = ks / 4, st = ks % 4;
-        prims::wgmma_m64nNk16_ss_ta<T, 0, false, R>(s, desc_k + ((c * Tr::kChunkBytes + st * 32) >> 4),
-                                                     desc_q + ((c * Tr::QTile::kBlockBytes + st * 32) >> 4));
-      }
-      prims::wgmma_commit();
-      prims::wgmma_wait<0>();
-      prims::fence_operands(s);
 
       // Scores in log2 units, masked (-inf) where a row does not see the token.
       const int tok0 = blk * kMlaBlockN + warp * 16 + g;
@@ -304,7 +315,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
 #pragma unroll
         for (int kc = 0; kc < KC; ++kc) red[warp * R + col_row(kc)] = bm[kc];
       }
-      prims::bar_sync(wbar, 128);
+      wg_sync();
       float f[KC];
 #pragma unroll
       for (int kc = 0; kc < KC; ++kc) {
@@ -337,23 +348,30 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
           asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(p_addr + 2 * Tr::PTile::offset(r, tok)), "h"(v) : "memory");
         }
       prims::fence_proxy_async_smem();
-      prims::bar_sync(wbar, 128);
+      wg_sync();
 
-      // O^T += V^T P^T: 8 chunks of 64 dims x 4 k16 steps of 16 tokens.
+      // O^T += V^T P^T: 8 chunks of 64 dims x 4 k16 steps of 16 tokens, one commit group per two chunks,
+      // each pair of chunks reloaded with the next block once its group is done. (P^T is rewritten only
+      // after the next block's max barrier, which every warp passes after this P V's last wait.)
       prims::wgmma_fence();
 #pragma unroll
-      for (int mt = 0; mt < Tr::kVChunks; ++mt)
+      for (int mt = 0; mt < Tr::kVChunks; ++mt) {
 #pragma unroll
         for (int ks = 0; ks < kMlaBlockN / 16; ++ks)
           prims::wgmma_m64nNk16_ss_ta<T, 1, false, R>(o[mt], desc_v + ((mt * Tr::kChunkBytes + ks * 2048) >> 4),
                                                        desc_p + ((ks * 32) >> 4));
-      prims::wgmma_commit();
+        if (mt % 2 == 1) prims::wgmma_commit();
+      }
+      prims::wgmma_wait<3>();
+      if (has_next) load_chunks(blk + 2, next_id, 0, 0, 2, false);
+      prims::wgmma_wait<2>();
+      if (has_next) load_chunks(blk + 2, next_id, 0, 2, 4, false);
+      prims::wgmma_wait<1>();
+      if (has_next) load_chunks(blk + 2, next_id, 0, 4, 6, false);
       prims::wgmma_wait<0>();
+      if (has_next) load_chunks(blk + 2, next_id, 0, 6, 8, false);
 #pragma unroll
       for (int mt = 0; mt < Tr::kVChunks; ++mt) prims::fence_operands(o[mt]);
-      // Every warp is done with the buffer, P^T and sOk: the next block of this warpgroup goes in.
-      prims::bar_sync(wbar, 128);
-      if (blk + 2 < blk_end) load_block(blk + 2, next_id);
     }
 
     // Row sums: the warp's lanes of equal t, then the four warps.
@@ -367,7 +385,7 @@ __global__ void __launch_bounds__(Tr::kBlockThreads, 1) mla_narrow_kernel(const 
 #pragma unroll
       for (int kc = 0; kc < KC; ++kc) sSum[warp * R + col_row(kc)] = l[kc];
     }
-    prims::bar_sync(wbar, 128);
+    wg_sync();
 #pragma unroll
     for (int kc = 0; kc < KC; ++kc) {
       const int r = col_row(kc);
