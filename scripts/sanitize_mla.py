@@ -105,12 +105,13 @@ def main(argv=None) -> int:
                 "runs16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 16, d, runs=True), causal=False)))
             cases.append(("bf16 h128 s_q2 page32 runs causal", lambda d=dtype: run(
                 "runs32", *case([64, 100, 1500], 2, 128, 1, 32, d, runs=True))))
-        # the narrow Hopper kernel (<= 32 query rows per KV head, pages of multiples of 64 tokens)
+        # 16 and 32 query rows per KV head at pages of 64 and 128 tokens (the narrow kernel was measured on
+        # these: branch wip/mla-narrow, mla.md "A transposed kernel for few rows")
         if dtype == torch.bfloat16:
-            cases.append(("bf16 h16 s_q1 page64 (narrow, 16 rows)", lambda d=dtype: run(
+            cases.append(("bf16 h16 s_q1 page64 (16 rows per KV head)", lambda d=dtype: run(
                 "n16", *case([0, 1, 63, 65, 130, 3000], 1, 16, 1, 64, d), causal=False)))
         else:
-            cases.append(("fp16 h16 s_q2 page128 causal (narrow, 32 rows)", lambda d=dtype: run(
+            cases.append(("fp16 h16 s_q2 page128 causal (32 rows per KV head)", lambda d=dtype: run(
                 "n32", *case([0, 1, 64, 129, 2000], 2, 16, 1, 128, d))))
         if args.quick:
             continue
@@ -133,16 +134,16 @@ def main(argv=None) -> int:
             run("bad lengths", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
         cases.append(("bad block ids / lengths", bad))
 
-        def bad_narrow():  # page 64, 16 rows: the narrow kernel's block-id and length checks
+        def bad_page64():  # page 64, 16 rows: the block-id and length checks of the whole-box kernel
             q, kv, bt, sl = case([300, 700], 1, 16, 1, 64, torch.bfloat16)
             bt[1, 2] = kv.shape[0] + 9
             bt[0, 0] = -1
-            run("bad ids narrow", q, kv, bt, sl, causal=False, expect=4, compare=False)
+            run("bad ids page64", q, kv, bt, sl, causal=False, expect=4, compare=False)
             sl2 = sl.clone()
             sl2[0] = -5
             sl2[1] = bt.shape[1] * 64 + 77
-            run("bad lengths narrow", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
-        cases.append(("bad block ids / lengths (narrow)", bad_narrow))
+            run("bad lengths page64", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
+        cases.append(("bad block ids / lengths (page 64)", bad_page64))
 
     failed = 0
     if args.only:

@@ -4,7 +4,7 @@
 #      never measured since v2). The tree as committed against builds with VARIANTS (NAME=DEFS, DEFS prepended to
 #      decode_bf16_hd128.cu; pip --target /tmp/pkg_NAME), graph times of ROUNDS interleaved rounds over CF (head's
 #      first round with SDPA cuDNN on a contiguous copy).
-#   N: the narrow MLA kernel (kernels/mla/sm90_narrow_kernel.cuh): the MLA GPU tests, memcheck of sanitize_mla.py,
+#   N: the narrow MLA kernel (branch wip/mla-narrow or wip/mla-narrow-alternate: run on that tree): the MLA GPU tests, memcheck of sanitize_mla.py,
 #      synccheck / racecheck of its --quick set, then the bench's MLA rows of <= 32 query rows (flashkit only) with
 #      FLASHKIT_MLA_NARROW=1 and =0 (the seesaw kernel), ROUNDS interleaved rounds (MLA_ARGS overrides the rows).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")

@@ -8,7 +8,6 @@
 #include <type_traits>
 
 #include "kernels/mla/sm90_kernel.cuh"
-#include "kernels/mla/sm90_narrow_kernel.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"  // env_off, env_flag, env_int
 #include "launch/launch_common.cuh"
@@ -158,28 +157,6 @@ cudaError_t launch(const MlaParams& p, const DeviceInfo& dev, cudaStream_t strea
                                  Tr::kSmemBytes, stream, true, p);
 }
 
-// The narrow kernel (kernels/mla/sm90_narrow_kernel.cuh: the query rows as the wgmma N dimension) for
-// calls of at most 32 query rows per KV head with pages of multiples of 64 tokens; its own files
-// (inst/mla_sm90_<dtype>_narrow.cu). FLASHKIT_MLA_NARROW=0 (read once) keeps the seesaw kernel there.
-template <class Tr>
-cudaError_t launch_narrow(const MlaParams& p, const DeviceInfo& dev, cudaStream_t stream) {
-  constexpr auto kernel = &mla_narrow_kernel<Tr>;
-  cudaError_t err = launch_util::raise_smem_limit<kernel>(dev.device, Tr::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  return launch_util::launch_pdl(kernel, dim3(1, p.h_kv, p.num_parts), dim3(Tr::kBlockThreads), Tr::kSmemBytes,
-                                 stream, true, p);
-}
-inline bool narrow_enabled() {
-  static const bool off = dispatch::env_off("FLASHKIT_MLA_NARROW");
-  return !off;
-}
-extern template cudaError_t launch_narrow<NarrowTraits<__nv_bfloat16, 16>>(const MlaParams&, const DeviceInfo&,
-                                                                           cudaStream_t);
-extern template cudaError_t launch_narrow<NarrowTraits<__nv_bfloat16, 32>>(const MlaParams&, const DeviceInfo&,
-                                                                           cudaStream_t);
-extern template cudaError_t launch_narrow<NarrowTraits<__half, 16>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
-extern template cudaError_t launch_narrow<NarrowTraits<__half, 32>>(const MlaParams&, const DeviceInfo&, cudaStream_t);
-
 // The whole-block-box kernels (pages of >= 64 tokens) are compiled in their own files
 // (inst/mla_sm90_<dtype>_box64.cu), in parallel with the others.
 extern template cudaError_t launch<Traits<__nv_bfloat16, true, true>>(const MlaParams&, const DeviceInfo&,
@@ -227,10 +204,6 @@ int launch_mla_split_sm90(const MlaParams& params, const DeviceInfo& dev, cudaSt
     mla_sm90::make_q_tensor_map<T>(p);
     mla_sm90::make_o_tensor_map<T>(p);
   }
-  if (p.tma_box_rows == kMlaBlockN && p.m_blocks == 1 && p.rows_per_kv <= 32 && mla_sm90::narrow_enabled()) {
-    if (p.rows_per_kv <= 16) return mla_sm90::launch_narrow<mla_sm90::NarrowTraits<T, 16>>(p, dev, stream);
-    return mla_sm90::launch_narrow<mla_sm90::NarrowTraits<T, 32>>(p, dev, stream);
-  }
   if (p.tma_box_rows == kMlaBlockN) return mla_sm90::launch<mla_sm90::Traits<T, true, true>>(p, dev, stream);
   if (p.tma_box_rows > 0) return mla_sm90::launch<mla_sm90::Traits<T, true>>(p, dev, stream);
   return mla_sm90::launch<mla_sm90::Traits<T, false>>(p, dev, stream);
@@ -275,12 +248,6 @@ int FLASHKIT_MLA_TRACE_FN(mla_sm90_trace_read_pieces)(unsigned long long* cta, u
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90_BOX64(T)                                                                \
   template cudaError_t flashkit::mla_sm90::launch<flashkit::mla_sm90::Traits<T, true, true>>(                  \
-      const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
-
-#define FLASHKIT_INSTANTIATE_MLA_SM90_NARROW(T)                                                               \
-  template cudaError_t flashkit::mla_sm90::launch_narrow<flashkit::mla_sm90::NarrowTraits<T, 16>>(             \
-      const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);                                   \
-  template cudaError_t flashkit::mla_sm90::launch_narrow<flashkit::mla_sm90::NarrowTraits<T, 32>>(             \
       const flashkit::MlaParams&, const flashkit::DeviceInfo&, cudaStream_t);
 
 #define FLASHKIT_INSTANTIATE_MLA_SM90_FP8(T)                                                                  \
