@@ -7,6 +7,9 @@
 #   N: the narrow MLA kernel (branch wip/mla-narrow or wip/mla-narrow-alternate: run on that tree): the MLA GPU tests, memcheck of sanitize_mla.py,
 #      synccheck / racecheck of its --quick set, then the bench's MLA rows of <= 32 query rows (flashkit only) with
 #      FLASHKIT_MLA_NARROW=1 and =0 (the seesaw kernel), ROUNDS interleaved rounds (MLA_ARGS overrides the rows).
+#   P: the MLA cache map's L2 promotion at 17-32 query rows per KV head, page 64 (128 bytes: FLASHKIT_MLA_L2_PROMO=128,
+#      against the rule's 256), ROUNDS interleaved rounds of the bench's rows; then memcheck of sanitize_mla.py and
+#      synccheck of its --quick set on this tree.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")
 set -u -o pipefail
 PARTS=${1:?usage: session38.sh R}
@@ -63,5 +66,21 @@ if [[ $PARTS == *N* ]]; then
         $MA --out-dir "$O/mla_n${v}_$r" --no-plot); pack
     done
   done
+fi
+if [[ $PARTS == *P* ]]; then
+  [[ $PARTS == *N* ]] || install_tree "$TREE"
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  MA=${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed varlen --page-sizes 64"}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for v in 256 128; do
+      (cd /tmp && step mla_promo${v}_$r 300 env FLASHKIT_MLA_L2_PROMO=$v python3 -m flashkit.bench --op mla --impls flashkit \
+        $MA --out-dir "$O/mla_p${v}_$r" --no-plot); pack
+    done
+  done
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  (cd /tmp && step memcheck_mla 240 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py")
+  (cd /tmp && step synccheck_mla 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick)
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  tail -3 "$O/memcheck_mla.log" | tee -a "$O/summary.txt"
 fi
 pack
