@@ -41,21 +41,23 @@ inline int gcd_int(int a, int b) {
 // kernel lost its whole-box path, it had been ~2 % slower there). FLASHKIT_MLA_PAGE_RUNS (read
 // once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
 //
-// The cache maps' L2 promotion: 256 bytes; 128 at <= 16 query rows per KV head with pages of
+// The cache maps' L2 promotion: 256 bytes; 128 at <= 32 query rows per KV head with pages of
 // >= 64 tokens and at <= 64 with pages of 16 (below). A cache row is 1152 bytes (9
 // chunks of 128), so a 256-byte promotion of one chunk's request also covers a neighbouring chunk,
 // which its own box requests again (FlashMLA's CUTLASS maps promote to 128). Measured (H200,
 // 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 % less
 // time in the dev harness (0.559 / 0.560 against 0.577 / 0.578 ms at 16k, two rounds) and 0.3-1.2 %
 // less on 5 of the bench's 6 rows; at 64 rows and more it was 0.5-1.4 % slower at 16k tokens and
-// 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. Pages of 16 tokens (16-row boxes; H200,
+// 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. At 32 rows (h_q 16 s_q 2, h_q 32 s_q 1;
+// H200, 2026-11-29, mla.md "L2 promotion at 32 rows"): 0.5-2.6 % less time on all 8 of the bench's rows. Pages of 16 tokens (16-row boxes; H200,
 // 2026-11-28, mla.md "Scattered pages", dev harness, consecutive ids): 128 bytes 0.1-1.6 % faster at
 // 16-64 rows per KV head (4k-16k), level at 128 rows, 0.9 % slower at 256: 128 there up to 64 rows.
 // Pages of 32 tokens: not measured, 256. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
 // overrides the choice for A/B runs.
-inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box) {
+// FP8 caches (`fp8`) keep the 16-row limit at whole boxes (their 32-row rows were not measured).
+inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box, bool fp8 = false) {
   static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
-  const int rows_128 = box == kMlaBlockN ? 16 : (box == 16 ? 64 : 0);  // at most this many rows: 128 B
+  const int rows_128 = box == kMlaBlockN ? (fp8 ? 16 : 32) : (box == 16 ? 64 : 0);  // at most this many rows: 128 B
   const int v = forced >= 0 ? forced : (rows_per_kv <= rows_128 ? 128 : 256);
   return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
          : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
@@ -93,7 +95,7 @@ int make_kv_tensor_map(MlaParams& p) {
 // scales (16 bytes from byte 512 x 64 tokens). False when a map cannot describe the cache.
 inline bool make_fp8_tensor_maps(MlaParams& p) {
   const int64_t dims[4] = {kMlaFp8TokenBytes, p.page_size, p.h_kv, p.num_pages};
-  const CUtensorMapL2promotion promo = mla_kv_l2_promotion(p.rows_per_kv, kMlaBlockN);
+  const CUtensorMapL2promotion promo = mla_kv_l2_promotion(p.rows_per_kv, kMlaBlockN, true);
   const cuuint32_t rope_box[4] = {128, kMlaBlockN, 1, 1};
   const cuuint32_t raw_box[4] = {128, kMlaBlockN, 1, 1};
   const cuuint32_t scale_box[4] = {16, kMlaBlockN, 1, 1};
