@@ -10,6 +10,9 @@
 #   P: the MLA cache map's L2 promotion at 17-32 query rows per KV head, page 64 (128 bytes: FLASHKIT_MLA_L2_PROMO=128,
 #      against the rule's 256), ROUNDS interleaved rounds of the bench's rows; then memcheck of sanitize_mla.py and
 #      synccheck of its --quick set on this tree.
+#   F: the tree's MLA GPU tests, FlashMLA built from .carry/flashmla (bench/peers/flashmla/build.sh sources), then the
+#      bench's MLA rows at h_q 16 / 32 (MLA_ARGS overrides) for flashkit and flashmla in one process.
+#      run(carry=[".carry/flashmla"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh F")
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")
 set -u -o pipefail
 PARTS=${1:?usage: session38.sh R}
@@ -82,5 +85,18 @@ if [[ $PARTS == *P* ]]; then
   (cd /tmp && step synccheck_mla 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick)
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
   tail -3 "$O/memcheck_mla.log" | tee -a "$O/summary.txt"
+fi
+if [[ $PARTS == *F* ]]; then
+  install_tree "$TREE"; pack
+  (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "$TREE/tests/python/test_mla_gpu.py" \
+    "$TREE/tests/python/test_mla_fp8_gpu.py")
+  tail -1 "$O/mla_tests.log" | tee -a "$O/summary.txt"; pack
+  MAX_JOBS=12 NVCC_THREADS=4 step flashmla_build 300 bash "$TREE/bench/peers/flashmla/build.sh" compile "$TREE/.carry/flashmla"
+  mkdir -p /tmp/fmb && bash "$TREE/bench/peers/flashmla/build.sh" pack "$TREE/.carry/flashmla" /tmp/fmb/flashmla_built > /dev/null
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  MA=${MLA_ARGS:-"--heads 16 32 --sq 1 2 --modes fixed varlen --page-sizes 64"}
+  (cd /tmp && step mla_bench 400 python3 -m flashkit.bench --op mla --impls flashkit flashmla --flashmla-path /tmp/fmb/flashmla_built \
+    $MA --out-dir "$O/mla_bench")
+  grep -i "speed-up\|geomean\|flashmla " "$O/mla_bench.log" | tail -40 > "$O/mla_bench_tail.txt"
 fi
 pack
