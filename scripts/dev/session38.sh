@@ -13,6 +13,8 @@
 #   F: the tree's MLA GPU tests, FlashMLA built from .carry/flashmla (bench/peers/flashmla/build.sh sources), then the
 #      bench's MLA rows at h_q 16 / 32 (MLA_ARGS overrides) for flashkit and flashmla in one process.
 #      run(carry=[".carry/flashmla"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh F")
+#   S: B 16 8k, GQA 64/8 and 32/8, bf16 and FP8: graph times and per-kernel profile of the balanced plan against fixed
+#      split sizes 1024 / 2048 / 4096 (issue 10's one B 16 row under its bar, FP8 64/8).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session38.sh R")
 set -u -o pipefail
 PARTS=${1:?usage: session38.sh R}
@@ -98,5 +100,11 @@ if [[ $PARTS == *F* ]]; then
   (cd /tmp && step mla_bench 400 python3 -m flashkit.bench --op mla --impls flashkit flashmla --flashmla-path /tmp/fmb/flashmla_built \
     $MA --out-dir "$O/mla_bench")
   grep -i "speed-up\|geomean\|flashmla " "$O/mla_bench.log" | tail -40 > "$O/mla_bench_tail.txt"
+fi
+if [[ $PARTS == *S* ]]; then
+  install_tree "$TREE"; pack
+  (cd /tmp && step split_probe 120 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 fp8 --configs 16:8192:64:8 16:8192:32:8 \
+    --split-size 0 1024 2048 4096 --profile)
+  cat "$O/split_probe.log"
 fi
 pack
