@@ -49,7 +49,8 @@ inline int gcd_int(int a, int b) {
 // time in the dev harness (0.559 / 0.560 against 0.577 / 0.578 ms at 16k, two rounds) and 0.3-1.2 %
 // less on 5 of the bench's 6 rows; at 64 rows and more it was 0.5-1.4 % slower at 16k tokens and
 // 128 x 2 at 4k; at v9 none / 128 / 256 had measured the same. At 32 rows (h_q 16 s_q 2, h_q 32 s_q 1;
-// H200, 2026-11-29, mla.md "L2 promotion at 32 rows"): 0.5-2.6 % less time on all 8 of the bench's rows. Pages of 16 tokens (16-row boxes; H200,
+// H200, 2026-11-29, mla.md "L2 promotion at 32 rows"): 0.5-2.6 % less time on all 8 of the bench's rows.
+// Pages of 16 tokens (16-row boxes; H200,
 // 2026-11-28, mla.md "Scattered pages", dev harness, consecutive ids): 128 bytes 0.1-1.6 % faster at
 // 16-64 rows per KV head (4k-16k), level at 128 rows, 0.9 % slower at 256: 128 there up to 64 rows.
 // Pages of 32 tokens: not measured, 256. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
