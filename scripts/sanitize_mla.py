@@ -123,27 +123,20 @@ def main(argv=None) -> int:
         cases.append(("metadata B=1", lambda: metadata("m1", [12345], 16)))
         cases.append(("metadata B=3000", lambda: metadata("m2", [(i * 37) % 900 for i in range(3000)], 66)))
 
-        def bad():
-            q, kv, bt, sl = case([200, 500], 1, 16, 1, 16, torch.bfloat16)
-            bt[1, 3] = kv.shape[0] + 9
+        def bad(lens, page, bad_block, tag):
+            """Out-of-range block ids (one past the pool at block `bad_block` of sequence 1, -1 at block 0 of
+            sequence 0), then bad lengths (negative, past the table): the error bits, never a fault."""
+            q, kv, bt, sl = case(lens, 1, 16, 1, page, torch.bfloat16)
+            bt[1, bad_block] = kv.shape[0] + 9
             bt[0, 0] = -1
-            run("bad ids", q, kv, bt, sl, causal=False, expect=4, compare=False)
+            run(f"bad ids{tag}", q, kv, bt, sl, causal=False, expect=4, compare=False)
             sl2 = sl.clone()
             sl2[0] = -5
-            sl2[1] = bt.shape[1] * 16 + 77
-            run("bad lengths", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
-        cases.append(("bad block ids / lengths", bad))
-
-        def bad_page64():  # page 64, 16 rows: the block-id and length checks of the whole-box kernel
-            q, kv, bt, sl = case([300, 700], 1, 16, 1, 64, torch.bfloat16)
-            bt[1, 2] = kv.shape[0] + 9
-            bt[0, 0] = -1
-            run("bad ids page64", q, kv, bt, sl, causal=False, expect=4, compare=False)
-            sl2 = sl.clone()
-            sl2[0] = -5
-            sl2[1] = bt.shape[1] * 64 + 77
-            run("bad lengths page64", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
-        cases.append(("bad block ids / lengths (page 64)", bad_page64))
+            sl2[1] = bt.shape[1] * page + 77
+            run(f"bad lengths{tag}", q, kv, bt, sl2, causal=False, expect=4 | 8, compare=False)
+        cases.append(("bad block ids / lengths", lambda: bad([200, 500], 16, 3, "")))
+        # page 64, 16 rows: the whole-box kernel's checks
+        cases.append(("bad block ids / lengths (page 64)", lambda: bad([300, 700], 64, 2, " page64")))
 
     failed = 0
     if args.only:
