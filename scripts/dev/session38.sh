@@ -22,6 +22,18 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s38
 . "$(dirname "$0")/device_steps.sh"
 pack() { tar -czf "${OUT:-/tmp}/s38.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
+# mla_env_ab VAR TAG "V1 V2" ARGS: ROUNDS interleaved rounds of the bench's MLA rows (flashkit only) with VAR=V1, then
+# VAR=V2, ... in the environment; step logs mla_<TAG><v>_<round>, outputs under $O/mla_<TAG><v>_<round>/.
+mla_env_ab() {
+  local var=$1 tag=$2 vals=$3 args=$4 r v
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for v in $vals; do
+      (cd /tmp && step mla_${tag}${v}_$r 300 env $var=$v python3 -m flashkit.bench --op mla --impls flashkit \
+        $args --out-dir "$O/mla_${tag}${v}_$r" --no-plot); pack
+    done
+  done
+}
 if [[ $PARTS == *R* ]]; then
   install_tree "$TREE"; pack
   F="$TREE/src/kernels/decode/inst/decode_bf16_hd128.cu"
@@ -63,25 +75,13 @@ if [[ $PARTS == *N* ]]; then
     unset PYTORCH_NO_CUDA_MEMORY_CACHING
     pack
   fi
-  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-  MA=${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 64"}
-  for r in $(seq 1 ${ROUNDS:-2}); do
-    for v in 1 0; do
-      (cd /tmp && step mla_narrow${v}_$r 300 env FLASHKIT_MLA_NARROW=$v python3 -m flashkit.bench --op mla --impls flashkit \
-        $MA --out-dir "$O/mla_n${v}_$r" --no-plot); pack
-    done
-  done
+  mla_env_ab FLASHKIT_MLA_NARROW narrow "1 0" \
+    "${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 64"}"
 fi
 if [[ $PARTS == *P* ]]; then
   [[ $PARTS == *N* ]] || install_tree "$TREE"
-  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-  MA=${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed varlen --page-sizes 64"}
-  for r in $(seq 1 ${ROUNDS:-2}); do
-    for v in 256 128; do
-      (cd /tmp && step mla_promo${v}_$r 300 env FLASHKIT_MLA_L2_PROMO=$v python3 -m flashkit.bench --op mla --impls flashkit \
-        $MA --out-dir "$O/mla_p${v}_$r" --no-plot); pack
-    done
-  done
+  mla_env_ab FLASHKIT_MLA_L2_PROMO promo "256 128" \
+    "${MLA_ARGS:-"--heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed varlen --page-sizes 64"}"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   (cd /tmp && step memcheck_mla 240 $S --tool memcheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py")
   (cd /tmp && step synccheck_mla 200 $S --tool synccheck --error-exitcode 1 --print-limit 50 python3 "$TREE/scripts/sanitize_mla.py" --quick)
