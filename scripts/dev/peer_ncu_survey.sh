@@ -9,8 +9,7 @@
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${O:-${OUT:-/tmp}/ncu_survey}
-[ -n "${SURVEY_NO_HEADER:-}" ] || . "$(dirname "$0")/device_steps.sh"
-mkdir -p "$O"
+. "$(dirname "$0")/device_steps.sh"
 python3 -c "import flashkit" 2>/dev/null || install_tree "$TREE"
 cat > /tmp/survey_case.py <<'PY'
 import sys, torch, flashkit

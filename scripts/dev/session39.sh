@@ -22,7 +22,7 @@ mla_env_ab() {
 }
 if [[ $PARTS == *A* ]]; then
   install_tree "$TREE"; pack
-  O="$O/survey" SURVEY_NO_HEADER=1 bash "$TREE/scripts/dev/peer_ncu_survey.sh"; pack
+  O="$O/survey" bash "$TREE/scripts/dev/peer_ncu_survey.sh"; pack
   mla_env_ab FLASHKIT_MLA_L2_PROMO promo32_ "256 128" \
     "${MLA_ARGS:-"--heads 16 32 64 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 32"}"
 fi
