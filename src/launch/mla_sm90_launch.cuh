@@ -42,7 +42,7 @@ inline int gcd_int(int a, int b) {
 // once, A/B runs): 0 leaves the map out, 16 makes it for page 16 only.
 //
 // The cache maps' L2 promotion: 256 bytes; 128 at <= 32 query rows per KV head with pages of
-// >= 64 tokens and at <= 64 with pages of 16 (below). A cache row is 1152 bytes (9
+// 32 tokens or >= 64 and at <= 64 with pages of 16 (below). A cache row is 1152 bytes (9
 // chunks of 128), so a 256-byte promotion of one chunk's request also covers a neighbouring chunk,
 // which its own box requests again (FlashMLA's CUTLASS maps promote to 128). Measured (H200,
 // 2026-11-28, mla.md's version ladder, the row after v23): at h_q 16 s_q 1 128 bytes took 3 % less
@@ -53,12 +53,14 @@ inline int gcd_int(int a, int b) {
 // Pages of 16 tokens (16-row boxes; H200,
 // 2026-11-28, mla.md "Scattered pages", dev harness, consecutive ids): 128 bytes 0.1-1.6 % faster at
 // 16-64 rows per KV head (4k-16k), level at 128 rows, 0.9 % slower at 256: 128 there up to 64 rows.
-// Pages of 32 tokens: not measured, 256. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
+// Pages of 32 tokens (H200, 2026-11-29, mla.md "L2 promotion at 32 rows", the bench's rows, two
+// interleaved rounds): 128 bytes 0.2-3.5 % faster at 16 / 32 rows (h_q 16 s_q 1 16k 575.0 -> 554.7 us),
+// at 64 rows -1.5..+0.5 % (faster at 4k, level or slower at 16k): 128 up to 32 rows, as at 64. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
 // overrides the choice for A/B runs.
 // FP8 caches (`fp8`) keep the 16-row limit at whole boxes (their 32-row rows were not measured).
 inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box, bool fp8 = false) {
   static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
-  const int rows_128 = box == kMlaBlockN ? (fp8 ? 16 : 32) : (box == 16 ? 64 : 0);  // at most this many rows: 128 B
+  const int rows_128 = box == kMlaBlockN ? (fp8 ? 16 : 32) : box == 32 ? 32 : box == 16 ? 64 : 0;  // at most this many rows: 128 B
   const int v = forced >= 0 ? forced : (rows_per_kv <= rows_128 ? 128 : 256);
   return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
          : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
