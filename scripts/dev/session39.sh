@@ -3,6 +3,12 @@
 #   A: the peers' kernels beside ours (peer_ncu_survey.sh: forward D 128 at 512 / 16k, backward D 128 16k / 2k causal
 #      and D 64 16k; names, launch configuration, L2 / DRAM traffic), then the MLA cache map's L2 promotion at pages of
 #      32 tokens (FLASHKIT_MLA_L2_PROMO 256, the rule, against 128; ROUNDS interleaved rounds; mla.md "What is left").
+#   B: the backward's chunked launch order (FLASHKIT_BWD_ORDER_CHUNK; bwd.md "Chunked launch order"): the new
+#      GPU test, the backward GPU tests of causal / window / GQA calls with chunks of 8, memcheck of sanitize_bwd.py
+#      --quick with chunks of 3; then the FA3 sweep's causal rows (bwd, D 64 / 128; BWD_ARGS overrides) for main
+#      before the change (.carry/base: `git archive` of src include python CMakeLists.txt pyproject.toml cmake
+#      bindings README.md) and this tree with chunks of 0 / 4 / 8 / 16, ROUNDS interleaved rounds.
+#      run(carry=[".carry/base"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session39.sh B")
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session39.sh A")
 set -u -o pipefail
 PARTS=${1:?usage: session39.sh A}
@@ -25,5 +31,27 @@ if [[ $PARTS == *A* ]]; then
   O="$O/survey" bash "$TREE/scripts/dev/peer_ncu_survey.sh"; pack
   mla_env_ab FLASHKIT_MLA_L2_PROMO promo32_ "256 128" \
     "${MLA_ARGS:-"--heads 16 32 64 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 32"}"
+fi
+if [[ $PARTS == *B* ]]; then
+  install_tree "$TREE"; pack
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  (cd /tmp && step order_test 300 python3 -m pytest -q -m gpu -p no:cacheprovider \
+    "$TREE/tests/python/test_backward_families_gpu.py" -k chunked_launch_order)
+  (cd /tmp && step causal_tests_c8 300 env FLASHKIT_BWD_ORDER_CHUNK=8 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider \
+    "$TREE/tests/python/test_backward_gpu.py" -k "causal or window or gqa_split or varlen")
+  tail -2 "$O/causal_tests_c8.log" >> "$O/summary.txt"
+  (cd /tmp && step memcheck_c3 240 env FLASHKIT_BWD_ORDER_CHUNK=3 PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck \
+    --error-exitcode 1 --print-limit 30 python3 "$TREE/scripts/sanitize_bwd.py" --quick)
+  pack
+  install_old "$TREE/.carry/base"; pack
+  BA=${BWD_ARGS:-"--sweep fa3 --heads-dims 64 128 --causal yes"}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    (cd /tmp && step bwd_base_$r 200 env PYTHONPATH=/tmp/oldpkg python3 -m flashkit.bench --mode bwd $BA --impls flashkit \
+      --out-dir "$O/bwd_base_$r" --no-plot); pack
+    for c in ${CHUNKS:-0 4 8 16}; do
+      (cd /tmp && step bwd_c${c}_$r 200 env FLASHKIT_BWD_ORDER_CHUNK=$c python3 -m flashkit.bench --mode bwd $BA \
+        --impls flashkit --out-dir "$O/bwd_c${c}_$r" --no-plot); pack
+    done
+  done
 fi
 pack

@@ -60,6 +60,13 @@ struct BwdParams : FwdParams {
   int32_t* dq_exp = nullptr;
   float* dq_kvbound = nullptr;
   bool dq_fixed = false;
+  // Chunked launch order under a right bound (set by the Hopper launcher where no CTA waits for
+  // another and no cluster pairs neighbouring blockIdx.x; attn::make_bwd_cta; docs/kernels/bwd.md
+  // "Chunked launch order"): the grid stays (key blocks, h_kv, batch), but its linear launch index is
+  // read as chunks of order_chunk (batch, KV head) groups, key block first inside a chunk, so the
+  // heaviest key blocks of a chunk's groups start together while the groups running at once stay
+  // few (their Q / dO stay in L2). 0: the grid's order (key blocks fastest).
+  int order_chunk = 0;
 };
 
 // dq_exp of a row whose bound is inf or NaN (inputs with non-finite values).

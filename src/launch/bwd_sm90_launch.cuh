@@ -32,6 +32,23 @@ cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t strea
   return launch_util::launch_cluster(Kernel, grid, dim3(Kp::kThreads), Kp::kSmemBytes, stream, 2, false, q);
 }
 
+// The chunked launch order (BwdParams::order_chunk, attn::make_bwd_cta; docs/kernels/bwd.md "Chunked
+// launch order") for a one-CTA-per-key-block grid of n_blocks key blocks: under a right bound (causal,
+// or a right window) the first key blocks of a group carry the most rows, and in the grid's order
+// (key blocks fastest) the heaviest block of the last groups starts last and runs alone. Chunks of a
+// few (batch, KV head) groups, key block first inside a chunk, start every chunk's heavy blocks
+// together while the groups running at once stay few (key-major over all groups lost 22 % on MHA
+// causal rows: their Q / dO no longer shared in L2). Only where no CTA waits for another (q.deterministic
+// false: fast mode and the fixed-point deterministic kernels) and no cluster pairs neighbouring
+// blockIdx.x. FLASHKIT_BWD_ORDER_CHUNK (read once): groups per chunk, 0 = the grid's order.
+inline int bwd_order_chunk(const BwdParams& q, int n_blocks) {
+  static const int env = dispatch::env_int("FLASHKIT_BWD_ORDER_CHUNK", -1);
+  const int chunk = env >= 0 ? env : 0;
+  if (chunk <= 0 || q.deterministic || !(q.causal || q.window_right >= 0)) return 0;
+  if ((long long)n_blocks * q.h_kv * q.batch >= (1ll << 31)) return 0;  // (the kernel's linear index)
+  return chunk;
+}
+
 // The D 64 / 128 ping-pong kernel over `n_blocks` key blocks: with a GQA split
 // (q.gqa_split_log2 > 0) its split instantiation in clusters of 2^log2 CTAs along x (grid.x =
 // n_blocks << log2), else (or where the device cannot place such a cluster: an SM-limited
@@ -50,6 +67,7 @@ int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
     (void)cudaGetLastError();
     q.gqa_split_log2 = 0;
   }
+  q.order_chunk = bwd_order_chunk(q, n_blocks);
   const dim3 grid(unsigned(n_blocks), unsigned(q.h_kv), unsigned(q.batch));
   return launch_util::launch_with_smem<Kernel>(q, grid, Tr::kThreads, Tr::kSmemBytes, stream, device);
 }
@@ -76,9 +94,12 @@ inline bool make_bwd_dq_map(const BwdParams& p, BwdParams& q, bool int32) {
 }
 
 // The key-split kernel (kernel_ks.cuh) of traits Ks for q: its softcap instantiation when q has one.
+// (The chunked launch order where it applies, bwd_order_chunk.)
 template <class Ks, bool kDqTma = false, bool kFixed = false>
-int launch_bwd_ks(const BwdParams& q, dim3 grid, cudaStream_t stream, int device) {
+int launch_bwd_ks(const BwdParams& p, dim3 grid, cudaStream_t stream, int device) {
   using bwd_sm90::bwd_ks_kernel;
+  BwdParams q = p;
+  q.order_chunk = bwd_order_chunk(q, int(grid.x));
   if (q.softcap > 0.f) {
     return launch_util::launch_with_smem<&bwd_ks_kernel<Ks, true, kDqTma, kFixed>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
                                                                                   stream, device);

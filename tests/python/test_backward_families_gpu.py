@@ -426,3 +426,58 @@ def test_d64_m128_kernel_matches_64_row_kernel(flashkit_ext, run_probe, tmp_path
             assert torch.isfinite(x.float()).all(), (i, name)
             tol = 4 * torch.finfo(torch.bfloat16).eps * y.float().abs().max().item() + 1e-3
             assert (x.float() - y.float()).abs().max().item() <= tol, (i, name)
+
+
+_ORDER_PROBE = r"""
+import sys, torch, flashkit
+g = torch.Generator(device="cuda").manual_seed(11)
+res = {}
+# (B, S_q, S_k, H_q, H_kv, D): groups (B x H_kv) 6 and 10, not multiples of the chunks tried (4, 3): a short
+# last chunk; S_q != S_k both ways; GQA; D 64 / 128 (ping-pong kernel), 96, 192 and 256 (key-split kernel)
+shapes = [(3, 700, 700, 4, 2, 128), (2, 333, 900, 10, 5, 64), (5, 500, 300, 4, 2, 128), (2, 600, 600, 4, 2, 96),
+          (3, 400, 400, 2, 2, 256), (2, 300, 500, 4, 2, 192)]
+for (B, Sq, Sk, H, Hk, D) in shapes:
+    q, dout = (torch.randn(B, Sq, H, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, Sk, Hk, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    for window in ((-1, -1), (200, 0)):
+        o, lse = flashkit.attention(q, k, v, causal=True, window=window, return_lse=True)
+        for det in (False, True):
+            res[f"{B} {Sq} {Sk} {H} {Hk} {D} {window} {det}"] = flashkit.attention_backward(
+                dout, q, k, v, o, lse, causal=True, window=window, deterministic=det)
+assert flashkit.device_errors() == 0
+torch.save({k: [x.cpu() for x in v] for k, v in res.items()}, sys.argv[1])
+"""
+
+
+@pytest.mark.gpu
+def test_chunked_launch_order_matches_grid_order(flashkit_ext, tmp_path, run_probe):
+    """FLASHKIT_BWD_ORDER_CHUNK (read once: a subprocess each) reorders the Hopper backward's launch
+    under a right bound in chunks of (batch, KV head) groups (BwdParams::order_chunk,
+    attn::make_bwd_cta). Each CTA still owns one key block of one group and reduces its dK / dV itself,
+    so dK and dV must be bitwise the grid order's, and so must everything in the deterministic mode
+    (fixed-point dQ: integer adds in any order); the fast mode's dQ goes through fp32 reduce-adds in
+    another order: within a few ulps. Chunks of 4 and 3 over 6 and 10 groups leave a short last chunk
+    (every key block of every group must still be launched exactly once: a missed or doubled CTA
+    changes dK / dV)."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/128" not in kernels:
+        pytest.skip("no Hopper backward on this GPU / build")
+    runs = []
+    for i, chunk in enumerate(("0", "4", "3")):
+        path = tmp_path / f"order-{i}.pt"
+        run_probe(_ORDER_PROBE, {"FLASHKIT_BWD_ORDER_CHUNK": chunk}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_SM90_V1"],
+                  args=[path])
+        runs.append(torch.load(path))
+    assert all(r.keys() == runs[0].keys() for r in runs) and len(runs[0]) == 24
+    for other in runs[1:]:
+        for key in runs[0]:
+            (dq_a, dk_a, dv_a), (dq_b, dk_b, dv_b) = runs[0][key], other[key]
+            assert torch.isfinite(dq_a).all() and torch.isfinite(dk_a).all() and torch.isfinite(dv_a).all(), key
+            assert torch.equal(dk_a, dk_b) and torch.equal(dv_a, dv_b), key
+            if key.endswith("True"):
+                assert torch.equal(dq_a, dq_b), key
+            else:
+                tol = 4 * torch.finfo(dq_a.dtype).eps * dq_b.float().abs().max().item() + 1e-3
+                assert (dq_a.float() - dq_b.float()).abs().max().item() <= tol, key

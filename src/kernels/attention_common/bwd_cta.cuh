@@ -137,6 +137,8 @@ struct BwdCta {
 // number of resident CTAs).
 // kSplit (the ping-pong kernel's GQA split instantiations, BwdParams::gqa_split_log2): grid.x
 // holds key block << log2 | sub, and iters counts the CTA's h_ratio >> log2 heads only.
+// BwdParams::order_chunk (not with kSplit) reorders the launch in chunks of groups, key block
+// first; in deterministic causal mode the key blocks of a chunk still run from the last one down.
 template <int kBlockM, int kBlockN, bool kSplit = false>
 __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   BwdCta c;
@@ -144,11 +146,25 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
   if constexpr (kSplit) {
     const int bx = int(blockIdx.x) >> p.gqa_split_log2;
     c.n_block = p.deterministic && c.descending ? (int(gridDim.x) >> p.gqa_split_log2) - 1 - bx : bx;
+    c.head_kv = blockIdx.y;
+    c.batch = blockIdx.z;
   } else {
-    c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    int bx = int(blockIdx.x), by = int(blockIdx.y), bz = int(blockIdx.z);
+    if (p.order_chunk > 0) {  // chunked launch order (BwdParams::order_chunk): once per CTA
+      const int nx = int(gridDim.x), ny = int(gridDim.y);
+      const int lin = bx + nx * (by + ny * bz);
+      const int c0 = lin / (p.order_chunk * nx) * p.order_chunk;  // the chunk's first group
+      const int cc = min(p.order_chunk, ny * int(gridDim.z) - c0);  // its groups (the last may be short)
+      const int r = lin - c0 * nx;
+      const int g = c0 + r % cc;
+      bx = r / cc;
+      by = g % ny;
+      bz = g / ny;
+    }
+    c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - bx : bx;
+    c.head_kv = by;
+    c.batch = bz;
   }
-  c.head_kv = blockIdx.y;
-  c.batch = blockIdx.z;
   c.varlen = p.cu_seqlens_q != nullptr;
   c.q_start = 0;
   c.k_start = 0;
