@@ -40,10 +40,16 @@ cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t strea
 // together while the groups running at once stay few (key-major over all groups lost 22 % on MHA
 // causal rows: their Q / dO no longer shared in L2). Only where no CTA waits for another (q.deterministic
 // false: fast mode and the fixed-point deterministic kernels) and no cluster pairs neighbouring
-// blockIdx.x. FLASHKIT_BWD_ORDER_CHUNK (read once): groups per chunk, 0 = the grid's order.
-inline int bwd_order_chunk(const BwdParams& q, int n_blocks) {
+// blockIdx.x. Measured (H200, 2026-11-29, FA3 sweep causal bwd, two interleaved rounds against main
+// before the change; bwd.md "Chunked launch order"): chunks of 4 groups +0.8 / +2.2 / +2.2 % at D 128
+// 2k / 4k / 8k, -0.3 / +1.2 / +3.6 % at D 64, but -0.6 % at 16k (four groups' Q, dO and dq_accum
+// rows no longer fit the L2 together) and -1..-1.7 % at 512 / 1k (D 64). So the ping-pong kernels
+// (`pp`: D 64 / 96 / 128) take chunks of 4 where 2048 <= S_k <= 8192; the key-split kernels (D 192 /
+// 256) were not measured and keep the grid's order. FLASHKIT_BWD_ORDER_CHUNK (read once): groups per
+// chunk for every call this applies to, 0 = the grid's order.
+inline int bwd_order_chunk(const BwdParams& q, int n_blocks, bool pp) {
   static const int env = dispatch::env_int("FLASHKIT_BWD_ORDER_CHUNK", -1);
-  const int chunk = env >= 0 ? env : 0;
+  const int chunk = env >= 0 ? env : (pp && q.seqlen_k >= 2048 && q.seqlen_k <= 8192 ? 4 : 0);
   if (chunk <= 0 || q.deterministic || !(q.causal || q.window_right >= 0)) return 0;
   if ((long long)n_blocks * q.h_kv * q.batch >= (1ll << 31)) return 0;  // (the kernel's linear index)
   return chunk;
@@ -67,7 +73,7 @@ int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
     (void)cudaGetLastError();
     q.gqa_split_log2 = 0;
   }
-  q.order_chunk = bwd_order_chunk(q, n_blocks);
+  q.order_chunk = bwd_order_chunk(q, n_blocks, true);
   const dim3 grid(unsigned(n_blocks), unsigned(q.h_kv), unsigned(q.batch));
   return launch_util::launch_with_smem<Kernel>(q, grid, Tr::kThreads, Tr::kSmemBytes, stream, device);
 }
@@ -99,7 +105,7 @@ template <class Ks, bool kDqTma = false, bool kFixed = false>
 int launch_bwd_ks(const BwdParams& p, dim3 grid, cudaStream_t stream, int device) {
   using bwd_sm90::bwd_ks_kernel;
   BwdParams q = p;
-  q.order_chunk = bwd_order_chunk(q, int(grid.x));
+  q.order_chunk = bwd_order_chunk(q, int(grid.x), false);
   if (q.softcap > 0.f) {
     return launch_util::launch_with_smem<&bwd_ks_kernel<Ks, true, kDqTma, kFixed>>(q, grid, Ks::kThreads, Ks::kSmemBytes,
                                                                                   stream, device);
