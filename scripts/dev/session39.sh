@@ -9,6 +9,9 @@
 #      before the change (.carry/base: `git archive` of src include python CMakeLists.txt pyproject.toml cmake
 #      bindings README.md) and this tree with chunks of 0 / 4 / 8 / 16, ROUNDS interleaved rounds.
 #      run(carry=[".carry/base"], command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session39.sh B")
+#   C: the chunked order's default (FLASHKIT_BWD_ORDER_CHUNK unset against 0) on the FA3 sweep's causal rows, MHA and
+#      GQA 8, D 64 / 128; the key-split kernels (D 256, D 192's dims rows) with chunks of 0 / 4 / 8; the MLA FP8 cache's L2
+#      promotion at 32 rows (FLASHKIT_MLA_L2_PROMO 256 / 128, flashkit_fp8, page 64); the MLA GPU tests. ROUNDS rounds.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session39.sh A")
 set -u -o pipefail
 PARTS=${1:?usage: session39.sh A}
@@ -53,5 +56,27 @@ if [[ $PARTS == *B* ]]; then
         --impls flashkit --out-dir "$O/bwd_c${c}_$r" --no-plot); pack
     done
   done
+fi
+if [[ $PARTS == *C* ]]; then
+  install_tree "$TREE"; pack
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  (cd /tmp && step mla_tests 300 python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider "$TREE/tests/python/test_mla_gpu.py" \
+    "$TREE/tests/python/test_mla_fp8_gpu.py")
+  tail -n 1 "$O/mla_tests.log" >> "$O/summary.txt"; pack
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for c in def 0; do
+      ev=""; [ $c = 0 ] && ev="FLASHKIT_BWD_ORDER_CHUNK=0"
+      (cd /tmp && step pp_${c}_$r 200 env $ev python3 -m flashkit.bench --mode bwd --sweep fa3 --heads-dims 64 128 \
+        --causal yes --impls flashkit --out-dir "$O/pp_${c}_$r" --no-plot)
+      (cd /tmp && step gqa_${c}_$r 200 env $ev python3 -m flashkit.bench --mode bwd --sweep fa3 --heads-dims 64 128 \
+        --causal yes --gqa 8 --impls flashkit --out-dir "$O/gqa_${c}_$r" --no-plot); pack
+    done
+    for c in 0 4 8; do
+      (cd /tmp && step ks_${c}_$r 200 env FLASHKIT_BWD_ORDER_CHUNK=$c python3 -m flashkit.bench --mode bwd --sweep fa3 \
+        --heads-dims 256 --causal yes --impls flashkit --out-dir "$O/ks_${c}_$r" --no-plot); pack
+    done
+  done
+  mla_env_ab FLASHKIT_MLA_L2_PROMO fp8promo_ "256 128" \
+    "--impls flashkit_fp8 --heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 64"
 fi
 pack
