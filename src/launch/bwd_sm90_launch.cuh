@@ -43,13 +43,18 @@ cudaError_t launch_bwd_ks_pair(const BwdParams& q, dim3 grid, cudaStream_t strea
 // blockIdx.x. Measured (H200, 2026-11-29, FA3 sweep causal bwd, two interleaved rounds against main
 // before the change; bwd.md "Chunked launch order"): chunks of 4 groups +0.8 / +2.2 / +2.2 % at D 128
 // 2k / 4k / 8k, -0.3 / +1.2 / +3.6 % at D 64, but -0.6 % at 16k (four groups' Q, dO and dq_accum
-// rows no longer fit the L2 together) and -1..-1.7 % at 512 / 1k (D 64). So the ping-pong kernels
-// (`pp`: D 64 / 96 / 128) take chunks of 4 where 2048 <= S_k <= 8192; the key-split kernels (D 192 /
-// 256) were not measured and keep the grid's order. FLASHKIT_BWD_ORDER_CHUNK (read once): groups per
-// chunk for every call this applies to, 0 = the grid's order.
+// rows no longer fit the L2 together) and -1..-1.7 % at 512 / 1k (D 64); a second call, default
+// against 0: D 128 +1.2 / +3.0 / +2.9 %, D 64 -0.2 / +1.9 / +3.7 %, GQA 8 level. So the ping-pong kernels
+// (`pp`: D 64 / 96 / 128) take chunks of 4 where 2048 <= S_k <= 8192. The key-split kernel (`!pp`: D 192 /
+// 256, which runs the causal calls below 4k keys at D 256; the pair kernel above keeps the grid's order),
+// same call: chunks of 8 +1.3 / +3.1 / +3.6 % at D 256 512 / 1k / 2k (chunks of 4 +0.4 / +1.0 / +3.5 %), so
+// chunks of 8 there up to 2048 keys (longer calls not measured on it). FLASHKIT_BWD_ORDER_CHUNK (read
+// once): groups per chunk for every call this applies to, 0 = the grid's order.
 inline int bwd_order_chunk(const BwdParams& q, int n_blocks, bool pp) {
   static const int env = dispatch::env_int("FLASHKIT_BWD_ORDER_CHUNK", -1);
-  const int chunk = env >= 0 ? env : (pp && q.seqlen_k >= 2048 && q.seqlen_k <= 8192 ? 4 : 0);
+  const int chunk = env >= 0 ? env
+                    : pp      ? (q.seqlen_k >= 2048 && q.seqlen_k <= 8192 ? 4 : 0)
+                              : (q.seqlen_k <= 2048 ? 8 : 0);
   if (chunk <= 0 || q.deterministic || !(q.causal || q.window_right >= 0)) return 0;
   if ((long long)n_blocks * q.h_kv * q.batch >= (1ll << 31)) return 0;  // (the kernel's linear index)
   return chunk;
