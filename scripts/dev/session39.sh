@@ -12,6 +12,10 @@
 #   C: the chunked order's default (FLASHKIT_BWD_ORDER_CHUNK unset against 0) on the FA3 sweep's causal rows, MHA and
 #      GQA 8, D 64 / 128; the key-split kernels (D 256, D 192's dims rows) with chunks of 0 / 4 / 8; the MLA FP8 cache's L2
 #      promotion at 32 rows (FLASHKIT_MLA_L2_PROMO 256 / 128, flashkit_fp8, page 64); the MLA GPU tests. ROUNDS rounds.
+#   F: the checks after the session's last kernel-side change: the backward GPU tests of the families file and of
+#      D 192 / 256 in test_backward_gpu.py, memcheck of sanitize_bwd.py --quick (D 192 / 256 causal calls take the chunked
+#      order by default there); the backward results with the peers (FA3 sweep, bwd and fwd_bwd, tag bwd-v17); the warp
+#      stall reasons of the D 128 16k backward kernel against cuDNN's (ncu WarpStateStats).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session39.sh A")
 set -u -o pipefail
 PARTS=${1:?usage: session39.sh A}
@@ -78,5 +82,38 @@ if [[ $PARTS == *C* ]]; then
   done
   mla_env_ab FLASHKIT_MLA_L2_PROMO fp8promo_ "256 128" \
     "--impls flashkit_fp8 --heads 16 32 --sq 1 2 --seqlens 4096 16384 --modes fixed --page-sizes 64"
+fi
+if [[ $PARTS == *F* ]]; then
+  install_tree "$TREE"; pack
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  (cd /tmp && step bwd_tests 240 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider \
+    "$TREE/tests/python/test_backward_gpu.py" -k "D256 or D192")
+  (cd /tmp && step bwd_fam_tests 200 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider \
+    "$TREE/tests/python/test_backward_families_gpu.py" -k "chunked or pair or d256 or pp_tma")
+  tail -n 1 "$O/bwd_tests.log" "$O/bwd_fam_tests.log" >> "$O/summary.txt"; pack
+  (cd /tmp && step memcheck_bwd 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 $S --tool memcheck --error-exitcode 1 --print-limit 30 \
+    python3 "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 128 192 256)
+  tail -n 2 "$O/memcheck_bwd.log" >> "$O/summary.txt"; pack
+  (cd /tmp && step bwd_v17 300 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 256 --mode bwd fwd_bwd \
+    --impls flashkit sdpa_cudnn sdpa_flash --out-dir "$O/bwd_v17" --tag bwd-v17); pack
+  cat > /tmp/stall_case.py <<'PY'
+import sys, torch, flashkit
+from torch.nn.attention import SDPBackend, sdpa_kernel
+impl = sys.argv[1]
+q, k, v = (torch.randn(1, 16384, 16, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+def fwd():
+    if impl == "fk":
+        return flashkit.attention(q, k, v)
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+for _ in range(2):
+    o = fwd(); o.backward(torch.ones_like(o))
+o = fwd(); do = torch.randn_like(o); torch.cuda.synchronize()
+torch.cuda.profiler.start(); o.backward(do); torch.cuda.synchronize(); torch.cuda.profiler.stop()
+PY
+  for impl in fk cudnn; do
+    (cd /tmp && step stalls_$impl 150 /usr/local/cuda/bin/ncu --profile-from-start off --section WarpStateStats \
+      --section SchedulerStats -k "regex:bwd_pp|bprop" -c 1 python3 /tmp/stall_case.py $impl)
+  done
 fi
 pack
