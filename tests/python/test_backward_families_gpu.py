@@ -179,16 +179,17 @@ print(" ".join(out))
 
 @pytest.mark.gpu
 def test_d256_deterministic_tma_adds_match_reds_bitwise(flashkit_ext, run_probe):
-    """D 256, deterministic mode: dQ by per-warp TMA reduce-adds (default) and by per-thread
-    reds (FLASHKIT_BWD_DQ_TMA=0) add the same per-CTA values in the same turn order, so dq,
-    dk and dv agree bitwise (dense GQA and varlen, causal and not)."""
+    """D 256, deterministic mode with the turns (FLASHKIT_BWD_DET_TURNS=1; the default since
+    2026-11-28 is the fixed-point dQ, which the reds path does not take): dQ by per-warp TMA
+    reduce-adds and by per-thread reds (FLASHKIT_BWD_DQ_TMA=0) add the same per-CTA values in the
+    same turn order, so dq, dk and dv agree bitwise (dense GQA and varlen, causal and not)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
     if torch.cuda.get_device_capability() != (9, 0) or "sm90/bfloat16/256" not in kernels:
         pytest.skip("no Hopper D 256 backward on this GPU / build")
-    runs = [run_probe(_KS_DET_PROBE, {"FLASHKIT_BWD_DQ_TMA": tma}, ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"],
-                      timeout=300).split()
+    runs = [run_probe(_KS_DET_PROBE, {"FLASHKIT_BWD_DQ_TMA": tma, "FLASHKIT_BWD_DET_TURNS": "1"},
+                      ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"], timeout=300).split()
             for tma in ("1", "0")]
     assert len(runs[0]) == 12 and runs[0] == runs[1]
 
