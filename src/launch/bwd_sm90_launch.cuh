@@ -21,6 +21,13 @@
 #include "launch/launch_common.cuh"
 #include "launch/tma_encode.cuh"
 
+// Compile-time switch (an instantiation file's define; docs/kernels/bwd.md "A producer warpgroup at D 128"):
+// 1 = D 128's fast and fixed-point TMA reduce-add kernels (not the GQA split) run with the producer warpgroup
+// (BwdPpTraits' kProducer). 0 (default): not instantiated.
+#ifndef FLASHKIT_BWD_PP_PRODUCER
+#define FLASHKIT_BWD_PP_PRODUCER 0
+#endif
+
 namespace flashkit {
 
 // One instantiation of the D 256 pair kernel (kernel_ks_pair.cuh): its shared-memory limit raised,
@@ -64,7 +71,8 @@ inline int bwd_order_chunk(const BwdParams& q, int n_blocks, bool pp) {
 // (q.gqa_split_log2 > 0) its split instantiation in clusters of 2^log2 CTAs along x (grid.x =
 // n_blocks << log2), else (or where the device cannot place such a cluster: an SM-limited
 // context) the plain one.
-template <auto Kernel, auto SplitKernel, class Tr>
+// TrPlain: the plain kernel's traits (its thread count; the producer-warpgroup prototype's, below).
+template <auto Kernel, auto SplitKernel, class Tr, class TrPlain = Tr>
 int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
   if (q.gqa_split_log2 > 0) {
     q.dq_rotate = false;  // (the rotated walk needs a group resident at once; clusters may not be)
@@ -80,7 +88,7 @@ int launch_bwd_pp(BwdParams q, int n_blocks, cudaStream_t stream, int device) {
   }
   q.order_chunk = bwd_order_chunk(q, n_blocks, true);
   const dim3 grid(unsigned(n_blocks), unsigned(q.h_kv), unsigned(q.batch));
-  return launch_util::launch_with_smem<Kernel>(q, grid, Tr::kThreads, Tr::kSmemBytes, stream, device);
+  return launch_util::launch_with_smem<Kernel>(q, grid, TrPlain::kThreads, TrPlain::kSmemBytes, stream, device);
 }
 
 // The Q and dO maps of the Hopper kernels (64-row boxes of 64 columns: the row blocks of the
@@ -288,6 +296,9 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
       // deterministic +14.3% (+6.8..18.5%). FLASHKIT_BWD_D64_M128=0 (read once) keeps 64 rows.
       static const bool d64_m128 = !dispatch::env_off("FLASHKIT_BWD_D64_M128");
       using Pp128 = bwd_sm90::BwdPpTraits<T, 64, 128>;
+      // The producer-warpgroup prototype (FLASHKIT_BWD_PP_PRODUCER, compile time, default 0; pp_traits.cuh,
+      // bwd-redesign.md 5.2): D 128's fast and fixed-point TMA kernels with a third, loading warpgroup.
+      using PpProducer = bwd_sm90::BwdPpTraits<T, (kD == 128 ? 128 : 64), 64, kD == 128>;
       // GQA: the group's query heads split over a cluster of CTAs per key block
       // (BwdParams::gqa_split_log2, kernel_pp.cuh's kSplit instantiations: each CTA walks h_ratio /
       // split heads, dK / dV summed through distributed shared memory in rank order). By default
@@ -311,6 +322,13 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
                 q, n_blocks, stream, dev.device);
           }
         }
+#if FLASHKIT_BWD_PP_PRODUCER
+        if constexpr (kD == 128) {
+          return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<PpProducer, false, true, true, false, false, true>,
+                               &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp, PpProducer>(
+              q, n_blocks, stream, dev.device);
+        }
+#endif
         return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, false, true>,
                              &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true, true>, Pp>(q, n_blocks, stream,
                                                                                                   dev.device);
@@ -374,6 +392,13 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
                       q, n_blocks, stream, dev.device);
                 }
               }
+#if FLASHKIT_BWD_PP_PRODUCER
+              if constexpr (kD == 128) {
+                return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<PpProducer, false, true, true>,
+                                     &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true>, Pp, PpProducer>(
+                    q, n_blocks, stream, dev.device);
+              }
+#endif
               return launch_bwd_pp<&bwd_sm90::bwd_pp_kernel<Pp, false, true, true>,
                                    &bwd_sm90::bwd_pp_kernel<Pp, false, true, true, false, true>, Pp>(q, n_blocks, stream,
                                                                                                      dev.device);

@@ -194,6 +194,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   static_assert(!kDet || kDqTma, "the deterministic instantiation is the TMA reduce-add kernel's");
   static_assert(!kFixed || (kDqSplit && !kDet), "fixed-point dQ: the split-dQ TMA kernels, without turns");
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
+  // Tr::kProducer (pp_traits.cuh; FLASHKIT_BWD_PP_PRODUCER builds): warpgroup 0 of the CTA is a producer that
+  // issues every row block's loads (load_rows, as the loading warpgroup does otherwise) once its stage is free;
+  // the MMA warpgroups are 1 and 2 (wg 0 and 1 below) and never load. The producer joins the epilogue's CTA
+  // barriers and the dK / dV stores.
+  constexpr bool kProducer = Tr::kProducer;
+  constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
+  static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
+                "the producer warpgroup: the TMA reduce-add kernels (fast and fixed point)");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw_addr = prims::smem_addr(smem_raw);
@@ -211,7 +219,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int tid = threadIdx.x;
   // Warp-uniform (a shuffle from lane 0), so ptxas sees the warpgroup branches as uniform:
   // with tid / 128 it treated them as divergent and serialized every wgmma (C7520).
-  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int wg_raw = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int wg = kProducer ? wg_raw - 1 : wg_raw;  // the MMA warpgroup (kProducer: -1 in the producer)
   const int wtid = tid % 128;  // thread within the warpgroup
   const int warp = wtid / 32;  // warp within the warpgroup
   const int lane = tid % 32;
@@ -298,12 +307,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       // kTma: the loading warpgroup's 128 arrivals (each after its lse / delta copies) + its
       // thread 0's expect_tx arrival for Q and dO
       prims::mbarrier_init(full(s), kTma ? 128 + 1 : kThreads);
-      prims::mbarrier_init(empty(s), kThreads);
+      prims::mbarrier_init(empty(s), kCThreads);
     }
     prims::mbarrier_init(x_full, 128);
     prims::mbarrier_init(x_empty, kDqTma ? 4 : 128);  // kDqTma: each warp's issuing lane, once the adds read
-    prims::mbarrier_init(ds_empty(0), kThreads);
-    prims::mbarrier_init(ds_empty(1), kThreads);
+    prims::mbarrier_init(ds_empty(0), kCThreads);
+    prims::mbarrier_init(ds_empty(1), kCThreads);
     if (kTma) {
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
       prims::tma_prefetch_desc(&p.q_tmap);
@@ -312,7 +321,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   }
   __syncthreads();
 
-  attn::load_kv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
+  // (kProducer: the MMA warpgroups copy K and V, the producer starts the row blocks meanwhile)
+  const int ctid = kProducer ? tid - 128 : tid;  // thread among the MMA warpgroups' (the producer's: < 0)
+  if (!kProducer || ctid >= 0) attn::load_kv_tiles<KTileIO, kCThreads>(p, cta, sK, sV, ctid);
 
   // Row block `it` into stage `stage`; each thread's copies arrive on full[stage] when they
   // land. Without TMA every thread copies part of it, lse and delta raw (rows past the end
@@ -395,7 +406,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::cp_async_mbarrier_arrive(full(stage));
   };
   static_assert(kRowSplit || 2 * kBlockM == 128, "kTma: the loading warpgroup's 128 threads load lse and delta");
-  const bool loader = !kTma || wg == Tr::kLoaderWg;  // kTma: one warpgroup loads the row blocks (pp_traits.cuh)
+  // kTma: one warpgroup loads the row blocks (pp_traits.cuh; kProducer: the producer, which loads them all)
+  const bool loader = kProducer ? wg_raw == 0 : !kTma || wg == Tr::kLoaderWg;
   if (cta.iters > 0 && loader) load_rows(0, 0);  // (without TMA its arrival covers K and V too)
   if (cta.iters > 1 && loader) load_rows(1, 1);
   if constexpr (kTma) {  // K and V: every thread's own copies, then visible to the wgmmas
@@ -403,6 +415,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::cp_async_wait<0>();
     prims::fence_proxy_async_smem();
     __syncthreads();
+  }
+  if constexpr (kProducer) {
+    if (wg_raw == 0) {
+      prims::setmaxnreg_dec<Tr::kProducerRegs>();
+      // Row block jn into stage jn % QS once both MMA warpgroups released row block jn - QS there (QS row
+      // blocks ahead of the MMAs, where the loading warpgroup issues at gate B of jn - 2).
+      for (int jn = 2; jn < cta.iters; ++jn) {
+        const int sn = jn % QS;
+        if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
+        load_rows(jn, sn);
+      }
+      prims::cp_async_wait<0>();
+      __syncthreads();  // the MMA warpgroups' two epilogue barriers (below; they store dK / dV)
+      __syncthreads();
+      return;
+    }
+    prims::setmaxnreg_inc<Tr::kConsumerRegs>();
   }
 
   float dk[kChunks][8][4], dv[kChunks][8][4];
@@ -1075,8 +1104,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
   });
   __syncthreads();
-  attn::store_dkdv_tiles<KTileIO, kThreads>(p, cta, sK, sV, tid);
+  attn::store_dkdv_tiles<KTileIO, kCThreads>(p, cta, sK, sV, ctid);
 #if FLASHKIT_BWD_PP_TRACE
+  static_assert(!kProducer, "the step trace counts two warpgroups");
   static_assert(2 * Tr::kTraceSteps * Tr::kTraceFields == 2 * 32 * 10, "g_pp_trace's size");
   __threadfence_block();
   __syncthreads();

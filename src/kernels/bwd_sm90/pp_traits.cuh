@@ -43,13 +43,22 @@ namespace flashkit::bwd_sm90 {
 // (64 keys x 128 rows per warpgroup), dV / dK take 8 k-steps, and dQ is split by rows (warpgroup
 // w: rows 64w .. 64w + 63 over all 128 keys, from both warpgroups' dS^T tiles). Two stages of
 // Q / dO (three do not fit), loaded by warpgroup 1, whose dV / dK of a row block finish last.
-template <typename T_, int kHeadDim_, int kBlockM_ = 64>
+//
+// kProducer_ (D 128's 64-row TMA reduce-add kernels only; a prototype behind FLASHKIT_BWD_PP_PRODUCER, see
+// kernel_pp.cuh): a third warpgroup, first in the CTA, issues every row block's loads (Q / dO by TMA, lse / delta
+// copies) as soon as a stage is free and gives its registers to the two MMA warpgroups (setmaxnreg: 32 for it,
+// 240 for them; 128 x (32 + 2 x 240) = 65536), which then never load (bwd-redesign.md 5.2).
+template <typename T_, int kHeadDim_, int kBlockM_ = 64, bool kProducer_ = false>
 struct BwdPpTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = 128;
-  static constexpr int kThreads = 256;
+  static constexpr bool kProducer = kProducer_;
+  static constexpr int kConsumerThreads = 256;                       // the two MMA warpgroups
+  static constexpr int kThreads = kProducer ? 384 : kConsumerThreads;  // + the producer warpgroup
+  static constexpr int kProducerRegs = 32, kConsumerRegs = 240;
+  static_assert(!kProducer || 128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536, "setmaxnreg's split fits the SM");
   static constexpr int kMinBlocks = 1;
   static constexpr bool kRowSplit = kBlockM == 128;  // dQ split by rows between the warpgroups
   static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim == 64), "128-row blocks: D 64 only");
@@ -66,6 +75,7 @@ struct BwdPpTraits {
   static constexpr int kDqKSteps = 64 / 16;       // k16 steps of dQ (this warpgroup's keys)
   static constexpr int kRowTiles = kBlockM / 8;   // n8 column tiles of S^T / dP^T (query rows)
   static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128, "the ping-pong variant is for D 64, 96 and 128");
+  static_assert(!kProducer || (kHeadDim == 128 && kBlockM == 64), "the producer warpgroup: D 128's 64-row kernel");
   static constexpr int kLoaderWg =
       kRowSplit ? 1 : kHeadDimPadded == 128 ? FLASHKIT_BWD_PP_LOADER_WG_D128 : FLASHKIT_BWD_PP_LOADER_WG_D64;
   static_assert(kLoaderWg == 0 || kLoaderWg == 1, "a warpgroup of the two");
