@@ -80,3 +80,16 @@ define_variant() {
   install_cmd "$2"
   step "install_$(basename "$5")" 400 "${INSTALL[@]}" --target "$5"
 }
+# mla_env_ab VAR TAG "V1 V2" ARGS: ROUNDS interleaved rounds of the bench's MLA rows (flashkit only) with VAR=V1, then
+# VAR=V2, ... in the environment; step logs mla_<TAG><v>_<round>, outputs under $O/mla_<TAG><v>_<round>/; calls the
+# caller's `pack` after each run.
+mla_env_ab() {
+  local var=$1 tag=$2 vals=$3 args=$4 r v
+  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    for v in $vals; do
+      (cd /tmp && step mla_${tag}${v}_$r 300 env $var=$v python3 -m flashkit.bench --op mla --impls flashkit \
+        $args --out-dir "$O/mla_${tag}${v}_$r" --no-plot); pack
+    done
+  done
+}

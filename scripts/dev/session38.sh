@@ -22,18 +22,6 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s38
 . "$(dirname "$0")/device_steps.sh"
 pack() { tar -czf "${OUT:-/tmp}/s38.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
-# mla_env_ab VAR TAG "V1 V2" ARGS: ROUNDS interleaved rounds of the bench's MLA rows (flashkit only) with VAR=V1, then
-# VAR=V2, ... in the environment; step logs mla_<TAG><v>_<round>, outputs under $O/mla_<TAG><v>_<round>/.
-mla_env_ab() {
-  local var=$1 tag=$2 vals=$3 args=$4 r v
-  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-  for r in $(seq 1 ${ROUNDS:-2}); do
-    for v in $vals; do
-      (cd /tmp && step mla_${tag}${v}_$r 300 env $var=$v python3 -m flashkit.bench --op mla --impls flashkit \
-        $args --out-dir "$O/mla_${tag}${v}_$r" --no-plot); pack
-    done
-  done
-}
 if [[ $PARTS == *R* ]]; then
   install_tree "$TREE"; pack
   F="$TREE/src/kernels/decode/inst/decode_bf16_hd128.cu"

@@ -23,16 +23,6 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s39
 . "$(dirname "$0")/device_steps.sh"
 pack() { tar -czf "${OUT:-/tmp}/s39.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
-mla_env_ab() {
-  local var=$1 tag=$2 vals=$3 args=$4 r v
-  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-  for r in $(seq 1 ${ROUNDS:-2}); do
-    for v in $vals; do
-      (cd /tmp && step mla_${tag}${v}_$r 300 env $var=$v python3 -m flashkit.bench --op mla --impls flashkit \
-        $args --out-dir "$O/mla_${tag}${v}_$r" --no-plot); pack
-    done
-  done
-}
 if [[ $PARTS == *A* ]]; then
   install_tree "$TREE"; pack
   O="$O/survey" bash "$TREE/scripts/dev/peer_ncu_survey.sh"; pack
