@@ -55,12 +55,14 @@ inline int gcd_int(int a, int b) {
 // 16-64 rows per KV head (4k-16k), level at 128 rows, 0.9 % slower at 256: 128 there up to 64 rows.
 // Pages of 32 tokens (H200, 2026-11-29, mla.md "L2 promotion at 32 rows", the bench's rows, two
 // interleaved rounds): 128 bytes 0.2-3.5 % faster at 16 / 32 rows (h_q 16 s_q 1 16k 575.0 -> 554.7 us),
-// at 64 rows -1.5..+0.5 % (faster at 4k, level or slower at 16k): 128 up to 32 rows, as at 64. FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256)
-// overrides the choice for A/B runs.
-// FP8 caches (`fp8`) keep the 16-row limit at whole boxes (their 32-row rows were not measured).
+// at 64 rows -1.5..+0.5 % (faster at 4k, level or slower at 16k): 128 up to 32 rows, as at 64.
+// FLASHKIT_MLA_L2_PROMO (read once: 0, 64, 128 or 256) overrides the choice for A/B runs.
+// FP8 caches (`fp8`) keep the 16-row limit at whole boxes: at 32 rows 128 and 256 bytes measured level
+// (H200, 2026-11-29; that kernel streams at ~1.5 TB/s, bound by its dequantization).
 inline CUtensorMapL2promotion mla_kv_l2_promotion(int rows_per_kv, int box, bool fp8 = false) {
   static const int forced = dispatch::env_int("FLASHKIT_MLA_L2_PROMO", -1);
-  const int rows_128 = box == kMlaBlockN ? (fp8 ? 16 : 32) : box == 32 ? 32 : box == 16 ? 64 : 0;  // at most this many rows: 128 B
+  // at most this many rows per KV head: 128 bytes
+  const int rows_128 = box == kMlaBlockN ? (fp8 ? 16 : 32) : box == 32 ? 32 : box == 16 ? 64 : 0;
   const int v = forced >= 0 ? forced : (rows_per_kv <= rows_128 ? 128 : 256);
   return v == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
          : v == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
