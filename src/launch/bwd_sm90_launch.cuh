@@ -64,7 +64,7 @@ inline int bwd_order_chunk(const BwdParams& q, int n_blocks, bool pp) {
                               : (q.seqlen_k <= 2048 ? 8 : 0);
   if (chunk <= 0 || q.deterministic || !(q.causal || q.window_right >= 0)) return 0;
   if ((long long)n_blocks * q.h_kv * q.batch >= (1ll << 31)) return 0;  // (the kernel's linear index)
-  return chunk;
+  return chunk < q.h_kv * q.batch ? chunk : q.h_kv * q.batch;  // (chunk x n_blocks then fits an int too)
 }
 
 // The D 64 / 128 ping-pong kernel over `n_blocks` key blocks: with a GQA split
