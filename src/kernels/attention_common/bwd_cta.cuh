@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/attention_common/block_info.cuh"
+#include "kernels/attention_common/bwd_launch_order.h"
 #include "kernels/attention_common/mask.cuh"
 #include "kernels/bwd_params.h"
 #include "prims/fastdiv.h"
@@ -150,16 +151,12 @@ __device__ __forceinline__ BwdCta make_bwd_cta(const BwdParams& p) {
     c.batch = blockIdx.z;
   } else {
     int bx = int(blockIdx.x), by = int(blockIdx.y), bz = int(blockIdx.z);
-    if (p.order_chunk > 0) {  // chunked launch order (BwdParams::order_chunk): once per CTA
+    if (p.order_chunk > 0) {  // chunked launch order (BwdParams::order_chunk, bwd_launch_order.h): once per CTA
       const int nx = int(gridDim.x), ny = int(gridDim.y);
-      const int lin = bx + nx * (by + ny * bz);
-      const int c0 = lin / (p.order_chunk * nx) * p.order_chunk;  // the chunk's first group
-      const int cc = min(p.order_chunk, ny * int(gridDim.z) - c0);  // its groups (the last may be short)
-      const int r = lin - c0 * nx;
-      const int g = c0 + r % cc;
-      bx = r / cc;
-      by = g % ny;
-      bz = g / ny;
+      const BwdBlockCoords b = bwd_chunked_coords(bx + nx * (by + ny * bz), nx, ny * int(gridDim.z), p.order_chunk);
+      bx = b.key_block;
+      by = b.group % ny;
+      bz = b.group / ny;
     }
     c.n_block = p.deterministic && c.descending ? int(gridDim.x) - 1 - bx : bx;
     c.head_kv = by;
