@@ -5,7 +5,11 @@ machine's H200 capping power near 575-590 W. For each shape (bf16, FA3-sweep lay
 both implementations interleaved twice: calls back to back for --seconds while nvidia-smi samples every 50 ms;
 prints TFLOPS, the median SM clock and power over the middle half, throttle reasons, and TFLOPS per GHz.
 
-  python3 scripts/dev/fwd_clocks.py [--seconds 2] D:S:causal ...
+  python3 scripts/dev/fwd_clocks.py [--seconds 2] [--bwd | --fwd-bwd] D:S:causal ...
+
+--fwd-bwd times a forward and its autograd backward together (the bench's fwd_bwd mode), for the open item of
+docs/kernels/bwd.md (v17): flashkit's fwd_bwd runs ~4 % below the composite of its own fwd and bwd rows at D 128
+8k / 16k, cuDNN's at or above it.
 """
 from __future__ import annotations
 
@@ -27,17 +31,32 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["128:16384:0", "128:1024:0", "256:16384:0", "64:16384:0"])
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--bwd", action="store_true", help="time the backward (dq, dk, dv of a saved forward) instead")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--bwd", action="store_true", help="time the backward (dq, dk, dv of a saved forward) instead")
+    mode.add_argument("--fwd-bwd", action="store_true", help="time a forward and its autograd backward together")
     args = ap.parse_args()
+    grad = args.bwd or args.fwd_bwd
     print(torch.cuda.get_device_name())
     for sh in args.shapes:
         d, s, causal = (int(x) for x in sh.split(":"))
         b, h = 16384 // s, 2048 // d
-        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=args.bwd)
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
                    for _ in range(3))
-        qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_(args.bwd) for x in (q, k, v))
-        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (2.5 if args.bwd else 1.0)
-        if args.bwd:
+        qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_(grad) for x in (q, k, v))
+        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (2.5 if args.bwd else 3.5 if args.fwd_bwd else 1.0)
+        if args.fwd_bwd:
+            do = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+            do_t = do.transpose(1, 2)
+
+            def fk():
+                o = flashkit.attention(q, k, v, causal=bool(causal))
+                torch.autograd.grad(o, (q, k, v), do)
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal))
+                torch.autograd.grad(o, (qt, kt, vt), do_t)
+        elif args.bwd:
             do = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
             o_fk = flashkit.attention(q, k, v, causal=bool(causal))
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
