@@ -93,3 +93,21 @@ mla_env_ab() {
     done
   done
 }
+# inst_variants FILE VARIANTS [LIMIT]: for each NAME=DEFS of VARIANTS ('|'-separated; DEFS ';'-separated "MACRO VALUE"
+# pairs, as with_defines), the instantiation file FILE (under <tree>/src/) with DEFS prepended, built and installed with
+# pip --target /tmp/pkg_NAME as step build_NAME (run a variant with PYTHONPATH=/tmp/pkg_NAME); FILE restored after
+# (restore_inst). Sets VARIANT_NAMES to the names that built; calls the caller's `pack` after each build.
+inst_variants() {
+  local f=$1 v name defs orig="$O/$(basename "$1").orig" vs
+  VARIANT_NAMES=()
+  cp "$f" "$orig"
+  IFS='|' read -r -a vs <<< "$2"
+  for v in "${vs[@]}"; do
+    name=${v%%=*}; defs=${v#*=}
+    with_defines "$orig" "$defs" > "$f"
+    install_cmd "${f%/src/*}"
+    step build_$name ${3:-300} "${INSTALL[@]}" --target /tmp/pkg_$name && VARIANT_NAMES+=("$name")
+    pack
+  done
+  restore_inst "$orig" "$f"
+}

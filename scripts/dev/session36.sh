@@ -34,19 +34,9 @@ if [[ $PARTS == *P* ]]; then
 fi
 if [[ $PARTS == *A* ]]; then
   F="$TREE/src/kernels/decode/inst/decode_q_bf16_hd128.cu"
-  cp "$F" "$O/inst.orig"
   # (first call: chains / nosel / both; QK chains measured +-1 %, dropped)
-  VARS=${VARS:-"nosel=FLASHKIT_DECODE_Q_NOSELECT 1|fast1=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 1|fast3=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 3"}
-  IFS='|' read -r -a VA <<< "$VARS"
-  names=(base)
-  for v in "${VA[@]}"; do
-    name=${v%%=*}; defs=${v#*=}
-    with_defines "$O/inst.orig" "$defs" > "$F"
-    install_cmd "$TREE"
-    step build_$name 200 "${INSTALL[@]}" --target /tmp/pkg_$name && names+=("$name")
-    pack
-  done
-  restore_inst "$O/inst.orig" "$F"
+  inst_variants "$F" "${VARS:-"nosel=FLASHKIT_DECODE_Q_NOSELECT 1|fast1=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 1|fast3=FLASHKIT_DECODE_Q_NOSELECT 1;FLASHKIT_DECODE_QFAST 3"}" 200
+  names=(base "${VARIANT_NAMES[@]}")
   for n in "${names[@]:1}"; do
     (cd "$TREE/tests/python" && step tests_$n 200 env PYTHONPATH=/tmp/pkg_$n python3 -m pytest -q -x -n 6 \
       -p no:cacheprovider test_decode_gpu.py -k "quantized" -rA)

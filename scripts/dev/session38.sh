@@ -25,24 +25,13 @@ pack() { tar -czf "${OUT:-/tmp}/s38.tgz" -C "$(dirname "$O")" "$(basename "$O")"
 if [[ $PARTS == *R* ]]; then
   install_tree "$TREE"; pack
   F="$TREE/src/kernels/decode/inst/decode_bf16_hd128.cu"
-  cp "$F" "$O/inst.orig"
-  VARIANTS=${VARIANTS:-"s5=FLASHKIT_DECODE_STAGES_128 5|bn128s3=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 3|bn128s2=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 2"}
-  NAMES=()
-  IFS='|' read -ra VS <<< "$VARIANTS"
-  for v in "${VS[@]}"; do
-    name=${v%%=*}; defs=${v#*=}
-    with_defines "$O/inst.orig" "$defs" > "$F"
-    install_cmd "$TREE"
-    step build_$name 300 "${INSTALL[@]}" --target /tmp/pkg_$name && NAMES+=("$name")
-  done
-  restore_inst "$O/inst.orig" "$F"
-  pack
+  inst_variants "$F" "${VARIANTS:-"s5=FLASHKIT_DECODE_STAGES_128 5|bn128s3=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 3|bn128s2=FLASHKIT_DECODE_BLOCKN 128;FLASHKIT_DECODE_STAGES_128 2"}"
   CF=${CF:-"16:8192:32:8 16:4096:32:8 16:8192:64:8 16:16384:32:32 64:8192:32:8 128:4096:32:8 1:65536:32:8 1:16384:32:8"}
   for r in $(seq 1 ${ROUNDS:-2}); do
     extra=""; [ "$r" = 1 ] && extra="--cudnn"
     (cd /tmp && step bench_head$r 150 python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --configs $CF $extra \
       --csv "$O/head$r.csv"); pack
-    for name in "${NAMES[@]}"; do
+    for name in "${VARIANT_NAMES[@]}"; do
       (cd /tmp && step bench_$name$r 150 env PYTHONPATH=/tmp/pkg_$name python3 "$TREE/scripts/decode_quick_bench.py" \
         --kv bf16 --configs $CF --csv "$O/$name$r.csv"); pack
     done
