@@ -46,8 +46,10 @@ namespace flashkit::bwd_sm90 {
 //
 // kProducer_ (D 128's 64-row TMA reduce-add kernels only; a prototype behind FLASHKIT_BWD_PP_PRODUCER, see
 // kernel_pp.cuh): a third warpgroup, first in the CTA, issues every row block's loads (Q / dO by TMA, lse / delta
-// copies) as soon as a stage is free and gives its registers to the two MMA warpgroups (setmaxnreg: 32 for it,
-// 240 for them; 128 x (32 + 2 x 240) = 65536), which then never load (bwd-redesign.md 5.2).
+// copies) as soon as a stage is free and gives its registers to the two MMA warpgroups (setmaxnreg: 24 for it,
+// 240 for them), which then never load (bwd-redesign.md 5.2). setmaxnreg.inc only takes what the CTA's own
+// warpgroups gave back with .dec, so the split must fit the launch's allocation, 384 x 168 = 128 x 504, not the
+// SM's 65536: a first build at 32 / 240 (512) hung every call at the consumers' setmaxnreg.inc (2026-11-29).
 template <typename T_, int kHeadDim_, int kBlockM_ = 64, bool kProducer_ = false>
 struct BwdPpTraits {
   using T = T_;
@@ -57,8 +59,10 @@ struct BwdPpTraits {
   static constexpr bool kProducer = kProducer_;
   static constexpr int kConsumerThreads = 256;                       // the two MMA warpgroups
   static constexpr int kThreads = kProducer ? 384 : kConsumerThreads;  // + the producer warpgroup
-  static constexpr int kProducerRegs = 32, kConsumerRegs = 240;
-  static_assert(!kProducer || 128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536, "setmaxnreg's split fits the SM");
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // per thread at launch (168 at 384 threads)
+  static_assert(!kProducer || 128 * (kProducerRegs + 2 * kConsumerRegs) <= kThreads * kLaunchRegs,
+                "setmaxnreg's split fits the registers the CTA is launched with");
   static constexpr int kMinBlocks = 1;
   static constexpr bool kRowSplit = kBlockM == 128;  // dQ split by rows between the warpgroups
   static_assert(kBlockM == 64 || (kBlockM == 128 && kHeadDim == 64), "128-row blocks: D 64 only");
