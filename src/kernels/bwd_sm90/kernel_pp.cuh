@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   static_assert(!kDqSplit || Tr::kDsBufs == 2, "the column-split dQ needs two dS^T buffers per warpgroup");
   // Tr::kProducer (pp_traits.cuh; FLASHKIT_BWD_PP_PRODUCER builds): warpgroup 0 of the CTA is a producer that
   // issues every row block's loads (load_rows, as the loading warpgroup does otherwise) once its stage is free;
-  // the MMA warpgroups are 1 and 2 (wg 0 and 1 below) and never load. The producer joins the epilogue's CTA
-  // barriers and the dK / dV stores.
+  // the MMA warpgroups are 1 and 2 (wg 0 and 1 below) and never load. The producer leaves after its last
+  // loads; the epilogue (dK / dV staged and stored by the MMA warpgroups) syncs on a named barrier (epi_sync).
   constexpr bool kProducer = Tr::kProducer;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
   static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
@@ -426,10 +426,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
         load_rows(jn, sn);
       }
-      prims::cp_async_wait<0>();
-      __syncthreads();  // the MMA warpgroups' two epilogue barriers (below; they store dK / dV)
-      __syncthreads();
-      return;
+      prims::cp_async_wait<0>();  // (its Q / dO TMA loads complete on full[], which the MMA warpgroups wait for)
+      return;  // (the MMA warpgroups' epilogue barriers are named ones over their 256 threads: epi_sync)
     }
     prims::setmaxnreg_inc<Tr::kConsumerRegs>();
   }
@@ -1031,13 +1029,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // without TMA the K and V copies were then never covered by a full[] arrival, and
   // wait_group waits for committed groups only, so without it they could land on top of
   // the zero dK/dV (kTma waited for them before the loop).
+  // kProducer: the producer warpgroup has left, so the epilogue's barriers are over the MMA warpgroups only (a
+  // __syncthreads there and one in the producer's branch: synccheck's divergent-barrier error, 2026-11-29).
+  auto epi_sync = [] {
+    if constexpr (kProducer) {
+      prims::bar_sync(6, kCThreads);
+    } else {
+      __syncthreads();
+    }
+  };
   prims::wgmma_wait<0>();
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
     if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
-  __syncthreads();
+  epi_sync();
   const float scale = p.softmax_scale;
   // The epilogue's walk over this thread's dK / dV fragments: f(c, j, key row, column) for the
   // elements [c][j][0..1] at that key row and [c][j][2..3] eight rows below, columns col, col + 1.
@@ -1103,7 +1110,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr, col)) = prims::pack2<T>(dv[c][j][0], dv[c][j][1]);
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
   });
-  __syncthreads();
+  epi_sync();
   attn::store_dkdv_tiles<KTileIO, kCThreads>(p, cta, sK, sV, ctid);
 #if FLASHKIT_BWD_PP_TRACE
   static_assert(!kProducer, "the step trace counts two warpgroups");
