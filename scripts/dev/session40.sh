@@ -4,6 +4,7 @@
 #      (a time limit per test, TESTS_P at once: the file at -n 8 had not finished in 240 s, 2026-11-29), the D 128
 #      producer prototype (FLASHKIT_BWD_PP_PRODUCER 1, built beside main while the tests run) under synccheck after
 #      its barrier fix, then fwd_clocks.py --fwd-bwd (bwd.md's open fwd_bwd item).
+#   B: the families file's tests alone (A's first run lost them: ids relative to tests/python, run from /tmp).
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session40.sh A")
 set -u -o pipefail
 PARTS=${1:?usage: session40.sh A}
@@ -12,11 +13,7 @@ O=${OUT:-/tmp}/s40
 . "$(dirname "$0")/device_steps.sh"
 pack() { tar -czf "${OUT:-/tmp}/s40.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
 export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-if [[ $PARTS == *A* ]]; then
-  install_tree "$TREE"; pack
-  (VARIANT_INST_DIR=bwd_sm90/inst define_variant "$TREE" /tmp/prodtree "FLASHKIT_BWD_PP_PRODUCER 1" \
-    "bwd_sm90_bf16_hd128 bwd_sm90_fp16_hd128" /tmp/pkg_prod > "$O/variant_build.log" 2>&1) &
-  vb=$!
+families() {  # every test of the families file, each in its own pytest
   F="$TREE/tests/python/test_backward_families_gpu.py"
   (cd /tmp && python3 -m pytest -q -m gpu -p no:cacheprovider --collect-only "$F" 2>/dev/null | grep "::" > "$O/ids.txt")
   echo "$(wc -l < "$O/ids.txt") tests in the families file" | tee -a "$O/summary.txt"
@@ -30,9 +27,18 @@ if [[ $PARTS == *A* ]]; then
   }
   export -f one; export O
   t0=$SECONDS
-  xargs -P "${TESTS_P:-3}" -I{} bash -c 'one "$@"' _ {} < "$O/ids.txt"
+  # (the collected ids are relative to tests/python, the pytest runs start in /tmp)
+  sed "s#^#$TREE/tests/python/#" "$O/ids.txt" | xargs -P "${TESTS_P:-3}" -I{} bash -c 'one "$@"' _ {}
   cat "$O"/each/*.res | sort | tee -a "$O/summary.txt"
   echo "families file $((SECONDS - t0))s" | tee -a "$O/summary.txt"; pack
+}
+if [[ $PARTS == *B* ]]; then install_tree "$TREE"; pack; families; fi
+if [[ $PARTS == *A* ]]; then
+  install_tree "$TREE"; pack
+  (VARIANT_INST_DIR=bwd_sm90/inst define_variant "$TREE" /tmp/prodtree "FLASHKIT_BWD_PP_PRODUCER 1" \
+    "bwd_sm90_bf16_hd128 bwd_sm90_fp16_hd128" /tmp/pkg_prod > "$O/variant_build.log" 2>&1) &
+  vb=$!
+  families
   wait $vb; tail -3 "$O/variant_build.log" >> "$O/summary.txt"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   (cd /tmp && step synccheck_prod 240 env PYTHONPATH=/tmp/pkg_prod $S --tool synccheck --error-exitcode 1 \
