@@ -23,13 +23,13 @@ families() {  # every test of the families file, each in its own pytest
     (cd /tmp && timeout "${TEST_LIMIT:-150}" python3 -m pytest -q -m gpu -p no:cacheprovider "$id" > "$O/each/$n.log" 2>&1)
     rc=$?
     case $rc in 0) r=PASS;; 124) r=TIMEOUT;; *) r=FAIL;; esac
-    echo "$r $((SECONDS - t0))s $id" > "$O/each/$n.res"
+    echo "$r $((SECONDS - t0))s $id" > "$O/each/$n.res"; echo "$r $((SECONDS - t0))s ${id##*/}" >> "$O/summary.txt"
   }
   export -f one; export O
   t0=$SECONDS
   # (the collected ids are relative to tests/python, the pytest runs start in /tmp)
   sed "s#^#$TREE/tests/python/#" "$O/ids.txt" | xargs -P "${TESTS_P:-3}" -I{} bash -c 'one "$@"' _ {}
-  cat "$O"/each/*.res | sort | tee -a "$O/summary.txt"
+  cat "$O"/each/*.res | sort
   echo "families file $((SECONDS - t0))s" | tee -a "$O/summary.txt"; pack
 }
 if [[ $PARTS == *B* ]]; then install_tree "$TREE"; pack; families; fi
