@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import traceback
 
 # every head dim of the Hopper family (D 96 / 192 on padded tiles since 2026-11-28, whose racecheck found the
@@ -92,6 +93,10 @@ def main(argv=None) -> int:
     gen.manual_seed(4321)
     stream = torch.cuda.current_stream().cuda_stream
     failures, ran = [], 0
+    # seconds in the CPU reference and baseline (copies included) and in the checks: the summary line reports them
+    # with the total, to see where a slow run goes (the GPU test file's runs of this script took ~0.5 s a case)
+    spent = {"reference": 0.0, "checks": 0.0}
+    t_start = time.perf_counter()
     flashkit.device_errors()  # start from a clear error word
     det_order = int(flashkit.DeviceError.DET_ORDER)
 
@@ -113,6 +118,7 @@ def main(argv=None) -> int:
         nonlocal ran
         ran += 1
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
         bad = []
         for gname, g, r, b in zip(("dq", "dk", "dv"), grads, ref, pt):
             for res in (check_written(g, r, name=gname), check_close(g.cpu(), r, b, name=gname)):
@@ -125,6 +131,7 @@ def main(argv=None) -> int:
                 print(f"     (reported, not failed) {msg}", flush=True)
             else:
                 bad.append(msg)
+        spent["checks"] += time.perf_counter() - t0
         print(f"{'ok  ' if not bad else 'FAIL'} {label}" + "".join(f"\n     {m}" for m in bad),
               flush=True)
         if bad:
@@ -156,10 +163,12 @@ def main(argv=None) -> int:
         C.attention_bwd(dout, q, k, v, out, lse, *grads, causal=causal, deterministic=det,
                         workspace=workspace(B, B * S_q, S_q, q, det), stream=stream,
                         window_left=window[0], window_right=window[1], softcap=softcap)
+        t0 = time.perf_counter()
         qc, kc, vc, dc = cpu(q, k, v, dout)
         ref = attention_backward_reference(qc, kc, vc, dc, causal=causal,
                                            compute_dtype=torch.float64, **mods)
         pt = attention_backward_pytorch(qc, kc, vc, dc, causal=causal, **mods)
+        spent["reference"] += time.perf_counter() - t0
         extra = (f" window {window} softcap {softcap:g}"
                  if window != (-1, -1) or softcap else "")
         check(f"{name(dtype)} D{D} causal={causal} deterministic={det} {layout} B{B} "
@@ -185,10 +194,12 @@ def main(argv=None) -> int:
                         max_seqlen_q=mq, max_seqlen_k=mk, causal=causal, deterministic=det,
                         workspace=workspace(len(lens_q), q.shape[0], mq, q, det), stream=stream,
                         window_left=window[0], window_right=window[1], softcap=softcap)
+        t0 = time.perf_counter()
         qc, kc, vc, dc, cqc, ckc = cpu(q, k, v, dout, cu_q, cu_k)
         ref = attention_varlen_backward_reference(qc, kc, vc, dc, cqc, ckc, causal=causal,
                                                   compute_dtype=torch.float64, **mods)
         pt = attention_varlen_backward_pytorch(qc, kc, vc, dc, cqc, ckc, causal=causal, **mods)
+        spent["reference"] += time.perf_counter() - t0
         extra = (f" window {window} softcap {softcap:g}"
                  if window != (-1, -1) or softcap else "")
         check(f"{name(dtype)} D{D} causal={causal} deterministic={det} varlen q{lens_q} "
@@ -220,7 +231,9 @@ def main(argv=None) -> int:
                             print(f"FAIL {fn.__name__}{fn_args}:\n{traceback.format_exc()}",
                                   flush=True)
     torch.cuda.synchronize()
-    print(f"sanitize_bwd: {ran - len(failures)}/{ran} cases passed")
+    print(f"sanitize_bwd: {ran - len(failures)}/{ran} cases passed "
+          f"({time.perf_counter() - t_start:.1f} s: reference {spent['reference']:.1f} s, "
+          f"checks {spent['checks']:.1f} s)")
     if ran == 0:
         print("sanitize_bwd: nothing ran (no compiled variant selected)", file=sys.stderr)
         return 1

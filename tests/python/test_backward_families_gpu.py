@@ -31,6 +31,7 @@ def _sanitize_bwd(args, set_env, drop=()):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert "cases passed" in r.stdout, r.stdout[-2000:]
+    print(r.stdout.strip().splitlines()[-1])  # the count and where the time went (pytest -rP shows it)
 
 
 @pytest.mark.gpu
