@@ -5,7 +5,7 @@ machine's H200 capping power near 575-590 W. For each shape (bf16, FA3-sweep lay
 both implementations interleaved twice: calls back to back for --seconds while nvidia-smi samples every 50 ms;
 prints TFLOPS, the median SM clock and power over the middle half, throttle reasons, and TFLOPS per GHz.
 
-  python3 scripts/dev/fwd_clocks.py [--seconds 2] [--bwd | --fwd-bwd] D:S:causal ...
+  python3 scripts/dev/fwd_clocks.py [--seconds 2] [--bwd | --fwd-bwd] [--bench-timing] D:S:causal ...
 
 --fwd-bwd times a forward and its autograd backward together (the bench's fwd_bwd mode), for the open item of
 docs/kernels/bwd.md (v17): flashkit's fwd_bwd runs ~4 % below the composite of its own fwd and bwd rows at D 128
@@ -34,6 +34,9 @@ def main() -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--bwd", action="store_true", help="time the backward (dq, dk, dv of a saved forward) instead")
     mode.add_argument("--fwd-bwd", action="store_true", help="time a forward and its autograd backward together")
+    ap.add_argument("--bench-timing", action="store_true",
+                    help="after the sustained rounds, also time each call as the bench does (flashkit.bench.timing: "
+                         "do_bench, L2 flushed before each call, median), two interleaved rounds")
     args = ap.parse_args()
     grad = args.bwd or args.fwd_bwd
     print(torch.cuda.get_device_name())
@@ -86,6 +89,14 @@ def main() -> int:
                 print(f"D {d:3d} S {s:5d} causal {causal}  {name:8s} round {rnd}: {us:9.1f} us  {tf:6.1f} TFLOPS  "
                       f"SM {mhz:6.0f} MHz  {w:6.1f} W  {c:3.0f} C  {tf / mhz * 1e3:6.1f} TFLOPS/GHz  "
                       f"throttle {' '.join(reasons)}", flush=True)
+        if args.bench_timing:  # the bench's own timing of the same calls (bwd.md: the bench's fwd_bwd row sat 4.5 %
+            # below this script's sustained rate for flashkit at D 128 16k, 1 % above for cuDNN)
+            from flashkit.bench import timing
+            for rnd in range(2):
+                for name, f in (("flashkit", fk), ("cudnn", cudnn)):
+                    ms = timing.bench_median_ms(f)
+                    print(f"D {d:3d} S {s:5d} causal {causal}  {name:8s} bench timing round {rnd}: {ms * 1e3:9.1f} us  "
+                          f"{flops / ms / 1e9:6.1f} TFLOPS", flush=True)
     return 0
 
 
