@@ -111,3 +111,27 @@ inst_variants() {
   done
   restore_inst "$orig" "$f"
 }
+# tests_each FILE [K]: every test of FILE (a path; -k K if given) in its own pytest run from /tmp, each under
+# TEST_LIMIT seconds (default 400), TESTS_P at once (default 3), with -rP (a test's printed lines show); logs under
+# $O/each/, a line per test into summary.txt as it ends: PASS / SKIP / FAIL / TIMEOUT, seconds, id, and the test's last
+# "cases passed" line if it printed one (the sanitize_*.py subprocess tests). For files too slow for one limit (the
+# backward families file: 130-300 s a test).
+tests_each() {
+  local file=$1 k=${2:-} dir; dir=$(dirname "$1")
+  mkdir -p "$O/each"
+  (cd /tmp && python3 -m pytest -q -m gpu -p no:cacheprovider --collect-only "$file" ${k:+-k "$k"} 2>/dev/null |
+    grep "::" > "$O/each/ids.txt")
+  echo "$(wc -l < "$O/each/ids.txt") tests from $(basename "$file")${k:+ -k \"$k\"}" | tee -a "$O/summary.txt"
+  _test_one() {
+    local id=$1 n t0=$SECONDS rc r; n=$(echo "${id##*/}" | tr -c 'A-Za-z0-9_.-' '_')
+    (cd /tmp && timeout "${TEST_LIMIT:-400}" python3 -m pytest -q -rP -m gpu -p no:cacheprovider "$id" \
+      > "$O/each/$n.log" 2>&1)
+    rc=$?
+    case $rc in 0) r=PASS;; 124) r=TIMEOUT;; *) r=FAIL;; esac
+    if [ $rc = 0 ] && ! tail -1 "$O/each/$n.log" | grep -q " passed"; then r=SKIP; fi  # (pytest's last line)
+    echo "$r $((SECONDS - t0))s ${id##*/} $(grep -h 'cases passed' "$O/each/$n.log" | tail -1)" >> "$O/summary.txt"
+  }
+  export -f _test_one; export O TEST_LIMIT
+  # (the collected ids are relative to the file's folder)
+  sed "s#^#$dir/#" "$O/each/ids.txt" | xargs -P "${TESTS_P:-3}" -I{} bash -c '_test_one "$@"' _ {}
+}

@@ -13,23 +13,9 @@ O=${OUT:-/tmp}/s40
 . "$(dirname "$0")/device_steps.sh"
 pack() { tar -czf "${OUT:-/tmp}/s40.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
 export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
-families() {  # every test of the families file, each in its own pytest
-  F="$TREE/tests/python/test_backward_families_gpu.py"
-  (cd /tmp && python3 -m pytest -q -m gpu -p no:cacheprovider --collect-only "$F" 2>/dev/null | grep "::" > "$O/ids.txt")
-  echo "$(wc -l < "$O/ids.txt") tests in the families file" | tee -a "$O/summary.txt"
-  mkdir -p "$O/each"
-  one() {  # one test id: its own pytest, a time limit; "PASS/FAIL/TIMEOUT seconds id" into each/
-    local id=$1 n t0=$SECONDS rc; n=$(echo "$id" | tr -c 'A-Za-z0-9_.-' '_')
-    (cd /tmp && timeout "${TEST_LIMIT:-150}" python3 -m pytest -q -m gpu -p no:cacheprovider "$id" > "$O/each/$n.log" 2>&1)
-    rc=$?
-    case $rc in 0) r=PASS;; 124) r=TIMEOUT;; *) r=FAIL;; esac
-    echo "$r $((SECONDS - t0))s $id" > "$O/each/$n.res"; echo "$r $((SECONDS - t0))s ${id##*/}" >> "$O/summary.txt"
-  }
-  export -f one; export O
-  t0=$SECONDS
-  # (the collected ids are relative to tests/python, the pytest runs start in /tmp)
-  sed "s#^#$TREE/tests/python/#" "$O/ids.txt" | xargs -P "${TESTS_P:-3}" -I{} bash -c 'one "$@"' _ {}
-  cat "$O"/each/*.res | sort
+families() {  # every test of the families file, each in its own pytest (device_steps.sh tests_each)
+  local t0=$SECONDS
+  tests_each "$TREE/tests/python/test_backward_families_gpu.py"
   echo "families file $((SECONDS - t0))s" | tee -a "$O/summary.txt"; pack
 }
 if [[ $PARTS == *B* ]]; then install_tree "$TREE"; pack; families; fi
