@@ -45,6 +45,16 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Warpgroup register reconfiguration (sm_90a): every thread of the warpgroup executes it;
 // the budget moves between warpgroups of the CTA (a producer gives, consumers take).
+// A setmaxnreg split (registers per thread of each warpgroup, summed) fits a CTA of `threads`: .inc only takes
+// registers the CTA's own warpgroups released with .dec, so the bound is the launch's allocation (65536 / threads per
+// thread, in steps of 8: 168 at 384 threads, 128 at 512), not the SM's 65536. A split past it hangs at the .inc
+// (the backward's first producer build, 32 + 2 x 240 = 512 > 504 at 384 threads, docs/kernels/bwd.md).
+constexpr bool setmaxnreg_split_fits(int threads, int regs_summed_over_warpgroups) {
+  return 128 * regs_summed_over_warpgroups <= threads * (65536 / threads / 8 * 8);
+}
+static_assert(setmaxnreg_split_fits(384, 24 + 2 * 240) && !setmaxnreg_split_fits(384, 32 + 2 * 240) &&
+                  setmaxnreg_split_fits(512, 32 + 3 * 160),
+              "setmaxnreg_split_fits: 504 at 384 threads, 512 at 512");
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));

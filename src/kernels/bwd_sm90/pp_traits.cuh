@@ -11,6 +11,7 @@
 // shared-memory hand-off buffer to warpgroup 1, which adds once.
 #pragma once
 
+#include "prims/wgmma.cuh"
 #include "tiles/smem_swizzle.cuh"
 
 // Step-timeline trace (diagnostic builds only, scripts/dev/bwd_pp_trace.py; off, every kernel
@@ -60,8 +61,7 @@ struct BwdPpTraits {
   static constexpr int kConsumerThreads = 256;                       // the two MMA warpgroups
   static constexpr int kThreads = kProducer ? 384 : kConsumerThreads;  // + the producer warpgroup
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // per thread at launch (168 at 384 threads)
-  static_assert(!kProducer || 128 * (kProducerRegs + 2 * kConsumerRegs) <= kThreads * kLaunchRegs,
+  static_assert(!kProducer || prims::setmaxnreg_split_fits(kThreads, kProducerRegs + 2 * kConsumerRegs),
                 "setmaxnreg's split fits the registers the CTA is launched with");
   static constexpr int kMinBlocks = 1;
   static constexpr bool kRowSplit = kBlockM == 128;  // dQ split by rows between the warpgroups

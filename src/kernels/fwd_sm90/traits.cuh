@@ -6,6 +6,7 @@
 // swizzle that wgmma reads directly from shared memory (tiles/smem_swizzle.cuh).
 #pragma once
 
+#include "prims/wgmma.cuh"
 #include "tiles/smem_swizzle.cuh"
 
 namespace flashkit::fwd_sm90 {
@@ -46,7 +47,8 @@ struct FwdTraits {
   static constexpr int kThreads = kConsumerThreads + (kProducer ? 128 : 0);  // the launch
   static constexpr int kProducerRegs = kWarpGroups == 3 ? 32 : 24;
   static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : 240;
-  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "one register file");
+  static_assert(!kProducer_ || prims::setmaxnreg_split_fits(kThreads, kProducerRegs + kWarpGroups * kConsumerRegs),
+                "setmaxnreg's split fits the registers the CTA is launched with");
   static_assert(!kProducer || kMinBlocks_ == 1, "the producer design takes the whole register file");
   static constexpr int kNChunks = kBlockN / 64;   // n64 wgmmas per k-step of Q K^T
   static constexpr int kDChunks = kHeadDimPadded / 64;  // n64 wgmmas per k-step of P V

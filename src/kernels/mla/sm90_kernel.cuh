@@ -174,6 +174,7 @@ struct Traits {
   // setmaxnreg split with the converters (launched at 65536 / 384 = 168 per thread):
   // 256 x 232 + 128 x 40 = 64512 (240 / 24 starved the converters: 14-16 % slower).
   static constexpr int kMmaRegs = 232, kConvRegs = 40;
+  static_assert(!kFp8 || prims::setmaxnreg_split_fits(kBlockThreads, kConvRegs + 2 * kMmaRegs), "the split fits");
   static constexpr int kChunks = kMlaHeadDim / 64;   // 9 64-column chunks of K
   static constexpr int kVChunks = kMlaHeadDimV / 64;  // 8 of them are V
   using Tile = tiles::Swizzle128Tile<T, kMlaBlockM, kMlaHeadDim>;  // Q and each K buffer
