@@ -4,6 +4,10 @@
 # The caller sets O (its output folder) first.
 mkdir -p "$O"
 : > "$O/summary.txt"
+export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}  # (the bench's CSV column)
+# pack: $O as one .tgz under $OUT (the device tool brings back at most 8 files); a caller may define its own after
+# sourcing this file.
+pack() { tar -czf "${OUT:-/tmp}/$(basename "$O").tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
 export CPLUS_INCLUDE_PATH=${CPLUS_INCLUDE_PATH:-/usr/local/cuda/include/cccl}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16} PYTHONUNBUFFERED=1
 S=/usr/local/cuda/bin/compute-sanitizer

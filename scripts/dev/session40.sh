@@ -11,8 +11,6 @@ PARTS=${1:?usage: session40.sh A}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s40
 . "$(dirname "$0")/device_steps.sh"
-pack() { tar -czf "${OUT:-/tmp}/s40.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
-export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
 families() {  # every test of the families file, each in its own pytest (device_steps.sh tests_each)
   local t0=$SECONDS
   tests_each "$TREE/tests/python/test_backward_families_gpu.py"

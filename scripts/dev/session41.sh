@@ -11,8 +11,6 @@ PARTS=${1:?usage: session41.sh A}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s41
 . "$(dirname "$0")/device_steps.sh"
-pack() { tar -czf "${OUT:-/tmp}/s41.tgz" -C "$(dirname "$O")" "$(basename "$O")"; }
-export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
 if [[ $PARTS == *A* ]]; then
   install_tree "$TREE"; pack
   # passed in session 40 (H200, 4abba2f): dispatch, sm90_v1, the four padded_head_dims paths, d256_split_sdp,
