@@ -13,12 +13,14 @@ O=${OUT:-/tmp}/s41
 . "$(dirname "$0")/device_steps.sh"
 if [[ $PARTS == *A* ]]; then
   install_tree "$TREE"; pack
+  # a watchdog: pack whatever is there before the device call's 600 s run out (the tests may not all finish)
+  (sleep "${PACK_AT:-545}"; echo "watchdog pack at ${PACK_AT:-545}s" >> "$O/summary.txt"; pack) &
+  (cd /tmp && step fwd_bwd_bench_timing 200 python3 "$TREE/scripts/dev/fwd_clocks.py" --fwd-bwd --bench-timing \
+    128:16384:0 128:8192:0)
+  cat "$O/fwd_bwd_bench_timing.log" >> "$O/summary.txt"; pack
   # passed in session 40 (H200, 4abba2f): dispatch, sm90_v1, the four padded_head_dims paths, d256_split_sdp,
   # d256_deterministic_tma_adds (and the pair / chunked / pp_tma ones in session 39); the rest:
   tests_each "$TREE/tests/python/test_backward_families_gpu.py" \
     "${FAMILIES_K:-"portable or gqa_split or pp_tma or pair_kernel or m128 or chunked"}"
   pack
-  (cd /tmp && step fwd_bwd_bench_timing 200 python3 "$TREE/scripts/dev/fwd_clocks.py" --fwd-bwd --bench-timing \
-    128:16384:0 128:8192:0)
-  cat "$O/fwd_bwd_bench_timing.log" >> "$O/summary.txt"; pack
 fi
