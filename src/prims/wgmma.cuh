@@ -271,6 +271,26 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint6
                : FLASHKIT_WGMMA_D64(d)                                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 
+#define FLASHKIT_WGMMA_N128_RS(TY, d, a, desc_b, acc)                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                 \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(acc))
+
+// d (64 x 128, fp32) (+)= A (64 x 16, registers: the mma.sync A fragment layout per warp) * B
+// (16 x 128, shared, K-major, like K in Q K^T). `accumulate` = 0 overwrites d. (The forward's
+// Q K^T with Q held in registers: FLASHKIT_FWD_RS_Q, kernel_persistent.cuh.)
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int accumulate) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_RS("f16", d, a, desc_b, accumulate);
+  } else {
+    FLASHKIT_WGMMA_N128_RS("bf16", d, a, desc_b, accumulate);
+  }
+}
+
 // d (64 x 128, fp32) (+)= A (64 x 16, shared, K-major) * B (16 x 128, shared, K-major: 128
 // rows of 128 bytes, 8-row groups `sbo` apart). `accumulate` = 0 overwrites d.
 template <typename T>

@@ -32,6 +32,7 @@
 
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "prims/globaltimer.cuh"
+#include "prims/ldmatrix.cuh"
 #include "prims/opaque.cuh"
 
 namespace flashkit::fwd_sm90 {
@@ -56,6 +57,40 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_TMA_STORE
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
+// FLASHKIT_FWD_RS_Q (tuning switch, fwd_sm90.md "Q in registers at D 128"): 1 = at D 128 (two consumer
+// warpgroups, n128 wgmmas) each consumer thread loads its Q A-fragments once per tile (ldmatrix) and Q K^T runs as
+// register-A wgmmas: per k-step the tensor cores read 4 KB of K from shared memory instead of 2 KB of Q plus 4 KB of K
+// (96 -> 64 B/clk of operand reads in the Q K^T phase, where the K / V TMA writes also land). 32 more registers per
+// consumer thread through the main loop; Q's buffer is released as soon as the fragments are loaded.
+#ifndef FLASHKIT_FWD_RS_Q
+#define FLASHKIT_FWD_RS_Q 0
+#endif
+template <class Tr>
+constexpr bool fwd_rs_q() {
+  return FLASHKIT_FWD_RS_Q != 0 && Tr::kHeadDim == 128 && Tr::kHeadDimPadded == 128 && Tr::kWarpGroups == 2 &&
+         Tr::kNChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0;
+}
+// Q K^T with Q's A-fragments in registers (fwd_rs_q): K-major K as B, one n128 wgmma per k-step.
+template <class Tr>
+__device__ __forceinline__ void issue_qk_rs(float (&s)[1][Tr::kNTiles][4], const uint32_t (&qa)[Tr::kKSteps][4],
+                                            uint64_t desc_k) {
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+    const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + (ks % 4) * 32) >> 4;
+    prims::wgmma_m64n128k16_rs<typename Tr::T>(n128_block(s), qa[ks], desc_k + k_off, ks > 0 ? 1 : 0);
+  }
+}
+// This thread's A-fragments of Q (the warp's 16 rows from warp_row0, every k16 step) by ldmatrix from the
+// 128-byte-swizzled Q tile: lanes 8i .. 8i + 7 address matrix i's rows (i: rows +0 / +8, columns +0 / +8).
+template <class Tr>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[Tr::kKSteps][4], uint32_t q_addr, int warp_row0,
+                                             int lane) {
+  const int row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
+  const int col = (lane / 16) * 8;
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks)
+    prims::ldmatrix_x4(qa[ks], q_addr + uint32_t(Tr::QTile::offset(row, ks * 16 + col) * int(sizeof(typename Tr::T))));
+}
 constexpr int kTraceSteps = 32;
 template <class Tr>
 struct TraceLayout {
@@ -191,7 +226,10 @@ __device__ __forceinline__ attn::Mask persistent_mask(const FwdParams& p, const 
 template <class Tr, bool kMods, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
-                                                    Softmax& softmax, int step = 0, int skip = 0) {
+                                                    Softmax& softmax,
+                                                    const uint32_t (&qa)[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4],
+                                                    int step = 0, int skip = 0) {
+  constexpr bool kRsQ = fwd_rs_q<Tr>();
   const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = PersistentNamedBars<Tr>::next_turn(c.wg);
@@ -201,6 +239,13 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
   uint32_t pa[Tr::kPSteps][4];
+  auto qk = [&](uint64_t desc_kj) {
+    if constexpr (kRsQ) {
+      issue_qk_rs<Tr>(s, qa, desc_kj);
+    } else {
+      issue_qk<Tr>(s, c.desc_q, desc_kj);
+    }
+  };
   const int last = c.n_tiles - 1 - c.n_first;  // (kMods: a window's left edge ends the walk early)
   auto wait_k = [&](int j) { prims::mbarrier_wait(b.full_k(kbase + j), ((kbase + j) / KS) & 1); };
   auto wait_v = [&](int j) { prims::mbarrier_wait(b.full_v(vbase + j), ((vbase + j) / VS) & 1); };
@@ -233,7 +278,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   wait_k(first);
   if (FLASHKIT_FWD_TRACE == 1 && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 2);
   gate_open();
-  issue_qk<Tr>(s, c.desc_q, desc_k(first));
+  qk(desc_k(first));
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
   prims::wgmma_wait<0>();
@@ -249,7 +294,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     wait_k(j);
     wait_v(j - 1);
     gate_open();
-    issue_qk<Tr>(s, c.desc_q, desc_k(j));
+    qk(desc_k(j));
     prims::wgmma_commit();
     prims::fence_operands(s[0]);
     prims::wgmma_fence();
@@ -270,8 +315,9 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
   }
-  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's.
-  prims::mbarrier_arrive(b.empty_q());
+  // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's. (kRsQ: released when
+  // the fragments were loaded.)
+  if constexpr (!kRsQ) prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
@@ -466,7 +512,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
              : (kMods ? mask.has_right() : p.causal) ? c.n_tiles - mask.num_key_tiles(blk.m0 + 64 * wg, 64, Tr::kBlockN)
                                      : 0;
     }
-    mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, step, skip);
+    // fwd_rs_q: this thread's Q fragments, loaded once; Q's buffer is free for the next tile's then.
+    uint32_t qa[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4];
+    if constexpr (fwd_rs_q<Tr>()) {
+      load_q_frags<Tr>(qa, prims::smem_addr(sQ), warp_row0, lane);
+      prims::mbarrier_arrive(b.empty_q());
+    }
+    mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, qa, step, skip);
     k_it += c.n_tiles - c.n_first;
     v_it += c.n_tiles - c.n_first;
     ++q_it;
