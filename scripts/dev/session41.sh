@@ -24,3 +24,25 @@ if [[ $PARTS == *A* ]]; then
     "${FAMILIES_K:-"portable or gqa_split or pp_tma or pair_kernel or m128 or chunked"}"
   pack
 fi
+# R: the RS-Q forward variant's test failure (varlen window (1, -1) softcap 30 causal, bf16 D 128, 7 values off in
+# the first A/B): the window / softcap varlen tests REPS times on three builds of the bf16 D 128 file: RS-Q with Q's
+# early release, RS-Q released after the last Q K^T (FLASHKIT_FWD_RS_Q_EARLY 0), and the default.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session41.sh R", timeout_s=600)
+if [[ $PARTS == *R* ]]; then
+  device_header
+  inst="$TREE/src/kernels/fwd_sm90/inst/fwd_sm90_bf16_hd128.cu"
+  cp "$inst" "$O/inst.orig"
+  for v in "rsq:FLASHKIT_FWD_RS_Q 1" "late:FLASHKIT_FWD_RS_Q 1;FLASHKIT_FWD_RS_Q_EARLY 0" "base:"; do
+    n=${v%%:*}
+    with_defines "$O/inst.orig" "${v#*:}" > "$inst"
+    install_cmd "$TREE"; step "build_$n" 300 "${INSTALL[@]}"
+    for ((i = 1; i <= ${REPS:-6}; i++)); do
+      (cd "$TREE/tests/python" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py \
+        -k "varlen_window_softcap or window_rows or softcap" > "$O/t_${n}_$i.log" 2>&1)
+      echo "$n run $i: $(tail -1 "$O/t_${n}_$i.log")" | tee -a "$O/summary.txt"
+      grep "^FAILED" "$O/t_${n}_$i.log" | cut -c1-150 >> "$O/summary.txt"
+    done
+    pack
+  done
+  restore_inst "$O/inst.orig" "$inst"; pack
+fi

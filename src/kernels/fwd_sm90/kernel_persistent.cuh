@@ -65,6 +65,10 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_RS_Q
 #define FLASHKIT_FWD_RS_Q 0
 #endif
+// (FLASHKIT_FWD_RS_Q_EARLY 0: Q's buffer released after the tile's last Q K^T as without RS_Q; diagnostic)
+#ifndef FLASHKIT_FWD_RS_Q_EARLY
+#define FLASHKIT_FWD_RS_Q_EARLY 1
+#endif
 template <class Tr>
 constexpr bool fwd_rs_q() {
   return FLASHKIT_FWD_RS_Q != 0 && Tr::kHeadDim == 128 && Tr::kHeadDimPadded == 128 && Tr::kWarpGroups == 2 &&
@@ -317,7 +321,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   }
   // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's. (kRsQ: released when
   // the fragments were loaded.)
-  if constexpr (!kRsQ) prims::mbarrier_arrive(b.empty_q());
+  if constexpr (!kRsQ || FLASHKIT_FWD_RS_Q_EARLY == 0) prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
@@ -516,7 +520,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     uint32_t qa[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4];
     if constexpr (fwd_rs_q<Tr>()) {
       load_q_frags<Tr>(qa, prims::smem_addr(sQ), warp_row0, lane);
-      prims::mbarrier_arrive(b.empty_q());
+      if (FLASHKIT_FWD_RS_Q_EARLY != 0) prims::mbarrier_arrive(b.empty_q());
     }
     mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, qa, step, skip);
     k_it += c.n_tiles - c.n_first;
