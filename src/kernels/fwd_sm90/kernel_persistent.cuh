@@ -520,7 +520,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     uint32_t qa[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4];
     if constexpr (fwd_rs_q<Tr>()) {
       load_q_frags<Tr>(qa, prims::smem_addr(sQ), warp_row0, lane);
-      if (FLASHKIT_FWD_RS_Q_EARLY != 0) prims::mbarrier_arrive(b.empty_q());
+      if (FLASHKIT_FWD_RS_Q_EARLY != 0) {
+        // The reads were the generic proxy's (ldmatrix) and the next Q comes by TMA (the async proxy): without
+        // this fence the release did not order them before the producer's write (H200, 2026-11-29: 2 of 5 runs of
+        // the window / softcap varlen tests failed, a few Q rows of the next tile read; with the release after
+        // the tile's last Q K^T, as the wgmma reads are async-proxy ones, 5 of 5 passed).
+        prims::fence_proxy_async_smem();
+        prims::mbarrier_arrive(b.empty_q());
+      }
     }
     mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, qa, step, skip);
     k_it += c.n_tiles - c.n_first;
