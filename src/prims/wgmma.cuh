@@ -240,6 +240,23 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint3
   }
 }
 
+// As wgmma_m64n64k16_rs with `accumulate` = 0 overwriting d (the forward's Q K^T with Q in registers at D 192).
+#define FLASHKIT_WGMMA_N64_RS_ACC(TY, d, a, desc_b, acc)                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                               \
+               : FLASHKIT_WGMMA_D32(d)                                                      \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(acc))
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b,
+                                                   int accumulate) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N64_RS_ACC("f16", d, a, desc_b, accumulate);
+  } else {
+    FLASHKIT_WGMMA_N64_RS_ACC("bf16", d, a, desc_b, accumulate);
+  }
+}
+
 // d (64 x 64, fp32) += A (64 x 16, shared, K-major) * B (16 x 64, shared, MN-major: stored
 // [k][n] with n contiguous, like V in P V; transposed by the hardware). Always accumulates.
 template <typename T>

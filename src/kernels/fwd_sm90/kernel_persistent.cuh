@@ -71,17 +71,23 @@ namespace flashkit::fwd_sm90 {
 #endif
 template <class Tr>
 constexpr bool fwd_rs_q() {
-  return FLASHKIT_FWD_RS_Q != 0 && Tr::kHeadDim == 128 && Tr::kHeadDimPadded == 128 && Tr::kWarpGroups == 2 &&
-         Tr::kNChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0;
+  // D 128 / 96 (128-column tiles, n128 Q K^T) and D 192 (64-key tiles, n64 Q K^T), two consumer warpgroups
+  return FLASHKIT_FWD_RS_Q != 0 && Tr::kWarpGroups == 2 &&
+         ((Tr::kHeadDimPadded == 128 && Tr::kNChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0) ||
+          (Tr::kHeadDim == 192 && Tr::kNChunks == 1));
 }
-// Q K^T with Q's A-fragments in registers (fwd_rs_q): K-major K as B, one n128 wgmma per k-step.
+// Q K^T with Q's A-fragments in registers (fwd_rs_q): K-major K as B, one n128 (n64) wgmma per k-step.
 template <class Tr>
 __device__ __forceinline__ void issue_qk_rs(float (&s)[1][Tr::kNTiles][4], const uint32_t (&qa)[Tr::kKSteps][4],
                                             uint64_t desc_k) {
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
     const uint64_t k_off = ((ks / 4) * Tr::KTile::kBlockBytes + (ks % 4) * 32) >> 4;
-    prims::wgmma_m64n128k16_rs<typename Tr::T>(n128_block(s), qa[ks], desc_k + k_off, ks > 0 ? 1 : 0);
+    if constexpr (Tr::kNChunks == 2) {
+      prims::wgmma_m64n128k16_rs<typename Tr::T>(n128_block(s), qa[ks], desc_k + k_off, ks > 0 ? 1 : 0);
+    } else {
+      prims::wgmma_m64n64k16_rs<typename Tr::T>(n64_block(s, 0), qa[ks], desc_k + k_off, ks > 0 ? 1 : 0);
+    }
   }
 }
 // This thread's A-fragments of Q (the warp's 16 rows from warp_row0, every k16 step) by ldmatrix from the
