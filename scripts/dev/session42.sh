@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Device call prepared in the forty-first session (2026-11-29) for the next one, H200 or H100.
+#   A: the forward's Q in registers (FLASHKIT_FWD_RS_Q, fwd_sm90.md "Q in registers at D 128") at D 96 / 128 / 192,
+#      with the proxy fence before Q's early release (3eba33e): the six D 96 / 128 / 192 instantiation files built
+#      with the switch, then (1) the window / softcap varlen tests REPS times (the first build's race showed there in
+#      2 of 5 runs), (2) test_attention_gpu.py + test_kernel_families_gpu.py, (3) memcheck / racecheck / synccheck of
+#      sanitize_small.py --quick --dims 96 128 192. ~5 min.
+#   B: ROUNDS interleaved rounds of the default and the switch: FA3 sweep D 128 and the dims sweep (D 96 / 192),
+#      bf16, flashkit (cuDNN in the first round). ~5-6 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session42.sh A", timeout_s=600), then B the same way.
+#   If (1)-(3) pass and the rows hold, set FLASHKIT_FWD_RS_Q's default to 1 (kernel_persistent.cuh).
+set -u -o pipefail
+PARTS=${1:?usage: session42.sh A|B}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s42
+. "$(dirname "$0")/device_steps.sh"
+insts="fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
+for f in $insts; do cp "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$O/$f.orig"; done
+set_variant() {  # NAME DEFS: the six files with DEFS, built
+  for f in $insts; do with_defines "$O/$f.orig" "$2" > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+  install_cmd "$TREE"; step "build_$1" 400 "${INSTALL[@]}"
+}
+device_header
+(sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) &
+if [[ $PARTS == *A* ]]; then
+  set_variant rsq "FLASHKIT_FWD_RS_Q 1"
+  for ((i = 1; i <= ${REPS:-6}; i++)); do
+    (cd "$TREE/tests/python" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py \
+      -k "varlen_window_softcap or window_rows or softcap" > "$O/t_rsq_$i.log" 2>&1)
+    echo "rsq window/softcap run $i: $(tail -1 "$O/t_rsq_$i.log")" | tee -a "$O/summary.txt"
+    grep "^FAILED" "$O/t_rsq_$i.log" | cut -c1-150 >> "$O/summary.txt"
+  done
+  step tests_rsq 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py"
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in memcheck racecheck synccheck; do
+    step ${tool}_rsq 120 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  pack
+fi
+if [[ $PARTS == *B* ]]; then
+  for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
+    for v in "base:" "rsq:FLASHKIT_FWD_RS_Q 1"; do
+      n=${v%%:*}
+      set_variant "$n$r" "${v#*:}"
+      peers=""; [ "$r" = 1 ] && [ "$n" = base ] && peers=sdpa_cudnn
+      (cd /tmp && step "bench_fa3_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 \
+        --impls flashkit $peers --out-dir "$O/bench" --tag "fa3-$n$r" --no-plot)
+      (cd /tmp && step "bench_dims_$n$r" 150 python3 -m flashkit.bench --sweep dims \
+        --impls flashkit $peers --out-dir "$O/bench" --tag "dims-$n$r" --no-plot)
+    done
+  done
+  pack
+fi
+for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+pack
