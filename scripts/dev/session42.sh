@@ -7,10 +7,12 @@
 #      sanitize_small.py --quick --dims 96 128 192. ~5 min.
 #   B: ROUNDS interleaved rounds of the default and the switch: FA3 sweep D 128 and the dims sweep (D 96 / 192),
 #      bf16, flashkit (cuDNN in the first round). ~5-6 min.
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session42.sh A", timeout_s=600), then B the same way.
+#   C: test_backward_families_gpu.py's portable test, split by head dim in the forty-first session (it had timed out
+#      at 420 s as one run), each head dim in its own pytest (TESTS_P at once). ~3-4 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session42.sh A", timeout_s=600), then B, C the same way.
 #   If (1)-(3) pass and the rows hold, set FLASHKIT_FWD_RS_Q's default to 1 (kernel_persistent.cuh).
 set -u -o pipefail
-PARTS=${1:?usage: session42.sh A|B}
+PARTS=${1:?usage: session42.sh A|B|C}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s42
 . "$(dirname "$0")/device_steps.sh"
@@ -51,6 +53,12 @@ if [[ $PARTS == *B* ]]; then
     done
   done
   pack
+fi
+if [[ $PARTS == *C* ]]; then
+  [[ $PARTS == *[AB]* ]] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; }
+  for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+  [[ $PARTS == *[AB]* ]] && { install_cmd "$TREE"; step install_default 400 "${INSTALL[@]}"; }
+  TESTS_P=${TESTS_P:-5} tests_each "$TREE/tests/python/test_backward_families_gpu.py" "portable"
 fi
 for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
 pack
