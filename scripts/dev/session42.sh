@@ -23,7 +23,8 @@ set_variant() {  # NAME DEFS: the six files with DEFS, built
   install_cmd "$TREE"; step "build_$1" 400 "${INSTALL[@]}"
 }
 device_header
-(sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) &
+(sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
+WATCHDOG=$!  # (killed at the end: a sleeping child would hold the device call open)
 if [[ $PARTS == *A* ]]; then
   set_variant rsq "FLASHKIT_FWD_RS_Q 1"
   for ((i = 1; i <= ${REPS:-6}; i++)); do
@@ -62,3 +63,4 @@ if [[ $PARTS == *C* ]]; then
 fi
 for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
 pack
+kill "$WATCHDOG" 2>/dev/null; pkill -P "$WATCHDOG" sleep 2>/dev/null; exit 0
