@@ -24,7 +24,7 @@ if [[ $PARTS == *A* ]]; then
   tests_each "$TREE/tests/python/test_backward_families_gpu.py" \
     "${FAMILIES_K:-"portable or gqa_split or pp_tma or pair_kernel or m128 or chunked"}"
   pack
-  kill "$WATCHDOG" 2>/dev/null; pkill -P "$WATCHDOG" sleep 2>/dev/null
+  pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null
 fi
 # R: the RS-Q forward variant's test failure (varlen window (1, -1) softcap 30 causal, bf16 D 128, 7 values off in
 # the first A/B): the window / softcap varlen tests REPS times on three builds of the bf16 D 128 file: RS-Q with Q's

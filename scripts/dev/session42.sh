@@ -63,4 +63,4 @@ if [[ $PARTS == *C* ]]; then
 fi
 for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
 pack
-kill "$WATCHDOG" 2>/dev/null; pkill -P "$WATCHDOG" sleep 2>/dev/null; exit 0
+pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null; exit 0
