@@ -72,9 +72,11 @@ namespace flashkit::fwd_sm90 {
 template <class Tr>
 constexpr bool fwd_rs_q() {
   // D 128 / 96 (128-column tiles, n128 Q K^T) and D 192 (64-key tiles, n64 Q K^T), two consumer warpgroups
-  return FLASHKIT_FWD_RS_Q != 0 && Tr::kWarpGroups == 2 &&
-         ((Tr::kHeadDimPadded == 128 && Tr::kNChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0) ||
-          (Tr::kHeadDim == 192 && Tr::kNChunks == 1));
+  return FLASHKIT_FWD_RS_Q != 0 &&
+         ((Tr::kWarpGroups == 2 && Tr::kHeadDimPadded == 128 && Tr::kNChunks == 2 && FLASHKIT_FWD_WIDE_WGMMA != 0) ||
+          (Tr::kWarpGroups == 2 && Tr::kHeadDim == 192 && Tr::kNChunks == 1));
+  // (D 64's three-warpgroup kernel at its 160 registers per consumer: 104 / 152 bytes of spills with it, compile
+  // probe 2026-11-29; not enabled)
 }
 // Q K^T with Q's A-fragments in registers (fwd_rs_q): K-major K as B, one n128 (n64) wgmma per k-step.
 template <class Tr>
@@ -280,7 +282,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     if (first > last) {  // no key of the block for these rows: O = 0, the last turn passed too
       prims::bar_sync(turn, 2 * 128);
       prims::bar_arrive(other_turn, 2 * 128);
-      prims::mbarrier_arrive(b.empty_q());
+      if constexpr (!kRsQ || FLASHKIT_FWD_RS_Q_EARLY == 0) prims::mbarrier_arrive(b.empty_q());
       if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
       return;
     }
