@@ -115,6 +115,32 @@ inst_variants() {
   done
   restore_inst "$orig" "$f"
 }
+# save_insts FAMILY NAMES / set_insts VARIANT DEFS / restore_insts: define variants of several instantiation files of
+# one family at once (src/kernels/FAMILY/inst/NAME.cu, in the tree this file sits in): save_insts keeps the originals
+# under $O, set_insts writes them with DEFS (as with_defines) and builds the tree (`step build_VARIANT`),
+# restore_insts puts them back.
+save_insts() {
+  INSTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/src/kernels/$1/inst"; INSTS_NAMES=$2
+  local f; for f in $INSTS_NAMES; do cp "$INSTS_DIR/$f.cu" "$O/$f.orig"; done
+}
+set_insts() {
+  local f; for f in $INSTS_NAMES; do with_defines "$O/$f.orig" "$2" > "$INSTS_DIR/$f.cu"; done
+  install_cmd "${INSTS_DIR%/src/*}"; step "build_$1" "${3:-400}" "${INSTALL[@]}"
+}
+restore_insts() {
+  local f; for f in $INSTS_NAMES; do restore_inst "$O/$f.orig" "$INSTS_DIR/$f.cu"; done
+}
+# repeat_tests NAME REPS FILE K: pytest -k K of FILE (a path) REPS times (-n 4, 120 s each), a line per run into
+# summary.txt ("NAME run i: " and pytest's last line, then its FAILED lines): for failures that come and go.
+repeat_tests() {
+  local i
+  for ((i = 1; i <= $2; i++)); do
+    (cd "$(dirname "$3")" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider "$(basename "$3")" \
+      -k "$4" > "$O/t_$1_$i.log" 2>&1)
+    echo "$1 run $i: $(tail -1 "$O/t_$1_$i.log")" | tee -a "$O/summary.txt"
+    grep "^FAILED" "$O/t_$1_$i.log" | cut -c1-150 >> "$O/summary.txt"
+  done
+}
 # tests_each FILE [K]: every test of FILE (a path; -k K if given) in its own pytest run from /tmp, each under
 # TEST_LIMIT seconds (default 400), TESTS_P at once (default 3), with -rP (a test's printed lines show); logs under
 # $O/each/, a line per test into summary.txt as it ends: PASS / SKIP / FAIL / TIMEOUT, seconds, id, and the test's last

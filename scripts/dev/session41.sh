@@ -32,21 +32,14 @@ fi
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session41.sh R", timeout_s=600)
 if [[ $PARTS == *R* ]]; then
   device_header
-  inst="$TREE/src/kernels/fwd_sm90/inst/fwd_sm90_bf16_hd128.cu"
-  cp "$inst" "$O/inst.orig"
+  save_insts fwd_sm90 fwd_sm90_bf16_hd128
   for v in "rsq:FLASHKIT_FWD_RS_Q 1" "late:FLASHKIT_FWD_RS_Q 1;FLASHKIT_FWD_RS_Q_EARLY 0" "base:"; do
-    n=${v%%:*}
-    with_defines "$O/inst.orig" "${v#*:}" > "$inst"
-    install_cmd "$TREE"; step "build_$n" 300 "${INSTALL[@]}"
-    for ((i = 1; i <= ${REPS:-6}; i++)); do
-      (cd "$TREE/tests/python" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py \
-        -k "varlen_window_softcap or window_rows or softcap" > "$O/t_${n}_$i.log" 2>&1)
-      echo "$n run $i: $(tail -1 "$O/t_${n}_$i.log")" | tee -a "$O/summary.txt"
-      grep "^FAILED" "$O/t_${n}_$i.log" | cut -c1-150 >> "$O/summary.txt"
-    done
+    set_insts "${v%%:*}" "${v#*:}" 300
+    repeat_tests "${v%%:*}" "${REPS:-6}" "$TREE/tests/python/test_attention_gpu.py" \
+      "varlen_window_softcap or window_rows or softcap"
     pack
   done
-  restore_inst "$O/inst.orig" "$inst"; pack
+  restore_insts; pack
 fi
 # F: RS-Q with the proxy fence before Q's early release: the window / softcap varlen tests REPS times, the forward
 # GPU files once, memcheck / racecheck of sanitize_small.py --quick --dims 128, then one bench round of the default
@@ -54,32 +47,22 @@ fi
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session41.sh F", timeout_s=400)
 if [[ $PARTS == *F* ]]; then
   device_header
-  insts="fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128"
-  for f in $insts; do cp "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$O/$f.orig"; done
-  set_rsq() {
-    for f in $insts; do with_defines "$O/$f.orig" "$2" > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
-    install_cmd "$TREE"; step "build_$1" 300 "${INSTALL[@]}"
-  }
-  set_rsq rsq "FLASHKIT_FWD_RS_Q 1"
-  for ((i = 1; i <= ${REPS:-6}; i++)); do
-    (cd "$TREE/tests/python" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py \
-      -k "varlen_window_softcap or window_rows or softcap" > "$O/t_rsq_$i.log" 2>&1)
-    echo "rsq run $i: $(tail -1 "$O/t_rsq_$i.log")" | tee -a "$O/summary.txt"
-    grep "^FAILED" "$O/t_rsq_$i.log" | cut -c1-150 >> "$O/summary.txt"
-  done
+  save_insts fwd_sm90 "fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128"
+  set_insts rsq "FLASHKIT_FWD_RS_Q 1" 300
+  repeat_tests rsq "${REPS:-6}" "$TREE/tests/python/test_attention_gpu.py" "varlen_window_softcap or window_rows or softcap"
   pack
   step tests_rsq 250 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-  step memcheck_rsq 100 $S --tool memcheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 128
-  step racecheck_rsq 100 $S --tool racecheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 128
-  step synccheck_rsq 100 $S --tool synccheck --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 128
+  for tool in memcheck racecheck synccheck; do
+    step ${tool}_rsq 100 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 128
+  done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
   pack
   (cd /tmp && step bench_rsq 100 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 --impls flashkit --out-dir "$O/bench" \
     --tag rsq --no-plot)
-  set_rsq base ""
+  set_insts base ""
   (cd /tmp && step bench_base 100 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 --impls flashkit --out-dir "$O/bench" \
     --tag base --no-plot)
-  for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+  restore_insts
   pack
 fi

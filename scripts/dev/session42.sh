@@ -16,23 +16,13 @@ PARTS=${1:?usage: session42.sh A|B|C}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s42
 . "$(dirname "$0")/device_steps.sh"
-insts="fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
-for f in $insts; do cp "$TREE/src/kernels/fwd_sm90/inst/$f.cu" "$O/$f.orig"; done
-set_variant() {  # NAME DEFS: the six files with DEFS, built
-  for f in $insts; do with_defines "$O/$f.orig" "$2" > "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
-  install_cmd "$TREE"; step "build_$1" 400 "${INSTALL[@]}"
-}
+save_insts fwd_sm90 "fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
 device_header
 (sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
 WATCHDOG=$!  # (killed at the end: a sleeping child would hold the device call open)
 if [[ $PARTS == *A* ]]; then
-  set_variant rsq "FLASHKIT_FWD_RS_Q 1"
-  for ((i = 1; i <= ${REPS:-6}; i++)); do
-    (cd "$TREE/tests/python" && timeout 120 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider test_attention_gpu.py \
-      -k "varlen_window_softcap or window_rows or softcap" > "$O/t_rsq_$i.log" 2>&1)
-    echo "rsq window/softcap run $i: $(tail -1 "$O/t_rsq_$i.log")" | tee -a "$O/summary.txt"
-    grep "^FAILED" "$O/t_rsq_$i.log" | cut -c1-150 >> "$O/summary.txt"
-  done
+  set_insts rsq "FLASHKIT_FWD_RS_Q 1"
+  repeat_tests rsq "${REPS:-6}" "$TREE/tests/python/test_attention_gpu.py" "varlen_window_softcap or window_rows or softcap"
   step tests_rsq 300 bash -c "cd $TREE/tests/python && python3 -m pytest -q -m gpu -n 6 -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py"
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   for tool in memcheck racecheck synccheck; do
@@ -45,7 +35,7 @@ if [[ $PARTS == *B* ]]; then
   for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
     for v in "base:" "rsq:FLASHKIT_FWD_RS_Q 1"; do
       n=${v%%:*}
-      set_variant "$n$r" "${v#*:}"
+      set_insts "$n$r" "${v#*:}"
       peers=""; [ "$r" = 1 ] && [ "$n" = base ] && peers=sdpa_cudnn
       (cd /tmp && step "bench_fa3_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 \
         --impls flashkit $peers --out-dir "$O/bench" --tag "fa3-$n$r" --no-plot)
@@ -57,10 +47,10 @@ if [[ $PARTS == *B* ]]; then
 fi
 if [[ $PARTS == *C* ]]; then
   [[ $PARTS == *[AB]* ]] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; }
-  for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+  restore_insts
   [[ $PARTS == *[AB]* ]] && { install_cmd "$TREE"; step install_default 400 "${INSTALL[@]}"; }
   TESTS_P=${TESTS_P:-5} tests_each "$TREE/tests/python/test_backward_families_gpu.py" "portable"
 fi
-for f in $insts; do restore_inst "$O/$f.orig" "$TREE/src/kernels/fwd_sm90/inst/$f.cu"; done
+restore_insts
 pack
 pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null; exit 0
