@@ -162,12 +162,12 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
 
 // The asm bodies of the forms below, once per element-type name TY ("f16" or "bf16"). The
 // scale-d predicate is set from a constant 1: these forms always accumulate.
-#define FLASHKIT_WGMMA_N64_RS(TY, d, a, desc_b, TRANS_B)                                   \
+#define FLASHKIT_WGMMA_N64_RS(TY, d, a, desc_b, acc)                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
-               ", {%32, %33, %34, %35}, %36, p, 1, 1, " TRANS_B ";\n}\n"                      \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                               \
                : FLASHKIT_WGMMA_D32(d)                                                      \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(acc))
 #define FLASHKIT_WGMMA_N64_SS_TNSPB(TY, d, desc_a, desc_b)                                 \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
@@ -229,32 +229,21 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_first(float (&d)[8][4], uint6
   }
 }
 
-// d (64 x 64, fp32) += A (64 x 16, registers) * B (16 x 64, shared, K-major: stored
-// [n][k] with k contiguous, like K in Q K^T). Always accumulates.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
-  if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N64_RS("f16", d, a, desc_b, "0");
-  } else {
-    FLASHKIT_WGMMA_N64_RS("bf16", d, a, desc_b, "0");
-  }
-}
-
-// As wgmma_m64n64k16_rs with `accumulate` = 0 overwriting d (the forward's Q K^T with Q in registers at D 192).
-#define FLASHKIT_WGMMA_N64_RS_ACC(TY, d, a, desc_b, acc)                                  \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
-               ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                               \
-               : FLASHKIT_WGMMA_D32(d)                                                      \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(acc))
+// d (64 x 64, fp32) (+)= A (64 x 16, registers) * B (16 x 64, shared, K-major: stored
+// [n][k] with k contiguous, like K in Q K^T). `accumulate` = 0 overwrites d (the forward's Q K^T with
+// Q in registers at D 192); the three-argument form always accumulates.
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b,
                                                    int accumulate) {
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N64_RS_ACC("f16", d, a, desc_b, accumulate);
+    FLASHKIT_WGMMA_N64_RS("f16", d, a, desc_b, accumulate);
   } else {
-    FLASHKIT_WGMMA_N64_RS_ACC("bf16", d, a, desc_b, accumulate);
+    FLASHKIT_WGMMA_N64_RS("bf16", d, a, desc_b, accumulate);
   }
+}
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  wgmma_m64n64k16_rs<T>(d, a, desc_b, 1);
 }
 
 // d (64 x 64, fp32) += A (64 x 16, shared, K-major) * B (16 x 64, shared, MN-major: stored
@@ -281,17 +270,10 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_tnspb(float (&d)[8][4], uint6
                ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                \
                : FLASHKIT_WGMMA_D64(d)                                                          \
                : "l"(desc_a), "l"(desc_b), "r"(acc))
-#define FLASHKIT_WGMMA_N128_RS_TNSPB(TY, d, a, desc_b)                                           \
+#define FLASHKIT_WGMMA_N128_RS(TY, d, a, desc_b, TRANS_B, acc)                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                 \
-               : FLASHKIT_WGMMA_D64(d)                                                          \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
-
-#define FLASHKIT_WGMMA_N128_RS(TY, d, a, desc_b, acc)                                           \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
-               ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                 \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, " TRANS_B ";\n}\n"                      \
                : FLASHKIT_WGMMA_D64(d)                                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(acc))
 
@@ -302,9 +284,9 @@ template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b,
                                                     int accumulate) {
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_RS("f16", d, a, desc_b, accumulate);
+    FLASHKIT_WGMMA_N128_RS("f16", d, a, desc_b, "0", accumulate);
   } else {
-    FLASHKIT_WGMMA_N128_RS("bf16", d, a, desc_b, accumulate);
+    FLASHKIT_WGMMA_N128_RS("bf16", d, a, desc_b, "0", accumulate);
   }
 }
 
@@ -325,9 +307,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t 
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
   if constexpr (__is_same(T, __half)) {
-    FLASHKIT_WGMMA_N128_RS_TNSPB("f16", d, a, desc_b);
+    FLASHKIT_WGMMA_N128_RS("f16", d, a, desc_b, "1", 1);
   } else {
-    FLASHKIT_WGMMA_N128_RS_TNSPB("bf16", d, a, desc_b);
+    FLASHKIT_WGMMA_N128_RS("bf16", d, a, desc_b, "1", 1);
   }
 }
 
