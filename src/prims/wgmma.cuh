@@ -161,7 +161,8 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
 // The asm bodies of the forms below, once per element-type name TY ("f16" or "bf16"). The
-// scale-d predicate is set from a constant 1: these forms always accumulate.
+// scale-d predicate is set from the `acc` operand where the macro has one, else from a constant 1
+// (those forms always accumulate).
 #define FLASHKIT_WGMMA_N64_RS(TY, d, a, desc_b, acc)                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \

@@ -57,10 +57,10 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_TMA_STORE
 #define FLASHKIT_FWD_TMA_STORE 1
 #endif
-// FLASHKIT_FWD_RS_Q (tuning switch, fwd_sm90.md "Q in registers at D 128"): 1 = at D 128 (two consumer
-// warpgroups, n128 wgmmas) each consumer thread loads its Q A-fragments once per tile (ldmatrix) and Q K^T runs as
-// register-A wgmmas: per k-step the tensor cores read 4 KB of K from shared memory instead of 2 KB of Q plus 4 KB of K
-// (96 -> 64 B/clk of operand reads in the Q K^T phase, where the K / V TMA writes also land). 32 more registers per
+// FLASHKIT_FWD_RS_Q (tuning switch, fwd_sm90.md "Q in registers at D 128"): 1 = at D 96 / 128 / 192 (fwd_rs_q)
+// each consumer thread loads its Q A-fragments once per tile (ldmatrix) and Q K^T runs as register-A wgmmas: at D 128
+// the tensor cores read 4 KB of K per k-step from shared memory instead of 2 KB of Q plus 4 KB of K (96 -> 64 B/clk
+// of operand reads in the Q K^T phase, where the K / V TMA writes also land). 24 / 32 / 48 more registers per
 // consumer thread through the main loop; Q's buffer is released as soon as the fragments are loaded.
 #ifndef FLASHKIT_FWD_RS_Q
 #define FLASHKIT_FWD_RS_Q 0
@@ -529,10 +529,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     if constexpr (fwd_rs_q<Tr>()) {
       load_q_frags<Tr>(qa, prims::smem_addr(sQ), warp_row0, lane);
       if (FLASHKIT_FWD_RS_Q_EARLY != 0) {
-        // The reads were the generic proxy's (ldmatrix) and the next Q comes by TMA (the async proxy): without
-        // this fence the release did not order them before the producer's write (H200, 2026-11-29: 2 of 5 runs of
-        // the window / softcap varlen tests failed, a few Q rows of the next tile read; with the release after
-        // the tile's last Q K^T, as the wgmma reads are async-proxy ones, 5 of 5 passed).
+        // The ldmatrix reads are the generic proxy's and the next Q is written by TMA (the async proxy): the
+        // fence orders them before the release (without it, 2 of 5 runs of the window / softcap varlen tests
+        // read a few rows of the next tile's Q; fwd_sm90.md).
         prims::fence_proxy_async_smem();
         prims::mbarrier_arrive(b.empty_q());
       }
