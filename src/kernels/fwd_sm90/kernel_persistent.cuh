@@ -93,15 +93,17 @@ __device__ __forceinline__ void issue_qk_rs(float (&s)[1][Tr::kNTiles][4], const
   }
 }
 // This thread's A-fragments of Q (the warp's 16 rows from warp_row0, every k16 step) by ldmatrix from the
-// 128-byte-swizzled Q tile: lanes 8i .. 8i + 7 address matrix i's rows (i: rows +0 / +8, columns +0 / +8).
+// 128-byte-swizzled Q tile: lanes 8i .. 8i + 7 address matrix i's rows (i: rows +0 / +8, columns +0 / +8). One
+// address per lane, the k-steps by QTile::step_addr (the lane's chunk, 0 or 1, shares no bit with a step's even
+// chunk); the caller passes opaque values, so ptxas does not keep a dozen addresses alive from the CTA's start
+// (it did: 8 / 48 bytes of spills at D 128 with windows / D 192).
 template <class Tr>
 __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[Tr::kKSteps][4], uint32_t q_addr, int warp_row0,
                                              int lane) {
   const int row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
-  const int col = (lane / 16) * 8;
+  const uint32_t base = q_addr + uint32_t(Tr::QTile::offset(row, (lane / 16) * 8) * int(sizeof(typename Tr::T)));
 #pragma unroll
-  for (int ks = 0; ks < Tr::kKSteps; ++ks)
-    prims::ldmatrix_x4(qa[ks], q_addr + uint32_t(Tr::QTile::offset(row, ks * 16 + col) * int(sizeof(typename Tr::T))));
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) prims::ldmatrix_x4(qa[ks], Tr::QTile::step_addr(base, 0, ks * 16));
 }
 constexpr int kTraceSteps = 32;
 template <class Tr>
@@ -527,7 +529,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     // fwd_rs_q: this thread's Q fragments, loaded once; Q's buffer is free for the next tile's then.
     uint32_t qa[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4];
     if constexpr (fwd_rs_q<Tr>()) {
-      load_q_frags<Tr>(qa, prims::smem_addr(sQ), warp_row0, lane);
+      load_q_frags<Tr>(qa, prims::opaque(prims::smem_addr(sQ)), prims::opaque(warp_row0), prims::opaque(lane));
       if (FLASHKIT_FWD_RS_Q_EARLY != 0) {
         // The ldmatrix reads are the generic proxy's and the next Q is written by TMA (the async proxy): the
         // fence orders them before the release (without it, 2 of 5 runs of the window / softcap varlen tests
