@@ -4,9 +4,11 @@
 #      with the proxy fence before Q's early release (3eba33e): the six D 96 / 128 / 192 instantiation files built
 #      with the switch, then (1) the window / softcap varlen tests REPS times (the first build's race showed there in
 #      2 of 5 runs), (2) test_attention_gpu.py + test_kernel_families_gpu.py, (3) memcheck / racecheck / synccheck of
-#      sanitize_small.py --quick --dims 96 128 192. ~5 min.
+#      sanitize_small.py --quick --dims 96 128 192, (4) fwd_dump.py save (plain and FWD_DUMP_MODS=1) into build/dumps
+#      for B's bitwise comparison (run B right after A, while the machine is warm, or as "AB" in one call). Includes the one-address fragment loads of 7775ff8 (no spills). ~5 min.
 #   B: ROUNDS interleaved rounds of the default and the switch: FA3 sweep D 128 and the dims sweep (D 96 / 192),
-#      bf16, flashkit (cuDNN in the first round). ~5-6 min.
+#      bf16, flashkit (cuDNN in the first round); on the first default build, fwd_dump.py compare against A's dumps
+#      (RS-Q's outputs bitwise the default's: same products, same accumulation order). ~5-6 min.
 #   C: test_backward_families_gpu.py's portable test, split by head dim in the forty-first session (it had timed out
 #      at 420 s as one run), each head dim in its own pytest (TESTS_P at once), and the two D 64 m128 reference tests
 #      (their reference times against session 41's, now with OMP_NUM_THREADS=2). ~3-4 min.
@@ -18,6 +20,7 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s42
 . "$(dirname "$0")/device_steps.sh"
 save_insts fwd_sm90 "fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
+DUMPS="$TREE/build/dumps"  # (ignored: a warm machine keeps it between calls; too large to bring back)
 device_header
 (sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
 WATCHDOG=$!  # (killed at the end: a sleeping child would hold the device call open)
@@ -30,6 +33,9 @@ if [[ $PARTS == *A* ]]; then
     step ${tool}_rsq 120 $S --tool $tool --error-exitcode 1 python3 "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
   done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  mkdir -p "$DUMPS"
+  (cd /tmp && step dump_rsq 200 python3 "$TREE/scripts/dev/fwd_dump.py" save "$DUMPS/rsq.pt")
+  (cd /tmp && FWD_DUMP_MODS=1 step dump_rsq_mods 200 python3 "$TREE/scripts/dev/fwd_dump.py" save "$DUMPS/rsq_mods.pt")
   pack
 fi
 if [[ $PARTS == *B* ]]; then
@@ -37,6 +43,15 @@ if [[ $PARTS == *B* ]]; then
     for v in "base:" "rsq:FLASHKIT_FWD_RS_Q 1"; do
       n=${v%%:*}
       set_insts "$n$r" "${v#*:}"
+      if [ "$n$r" = base1 ]; then  # (A's dumps: kept under the tree's build folder while the machine stays warm)
+        if [ -f "$DUMPS/rsq.pt" ]; then
+          (cd /tmp && step compare_dump 200 python3 "$TREE/scripts/dev/fwd_dump.py" compare "$DUMPS/rsq.pt")
+          (cd /tmp && FWD_DUMP_MODS=1 step compare_dump_mods 200 python3 "$TREE/scripts/dev/fwd_dump.py" compare \
+            "$DUMPS/rsq_mods.pt")
+        else
+          echo "no RS-Q dumps in $DUMPS (A ran on another machine): bitwise comparison skipped" | tee -a "$O/summary.txt"
+        fi
+      fi
       peers=""; [ "$r" = 1 ] && [ "$n" = base ] && peers=sdpa_cudnn
       (cd /tmp && step "bench_fa3_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 \
         --impls flashkit $peers --out-dir "$O/bench" --tag "fa3-$n$r" --no-plot)
