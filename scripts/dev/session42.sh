@@ -7,7 +7,7 @@
 #      sanitize_small.py --quick --dims 96 128 192, (4) fwd_dump.py save (plain and FWD_DUMP_MODS=1) into build/dumps
 #      for B's bitwise comparison (run B right after A, while the machine is warm, or as "AB" in one call). Includes the one-address fragment loads of 7775ff8 (no spills). ~5 min.
 #   B: ROUNDS interleaved rounds of the default and the switch: FA3 sweep D 128 and the dims sweep (D 96 / 192),
-#      bf16, flashkit (cuDNN in the first round); on the first default build, fwd_dump.py compare against A's dumps
+#      bf16, flashkit (cuDNN in the first round; fp16 FA3 D 128 in the first round); on the first default build, fwd_dump.py compare against A's dumps
 #      (RS-Q's outputs bitwise the default's: same products, same accumulation order). ~5-6 min.
 #   C: test_backward_families_gpu.py's portable test, split by head dim in the forty-first session (it had timed out
 #      at 420 s as one run), each head dim in its own pytest (TESTS_P at once), and the two D 64 m128 reference tests
@@ -57,6 +57,10 @@ if [[ $PARTS == *B* ]]; then
         --impls flashkit $peers --out-dir "$O/bench" --tag "fa3-$n$r" --no-plot)
       (cd /tmp && step "bench_dims_$n$r" 150 python3 -m flashkit.bench --sweep dims \
         --impls flashkit $peers --out-dir "$O/bench" --tag "dims-$n$r" --no-plot)
+      if [ "$r" = 1 ]; then  # (fp16: one round, the FA3 D 128 rows)
+        (cd /tmp && step "bench_fp16_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 128 --dtype fp16 \
+          --impls flashkit $peers --out-dir "$O/bench" --tag "fp16-$n$r" --no-plot)
+      fi
     done
   done
   pack
