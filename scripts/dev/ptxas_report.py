@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Registers and spills of every kernel instantiation, from ptxas -v (no GPU needed).
 
-    python3 scripts/dev/ptxas_report.py [--build build/dev2] [--filter fwd_sm90] [-j 2]
+    python3 scripts/dev/ptxas_report.py [--build build/dev2] [--filter fwd_sm90] [-j 2] [-D MACRO=VALUE ...]
 
 Compiles each src/kernels/*/inst/*.cu for its family's architecture (sm_90a for *_sm90*
 files, sm_80 otherwise) with the library's flags and prints one line per kernel: file,
@@ -34,10 +34,11 @@ def short(name):
     return name.replace("void ", "")
 
 
-def compile_one(path, build):
+def compile_one(path, build, defines=()):
     arch = "90a" if "_sm90" in path.name else "80"
     cmd = ["nvcc", "-std=c++17", "-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}", "--expt-relaxed-constexpr",
-           "-Xptxas=-v", f"-I{REPO}/include", f"-I{REPO}/src", f"-I{build}/generated", "-c", str(path), "-o", "/dev/null"]
+           "-Xptxas=-v", f"-I{REPO}/include", f"-I{REPO}/src", f"-I{build}/generated", *(f"-D{d}" for d in defines),
+           "-c", str(path), "-o", "/dev/null"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     rows, cur = [], None
     for line in (r.stdout + r.stderr).splitlines():
@@ -64,11 +65,13 @@ def main():
     ap.add_argument("--build", default=str(REPO / "build" / "dev2"))
     ap.add_argument("--filter", default="")
     ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="MACRO=VALUE",
+                    help="a tuning switch for every file (e.g. FLASHKIT_FWD_RS_Q=1)")
     a = ap.parse_args()
     files = sorted(p for p in (REPO / "src" / "kernels").glob("*/inst/*.cu") if a.filter in str(p))
     status = 0
     with cf.ThreadPoolExecutor(a.j) as ex:
-        results = list(ex.map(lambda p: compile_one(p, a.build), files))
+        results = list(ex.map(lambda p: compile_one(p, a.build, a.defines), files))
     print(f"{'file':28s} {'regs':>4s} {'spill st/ld':>11s}  kernel")
     for path, rc, rows in results:
         if rc != 0:
