@@ -65,10 +65,6 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_RS_Q
 #define FLASHKIT_FWD_RS_Q 0
 #endif
-// (FLASHKIT_FWD_RS_Q_EARLY 0: Q's buffer released after the tile's last Q K^T as without RS_Q; diagnostic)
-#ifndef FLASHKIT_FWD_RS_Q_EARLY
-#define FLASHKIT_FWD_RS_Q_EARLY 1
-#endif
 template <class Tr>
 constexpr bool fwd_rs_q() {
   // D 128 / 96 (128-column tiles, n128 Q K^T) and D 192 (64-key tiles, n64 Q K^T), two consumer warpgroups
@@ -284,7 +280,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     if (first > last) {  // no key of the block for these rows: O = 0, the last turn passed too
       prims::bar_sync(turn, 2 * 128);
       prims::bar_arrive(other_turn, 2 * 128);
-      if constexpr (!kRsQ || FLASHKIT_FWD_RS_Q_EARLY == 0) prims::mbarrier_arrive(b.empty_q());
+      if constexpr (!kRsQ) prims::mbarrier_arrive(b.empty_q());
       if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
       return;
     }
@@ -331,7 +327,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   }
   // Every Q K^T of this warpgroup has retired: Q may be overwritten by the next tile's. (kRsQ: released when
   // the fragments were loaded.)
-  if constexpr (!kRsQ || FLASHKIT_FWD_RS_Q_EARLY == 0) prims::mbarrier_arrive(b.empty_q());
+  if constexpr (!kRsQ) prims::mbarrier_arrive(b.empty_q());
   wait_v(last);
   gate_open();
   issue_pv<Tr>(o, pa, desc_v(last));
@@ -530,13 +526,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     uint32_t qa[fwd_rs_q<Tr>() ? Tr::kKSteps : 1][4];
     if constexpr (fwd_rs_q<Tr>()) {
       load_q_frags<Tr>(qa, prims::opaque(prims::smem_addr(sQ)), prims::opaque(warp_row0), prims::opaque(lane));
-      if (FLASHKIT_FWD_RS_Q_EARLY != 0) {
-        // The ldmatrix reads are the generic proxy's and the next Q is written by TMA (the async proxy): the
-        // fence orders them before the release (without it, 2 of 5 runs of the window / softcap varlen tests
-        // read a few rows of the next tile's Q; fwd_sm90.md).
-        prims::fence_proxy_async_smem();
-        prims::mbarrier_arrive(b.empty_q());
-      }
+      // The ldmatrix reads are the generic proxy's and the next Q is written by TMA (the async proxy): the
+      // fence orders them before the release (without it, 2 of 5 runs of the window / softcap varlen tests
+      // read a few rows of the next tile's Q; fwd_sm90.md).
+      prims::fence_proxy_async_smem();
+      prims::mbarrier_arrive(b.empty_q());
     }
     mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, qa, step, skip);
     k_it += c.n_tiles - c.n_first;
