@@ -89,7 +89,6 @@ define_variant() {
 # caller's `pack` after each run.
 mla_env_ab() {
   local var=$1 tag=$2 vals=$3 args=$4 r v
-  export FLASHKIT_COMMIT=${FLASHKIT_COMMIT:-unknown}
   for r in $(seq 1 ${ROUNDS:-2}); do
     for v in $vals; do
       (cd /tmp && step mla_${tag}${v}_$r 300 env $var=$v python3 -m flashkit.bench --op mla --impls flashkit \
@@ -140,6 +139,17 @@ repeat_tests() {
     echo "$1 run $i: $(tail -1 "$O/t_$1_$i.log")" | tee -a "$O/summary.txt"
     grep "^FAILED" "$O/t_$1_$i.log" | cut -c1-150 >> "$O/summary.txt"
   done
+}
+# watchdog_start SECONDS / watchdog_stop: `pack` once after SECONDS in the background (so that a call cut off by the
+# device tool's limit still brings back what was done); watchdog_stop ends it (a sleeping child would hold the device
+# call open after the script's end).
+watchdog_start() {
+  (sleep "$1"; echo "watchdog pack at $1s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
+  WATCHDOG=$!
+}
+watchdog_stop() {
+  pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null
+  return 0
 }
 # tests_each FILE [K]: every test of FILE (a path; -k K if given) in its own pytest run from /tmp, each under
 # TEST_LIMIT seconds (default 400), TESTS_P at once (default 3), with -rP (a test's printed lines show); logs under

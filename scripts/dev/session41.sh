@@ -14,8 +14,7 @@ O=${OUT:-/tmp}/s41
 if [[ $PARTS == *A* ]]; then
   install_tree "$TREE"; pack
   # a watchdog: pack whatever is there before the device call's 600 s run out (the tests may not all finish)
-  (sleep "${PACK_AT:-545}"; echo "watchdog pack at ${PACK_AT:-545}s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
-  WATCHDOG=$!
+  watchdog_start "${PACK_AT:-545}"
   (cd /tmp && step fwd_bwd_bench_timing 200 python3 "$TREE/scripts/dev/fwd_clocks.py" --fwd-bwd --bench-timing \
     128:16384:0 128:8192:0)
   cat "$O/fwd_bwd_bench_timing.log" >> "$O/summary.txt"; pack
@@ -24,7 +23,7 @@ if [[ $PARTS == *A* ]]; then
   tests_each "$TREE/tests/python/test_backward_families_gpu.py" \
     "${FAMILIES_K:-"portable or gqa_split or pp_tma or pair_kernel or m128 or chunked"}"
   pack
-  pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null
+  watchdog_stop
 fi
 # R: the RS-Q forward variant's test failure (varlen window (1, -1) softcap 30 causal, bf16 D 128, 7 values off in
 # the first A/B): the window / softcap varlen tests REPS times on three builds of the bf16 D 128 file: RS-Q with Q's

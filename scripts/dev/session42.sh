@@ -22,8 +22,7 @@ O=${OUT:-/tmp}/s42
 save_insts fwd_sm90 "fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
 DUMPS="$TREE/build/dumps"  # (ignored: a warm machine keeps it between calls; too large to bring back)
 device_header
-(sleep "${PACK_AT:-560}"; echo "watchdog pack at ${PACK_AT:-560}s" >> "$O/summary.txt"; pack) > /dev/null 2>&1 &
-WATCHDOG=$!  # (killed at the end: a sleeping child would hold the device call open)
+watchdog_start "${PACK_AT:-560}"
 if [[ $PARTS == *A* ]]; then
   set_insts rsq "FLASHKIT_FWD_RS_Q 1"
   repeat_tests rsq "${REPS:-6}" "$TREE/tests/python/test_attention_gpu.py" "varlen_window_softcap or window_rows or softcap"
@@ -76,4 +75,4 @@ if [[ $PARTS == *C* ]]; then
 fi
 restore_insts
 pack
-pkill -P "$WATCHDOG" sleep 2>/dev/null; kill "$WATCHDOG" 2>/dev/null; exit 0
+watchdog_stop; exit 0
