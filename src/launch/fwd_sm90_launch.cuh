@@ -11,6 +11,7 @@
 
 #include "kernels/fwd_sm90/kernel.cuh"
 #include "kernels/fwd_sm90/kernel_persistent.cuh"
+#include "launch/cluster_launch.cuh"
 #include "launch/element_type.cuh"
 #include "launch/family_dispatch.h"
 #include "launch/fwd_launch.h"
@@ -72,15 +73,16 @@ template <typename T> struct Config<T, 256> { using Tr = FwdTraits<T, 256, 64, 3
 // swizzle (the Swizzle128Tile layout), zeros outside the tensor. False when a tensor cannot
 // be described (a stride that is 0, not a multiple of 16 bytes or >= 2^40, an unaligned
 // base) or the driver has no encoder: the cp.async kernel runs then.
+// box_rows: kBlockN, or half of it for the clusters' multicast halves (launch_persistent<.., true>).
 template <class Tr>
-bool make_kv_tensor_maps(FwdParams& p) {
+bool make_kv_tensor_maps(FwdParams& p, int box_rows = Tr::kBlockN) {
   using T = typename Tr::T;
   const bool varlen = p.cu_seqlens_k != nullptr;
   const int64_t dims[4] = {p.head_dim, p.total_k, p.h_kv, varlen ? 1 : p.batch};
   return launch_util::make_tma_map_4d<T>(&p.k_tmap, p.k, dims, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
-                                         Tr::kBlockN) &&
+                                         box_rows) &&
          launch_util::make_tma_map_4d<T>(&p.v_tmap, p.v, dims, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
-                                         Tr::kBlockN);
+                                         box_rows);
 }
 
 // The persistent kernel's Q map: dims head_dim, rows, h_q, batch (varlen: total_q rows,
@@ -121,10 +123,39 @@ bool use_persistent(const FwdParams& p) {
   return !p.causal || m_blocks <= 64;
 }
 
-// One CTA per SM over the tiles of the grid order (kernel_persistent.cuh).
-template <class Tr, bool kMods = false>
+// Whether a persistent call runs in clusters of two CTAs that share K / V by TMA multicast (fwd_kernel_persistent's
+// kCluster; FA3's choice for D >= 128 without a mask): calls where both halves of a unit see the same keys (no
+// causal mask, no window or softcap, fixed lengths) and every unit has both halves (an even number of row blocks),
+// at D 96 / 128 / 192. FLASHKIT_FWD_CLUSTER=1 (read once) turns it on: off by default until measured
+// (fwd_sm90.md "K / V multicast in clusters of two").
+template <class Tr>
+constexpr bool cluster_capable() {
+  return Tr::kWarpGroups == 2 && PersistentSmem<Tr>::kStageO && Tr::kHeadDim >= 96 && Tr::kHeadDim <= 192;
+}
+template <class Tr>
+bool use_cluster(const FwdParams& p) {
+  static const bool on = dispatch::env_flag("FLASHKIT_FWD_CLUSTER");
+  const int m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+  return on && cluster_capable<Tr>() && !p.causal && !launch_util::fwd_needs_mods(p) && p.cu_seqlens_q == nullptr &&
+         p.cu_seqlens_k == nullptr && m_blocks % 2 == 0 && p.total_k > 0;
+}
+
+// Clusters of two of Kernel that can be resident at once on `device` (its smem limit raised first), per device,
+// asked once.
+template <auto Kernel>
+int max_pair_clusters(int device, int threads, int smem) {
+  static int cached[16] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  if (device >= 0 && device < 16 && cached[device] >= 0) return cached[device];
+  const int n = launch_util::max_active_clusters(Kernel, dim3(2), threads, size_t(smem), 2);
+  if (device >= 0 && device < 16) cached[device] = n;
+  return n;
+}
+
+// One CTA per SM over the tiles of the grid order (kernel_persistent.cuh); kCluster: one cluster of two per two SMs
+// (as many as can be resident), cudaErrorNotSupported when none can.
+template <class Tr, bool kMods = false, bool kCluster = false>
 cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, const DeviceInfo& dev) {
-  constexpr auto kKernel = &fwd_kernel_persistent<Tr, kMods>;
+  constexpr auto kKernel = &fwd_kernel_persistent<Tr, kMods, kCluster>;
   constexpr int kSmem = PersistentSmem<Tr>::kBytes;
   cudaError_t err = launch_util::raise_smem_limit<kKernel>(dev.device, kSmem);
   if (err != cudaSuccess) return err;
@@ -143,12 +174,20 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   p.div_group_units = prims::FastDiv::make(p.sched_group * ((p.num_m_blocks + 1) / 2));
   p.div_group = prims::FastDiv::make(p.sched_group);
   p.div_last_group = prims::FastDiv::make(int(last));
-  const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
-  static const bool rotate_off = dispatch::env_off("FLASHKIT_FWD_WALK_ROTATE");
-  p.walk_rotate = !rotate_off && launch_util::fwd_walk_rotate(p.causal, p.sched_group, (p.num_m_blocks + 1) / 2,
-                                                              tiles, ctas);
-  kKernel<<<ctas, Tr::kThreads, kSmem, stream>>>(p);
-  return cudaGetLastError();
+  if constexpr (kCluster) {
+    const int clusters = max_pair_clusters<kKernel>(dev.device, Tr::kThreads, kSmem);
+    if (clusters < 1) return cudaErrorNotSupported;
+    p.walk_rotate = 0;  // (no causal walk)
+    const unsigned n = unsigned(std::min<int64_t>(tiles, std::min(clusters, std::max(1, dev.num_sms / 2))));
+    return launch_util::launch_cluster(kKernel, dim3(2 * n), dim3(Tr::kThreads), size_t(kSmem), stream, 2, false, p);
+  } else {
+    const unsigned ctas = unsigned(std::min<int64_t>(tiles, std::max(1, dev.num_sms)));
+    static const bool rotate_off = dispatch::env_off("FLASHKIT_FWD_WALK_ROTATE");
+    p.walk_rotate = !rotate_off && launch_util::fwd_walk_rotate(p.causal, p.sched_group, (p.num_m_blocks + 1) / 2,
+                                                                tiles, ctas);
+    kKernel<<<ctas, Tr::kThreads, kSmem, stream>>>(p);
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace fwd_sm90
@@ -200,6 +239,19 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
       FwdParams q = p;
       if (fwd_sm90::make_kv_tensor_maps<TrP>(q)) {
         if (fwd_sm90::use_persistent<TrP>(p) && p.total_q > 0) {
+          if constexpr (fwd_sm90::cluster_capable<TrP>()) {
+            // (else, or where no cluster can be placed: one CTA per SM; FLASHKIT_FWD_REQUIRE_TMA=1, the tests: an
+            // error instead)
+            if (fwd_sm90::use_cluster<TrP>(p)) {
+              FwdParams r = p;
+              if (fwd_sm90::make_kv_tensor_maps<TrP>(r, TrP::kBlockN / 2) && fwd_sm90::make_q_tensor_map<TrP>(r)) {
+                const cudaError_t e = fwd_sm90::launch_persistent<TrP, false, true>(r, stream, dev);
+                if (e != cudaErrorNotSupported || require_tma) return e;
+              } else if (require_tma) {
+                return cudaErrorNotSupported;
+              }
+            }
+          }
           if (fwd_sm90::make_q_tensor_map<TrP>(q)) {
             return mods ? fwd_sm90::launch_persistent<TrP, true>(q, stream, dev)
                         : fwd_sm90::launch_persistent<TrP>(q, stream, dev);

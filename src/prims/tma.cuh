@@ -43,6 +43,19 @@ __device__ __forceinline__ void tma_load_4d_nohint_if(bool pred, uint32_t dst, c
       : "memory");
 }
 
+// The same box multicast to the CTAs of this cluster set in `cta_mask` (bit r: rank r): it lands at `dst` (the
+// same shared offset) in each of them and completes its bytes on the mbarrier at `bar`'s offset in each. Every
+// destination CTA expects the bytes on its own barrier (mbarrier_arrive_expect_tx) and must not exit before they
+// land.
+__device__ __forceinline__ void tma_load_4d_multicast(uint32_t dst, const void* tmap, int c0, int c1, int c2, int c3,
+                                                      uint32_t bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 // 4-D tile store of shared `src` (the map's swizzled box layout) to the box at (c0..c3):
 // the parts of the box outside the tensor are not written. Tracked as a bulk async-group
 // of the issuing thread (bulk_commit_group / bulk_wait_group*). The writers of `src` make

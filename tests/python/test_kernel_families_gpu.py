@@ -199,6 +199,63 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     assert runs[3] == runs[2], "persistent kernel, thread-store epilogue != TMA-store epilogue"
 
 
+_CLUSTER_PROBE = r"""
+import hashlib, torch, flashkit
+import torch.nn.functional as F
+g = torch.Generator(device="cuda").manual_seed(11)
+out = []
+def h(*ts):
+    return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
+for dtype in (torch.bfloat16, torch.float16):
+    for D in (96, 128, 192):
+        # (B, S_q, S_k, H_q, H_kv, causal). Clusters take the calls without a mask whose row blocks are even in number:
+        # 2 blocks; 8 with a partial last one (1000 rows) over 77 keys (a partial key tile: the upper half of the
+        # multicast box lies past the end); one key; 256 units over at most 66 clusters (each walks several, the
+        # 32-tile K / V ring wraps); GQA. The others (3 blocks; causal) run one CTA per SM in both processes.
+        for B, Sq, Sk, Hq, Hkv, causal in ((2, 256, 1000, 4, 2, False), (1, 1000, 77, 8, 2, False),
+                                          (3, 256, 1, 4, 4, False), (4, 1024, 4096, 16, 4, False),
+                                          (2, 384, 500, 4, 2, False), (2, 512, 512, 4, 2, True)):
+            q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=dtype, generator=g)
+            kb = torch.randn(B, Sk, Hkv, D + 64, device="cuda", dtype=dtype, generator=g)
+            k = kb[..., :D]  # (strided)
+            v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=dtype, generator=g)
+            junk = torch.full((B, Sq, Hq, D), float("nan"), device="cuda", dtype=dtype)
+            del junk  # (the output reuses its block: every row must be written)
+            o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
+            out.append(h(o, lse))
+            if B * Sq * Sk * Hq <= 2 ** 22:  # the fp32 reference where it is cheap
+                qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+                kf = kf.repeat_interleave(Hq // Hkv, dim=1)
+                vf = vf.repeat_interleave(Hq // Hkv, dim=1)
+                ref = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal).transpose(1, 2)
+                err = (o.float() - ref).abs().max().item()
+                assert err < 2e-2, (str(dtype), D, B, Sq, Sk, Hq, Hkv, causal, err)
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_cluster_multicast_matches_single_cta_bitwise(flashkit_ext, run_probe):
+    """FLASHKIT_FWD_CLUSTER=1: calls without a mask whose row blocks are even in number run in clusters of two CTAs
+    that share every K / V tile by TMA multicast, each CTA one row block of a pair (kernel_persistent.cuh kCluster).
+    Same tiles, same MMAs in the same order as one CTA per SM, so the outputs and LSEs are bitwise equal; with
+    FLASHKIT_FWD_REQUIRE_TMA=1 a cluster that cannot be placed is an error, not a silent fallback. D 96 / 128 / 192,
+    both dtypes, partial and single-key tiles, many units per cluster, GQA, a strided K, NaN-poisoned outputs, the
+    fp32 reference; calls the clusters do not take (odd row blocks, causal) in the same run."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not {f"sm90/{t}/{d}" for t in ("bfloat16", "float16")
+                                                             for d in (96, 128, 192)} <= kernels:
+        pytest.skip("no Hopper forward at D 96 / 128 / 192 on this GPU / build")
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_PERSISTENT", "FLASHKIT_FWD_CLUSTER",
+            "FLASHKIT_FWD_TMA_STORE"]
+    single = run_probe(_CLUSTER_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
+    pairs = run_probe(_CLUSTER_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_CLUSTER": "1"}, drop).split()
+    assert len(single) == 36
+    assert pairs == single, "clusters of two != one CTA per SM"
+
+
 _WALK_ROTATE_PROBE = r"""
 import hashlib, torch, flashkit
 g = torch.Generator(device="cuda").manual_seed(7)

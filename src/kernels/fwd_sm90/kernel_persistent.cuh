@@ -31,6 +31,7 @@
 #pragma once
 
 #include "kernels/fwd_sm90/kernel.cuh"
+#include "prims/cluster.cuh"
 #include "prims/globaltimer.cuh"
 #include "prims/ldmatrix.cuh"
 #include "prims/opaque.cuh"
@@ -179,8 +180,12 @@ struct PersistentNamedBars {
 // key tiles and a lone middle block of 10) the CTAs' loads even out
 // (scripts/dev/models/fwd_walk_order_model.py: 1.133 -> 1.031 of the ideal makespan at 2k, 1.058 ->
 // 1.031 at 1k; never worse where the launcher sets it).
+//
+// kCluster (fwd_kernel_persistent's): CTAs 2k and 2k + 1 form cluster k, which takes the units as one CTA would
+// (g clusters), CTA rank r the unit's half r.
+template <bool kCluster = false>
 __device__ __forceinline__ bool persistent_tile(const FwdParams& p, int round, int& t) {
-  const int g = int(gridDim.x), c = int(blockIdx.x);
+  const int g = int(gridDim.x) >> int(kCluster), c = int(blockIdx.x) >> int(kCluster);
   t = round * g + ((round & 1) && !p.walk_rotate ? g - 1 - c : c);
   return round * g < p.num_tiles;  // (t itself may be past the end in the last round)
 }
@@ -235,7 +240,10 @@ __device__ __forceinline__ attn::Mask persistent_mask(const FwdParams& p, const 
 // releases the stages it does not read, and starts its walk (Q K^T only, then the softmax) at
 // tile `skip`; the other warpgroups' MMAs go on the tensor cores in the meantime. A masked
 // tile leaves the online softmax as it was, so the result is the same bits as walking it.
-template <class Tr, bool kMods, class Softmax>
+//
+// kCluster: each K / V stage is written by both CTAs' producers (multicast halves), so the consumers release it to
+// both: one arrival per warp on this CTA's empty barrier and on the peer's.
+template <class Tr, bool kMods, bool kCluster, class Softmax>
 __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, const PersistentBars<Tr>& b,
                                                     uint32_t kbase, uint32_t vbase, float (&o)[1][Tr::kDTiles][4],
                                                     Softmax& softmax,
@@ -243,6 +251,15 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
                                                     int step = 0, int skip = 0) {
   constexpr bool kRsQ = fwd_rs_q<Tr>();
   const bool tr_lead = (c.tid % 128) == 0;  // (trace builds: one thread per warpgroup)
+  auto release = [&](uint32_t bar) {  // (a K / V stage)
+    if constexpr (kCluster) {
+      __syncwarp();  // (every lane's MMAs that read the stage have retired)
+      // (the peer's rank read here, not held through the loop: 8 bytes of spills at D 128 when it was)
+      prims::mbarrier_arrive_pair_if(c.lane == 0, bar, prims::cluster_ctarank() ^ 1u);
+    } else {
+      prims::mbarrier_arrive(bar);
+    }
+  };
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   const int turn = 1 + c.wg, other_turn = PersistentNamedBars<Tr>::next_turn(c.wg);
   float s[1][Tr::kNTiles][4];
@@ -276,14 +293,14 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     for (int j = 0; j < first; ++j) {  // turns without MMAs: K(j) and V(j - 1) are not read
       prims::bar_sync(turn, 2 * 128);
       prims::bar_arrive(other_turn, 2 * 128);
-      prims::mbarrier_arrive(b.empty_k(kbase + j));
-      if (j >= 1) prims::mbarrier_arrive(b.empty_v(vbase + j - 1));
+      release(b.empty_k(kbase + j));
+      if (j >= 1) release(b.empty_v(vbase + j - 1));
     }
     if (first > last) {  // no key of the block for these rows: O = 0, the last turn passed too
       prims::bar_sync(turn, 2 * 128);
       prims::bar_arrive(other_turn, 2 * 128);
       if constexpr (!kRsQ) prims::mbarrier_arrive(b.empty_q());
-      if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
+      if constexpr (PersistentSmem<Tr>::kStageO) release(b.empty_v(vbase + last));
       return;
     }
   }
@@ -297,9 +314,9 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 3);
   prims::fence_operands(o[0]);
   prims::fence_operands(s[0]);
-  prims::mbarrier_arrive(b.empty_k(kbase + first));
+  release(b.empty_k(kbase + first));
   if constexpr (Tr::kWarpGroups == 3) {
-    if (first >= 1) prims::mbarrier_arrive(b.empty_v(vbase + first - 1));  // (P V(first - 1) is skipped)
+    if (first >= 1) release(b.empty_v(vbase + first - 1));  // (P V(first - 1) is skipped)
   }
   c.softmax_tile(first, s, o, softmax, pa);
   for (int j = first + 1; j <= last; ++j) {
@@ -315,7 +332,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     prims::bar_arrive(other_turn, 2 * 128);
     prims::wgmma_wait<1>();
     prims::fence_operands(s[0]);
-    prims::mbarrier_arrive(b.empty_k(kbase + j));
+    release(b.empty_k(kbase + j));
     float corr[1][2];
     const bool moved = c.softmax_tile_p(j, s, softmax, corr);
     // (the basic-block boundary of mainloop_pingpong's overlap: never taken)
@@ -323,7 +340,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
     prims::wgmma_wait<0>();
     prims::fence_operands(o[0]);
     prims::fence_operands(pa);
-    prims::mbarrier_arrive(b.empty_v(vbase + j - 1));
+    release(b.empty_v(vbase + j - 1));
     softmax.rescale(o, corr, moved);
     pack_p<Tr>(pa, s);
   }
@@ -339,12 +356,15 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   prims::fence_operands(o[0]);
   if (FLASHKIT_FWD_TRACE && tr_lead) trace_put<Tr>(c.p, step, 6 * c.wg + 4);
   // (without a staging tile the epilogue stages O in V(last)'s stage and releases it then)
-  if constexpr (PersistentSmem<Tr>::kStageO) prims::mbarrier_arrive(b.empty_v(vbase + last));
+  if constexpr (PersistentSmem<Tr>::kStageO) release(b.empty_v(vbase + last));
 }
 
 // The producer: one thread issues, per tile, K(0), Q, V(0), then K(j), V(j) for j >= 1,
 // each after the consumers released the buffer's previous contents.
-template <class Tr, bool kMods>
+// kCluster: the two CTAs of a cluster walk the two halves of one unit in step (same keys), and each producer loads
+// half of every K / V tile (rank r: rows r * kBlockN / 2 ..) multicast into both CTAs' stage; each CTA's full barrier
+// expects the whole tile, its empty barrier collects both CTAs' consumers (mainloop_persistent's release).
+template <class Tr, bool kMods, bool kCluster = false>
 __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned char* smem,
                                                     const PersistentBars<Tr>& b) {
   using T = typename Tr::T;
@@ -358,9 +378,11 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
   T* sV = reinterpret_cast<T*>(smem + Tr::kSmemV);
   const uint32_t sq = prims::smem_addr(smem + Tr::kSmemQ);
   const bool varlen = p.cu_seqlens_q != nullptr;
+  const int rank = kCluster ? int(prims::cluster_ctarank()) : 0;
   uint32_t k_it = 0, v_it = 0, q_it = 0;
   int t;
-  for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
+  // (two steps per unit; kCluster: this CTA's half of each unit)
+  for (int step = rank; persistent_tile<kCluster>(p, step >> 1, t); step += kCluster ? 2 : 1) {
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
     if (!persistent_coords(p, t, step & 1, step >> 1, x, m_block, z)) continue;
@@ -371,14 +393,42 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
     c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
     c.n_first = kMods ? mask.first_key_tile(blk.m0, Tr::kBlockN) : 0;
     if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) continue;
+    // kCluster: this CTA's half of K / V tile j, multicast to both CTAs (the peer issues the other half)
+    auto load_half = [&](const TmaDesc& map, T* stage, int j, uint32_t bar) {
+      constexpr int kHalfRows = Tr::kBlockN / 2;
+      prims::mbarrier_arrive_expect_tx(bar, Tr::KTile::kBytes);
+      const uint32_t dst = prims::smem_addr(stage) + uint32_t(rank * kHalfRows * 128);
+      const int row = blk.k_row0 + c.key_block(j) * Tr::kBlockN + rank * kHalfRows;
+      const int head_kv = p.div_h_ratio.div(blk.head);
+#pragma unroll
+      for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
+        prims::tma_load_4d_multicast(dst + a * Tr::KTile::kBlockBytes, &map, a * 64, row, head_kv, blk.batch, bar,
+                                     uint16_t(0x3));
+      }
+    };
+    auto wait_empty = [&](uint32_t bar, uint32_t parity) {
+      if constexpr (kCluster) {
+        prims::mbarrier_wait_cluster(bar, parity);  // (the peer's consumers' releases: cluster scope)
+      } else {
+        prims::mbarrier_wait(bar, parity);
+      }
+    };
     auto load_k = [&](int j) {
-      if (k_it >= KS) prims::mbarrier_wait(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
-      c.load_tma(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), true);
+      if (k_it >= KS) wait_empty(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
+      if constexpr (kCluster) {
+        load_half(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it));
+      } else {
+        c.load_tma(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), true);
+      }
       ++k_it;
     };
     auto load_v = [&](int j) {
-      if (v_it >= VS) prims::mbarrier_wait(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
-      c.load_tma(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it), true);
+      if (v_it >= VS) wait_empty(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
+      if constexpr (kCluster) {
+        load_half(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it));
+      } else {
+        c.load_tma(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it), true);
+      }
       ++v_it;
     };
     load_k(0);
@@ -423,10 +473,16 @@ __device__ __forceinline__ void zero_v_tail(typename Tr::T* v_stage, int valid_r
 // One CTA per SM (the launcher sizes the grid), Tr::kProducer traits; kMods: windows and
 // softcaps (as fwd_kernel's kMods: the walk starts at the window's first visible tile of the
 // block, the softcap before the mask).
-template <class Tr, bool kMods = false>
+//
+// kCluster (launch_persistent's, FLASHKIT_FWD_CLUSTER): clusters of two CTAs that share every K / V tile by TMA
+// multicast (each loads half, producer_persistent), walking the two halves of each unit in step. Only where both
+// halves see the same keys: no causal mask, no window, fixed lengths, an even number of row blocks.
+template <class Tr, bool kMods = false, bool kCluster = false>
 __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const __grid_constant__ FwdParams p) {
 #if FLASHKIT_SM90_KERNEL_BODY
   static_assert(Tr::kProducer && Tr::kMinBlocks == 1, "the persistent kernel has a producer warpgroup");
+  static_assert(!kCluster || (Tr::kWarpGroups == 2 && PersistentSmem<Tr>::kStageO && !kMods),
+                "clusters: two consumer warpgroups, O's staging tile, no masks but the sequence's end");
   using T = typename Tr::T;
   constexpr int KS = Tr::kKStages, VS = Tr::kVStages;
   constexpr int kCThreads = Tr::kConsumerThreads;
@@ -435,24 +491,36 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   unsigned char* smem = smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
   const int tid = threadIdx.x;
   PersistentBars<Tr> b{prims::smem_addr(smem + Tr::kSmemBar)};
+  // (kCluster: a K / V stage is released by each consumer warp of both CTAs)
+  constexpr uint32_t kStageReleases = kCluster ? 2 * (kCThreads / 32) : kCThreads;
   if (tid == 0) {
     for (int i = 0; i < KS; ++i) {
       prims::mbarrier_init(b.full_k(i), 1);
-      prims::mbarrier_init(b.empty_k(i), kCThreads);
+      prims::mbarrier_init(b.empty_k(i), kStageReleases);
     }
     for (int i = 0; i < VS; ++i) {
       prims::mbarrier_init(b.full_v(i), 1);
-      prims::mbarrier_init(b.empty_v(i), kCThreads);
+      prims::mbarrier_init(b.empty_v(i), kStageReleases);
     }
     prims::mbarrier_init(b.full_q(), 1);
     prims::mbarrier_init(b.empty_q(), kCThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (kCluster) {  // (the peer's barriers are initialized before its multicasts and arrivals reach them)
+    prims::cluster_arrive();
+    prims::cluster_wait();
+  } else {
+    __syncthreads();
+  }
   const bool producer = __shfl_sync(0xffffffffu, tid / 128, 0) == Tr::kWarpGroups;
   if (producer) {
     prims::setmaxnreg_dec<Tr::kProducerRegs>();
-    producer_persistent<Tr, kMods>(p, smem, b);
+    producer_persistent<Tr, kMods, kCluster>(p, smem, b);
+    if constexpr (kCluster) {  // (neither CTA exits while the peer may still arrive on its barriers)
+      __syncwarp();
+      prims::cluster_arrive();
+      prims::cluster_wait();
+    }
     return;
   }
   prims::setmaxnreg_inc<Tr::kConsumerRegs>();
@@ -472,7 +540,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   // (the producer's walk, step for step; these lines as one shared helper that fills the
   // BlockInfo made ptxas spill 100 B in this loop at D 256)
   int t;
-  for (int step = 0; persistent_tile(p, step >> 1, t); ++step) {  // (two steps per unit)
+  const int rank = kCluster ? int(prims::cluster_ctarank()) : 0;
+  // (two steps per unit; kCluster: this CTA's half of each unit)
+  for (int step = rank; persistent_tile<kCluster>(p, step >> 1, t); step += kCluster ? 2 : 1) {
     if (t >= p.num_tiles) continue;
     int x, m_block, z;
     if (!persistent_coords(p, t, step & 1, step >> 1, x, m_block, z)) continue;
@@ -534,7 +604,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
       prims::fence_proxy_async_smem();
       prims::mbarrier_arrive(b.empty_q());
     }
-    mainloop_persistent<Tr, kMods>(c, b, k_it, v_it, o, softmax, qa, step, skip);
+    mainloop_persistent<Tr, kMods, kCluster>(c, b, k_it, v_it, o, softmax, qa, step, skip);
     k_it += c.n_tiles - c.n_first;
     v_it += c.n_tiles - c.n_first;
     ++q_it;
@@ -644,6 +714,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   }
   if (wg == 0) prims::bar_sync(1, 2 * 128);  // the last warpgroup's last arrival (or its first)
   if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group<0>();  // O stores done before exit
+  if constexpr (kCluster) {  // (the producer's side above)
+    __syncwarp();
+    prims::cluster_arrive();
+    prims::cluster_wait();
+  }
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
 
