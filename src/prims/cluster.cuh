@@ -84,14 +84,17 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar_caddr) {
 }
 
 // Where `pred` is set: arrives on this CTA's mbarrier `bar` and on the one at the same offset in CTA `peer` of the
-// cluster, both releasing at cluster scope (a stage that both CTAs' producers write, by multicast, is free when the
-// consumers of both have released it). Predicated instructions, no branch: a thread-divergent branch among in-flight
+// cluster (a stage that both CTAs' producers write, by multicast, is free when the consumers of both have released
+// it). The arrivals have the default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: what
+// they publish is the end of the caller's wgmma reads of the stage (wgmma.wait_group), not memory writes, and
+// `.release.cluster` compiles to MEMBAR.ALL.GPU before each arrival (fwd_sm90.md "K / V multicast in clusters of
+// two": 25-38 % slower with it). Predicated instructions, no branch: a thread-divergent branch among in-flight
 // wgmmas makes ptxas serialize them (C7520).
 __device__ __forceinline__ void mbarrier_arrive_pair_if(bool pred, uint32_t bar, uint32_t peer) {
   asm volatile(
       "{\n.reg .pred p;\n.reg .b32 r;\nsetp.ne.b32 p, %2, 0;\nmapa.shared::cluster.u32 r, %0, %1;\n"
-      "@p mbarrier.arrive.release.cluster.shared::cta.b64 _, [%0];\n"
-      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
+      "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+      "@p mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
       "r"(peer), "r"(int(pred))
       : "memory");
 }

@@ -363,7 +363,8 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
 // each after the consumers released the buffer's previous contents.
 // kCluster: the two CTAs of a cluster walk the two halves of one unit in step (same keys), and each producer loads
 // half of every K / V tile (rank r: rows r * kBlockN / 2 ..) multicast into both CTAs' stage; each CTA's full barrier
-// expects the whole tile, its empty barrier collects both CTAs' consumers (mainloop_persistent's release).
+// expects the whole tile, its empty barrier collects both CTAs' consumers (mainloop_persistent's release; the
+// waits and arrivals at CTA scope, as CUTLASS's multicast pipelines: the stage's readers are wgmmas that retired).
 template <class Tr, bool kMods, bool kCluster = false>
 __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned char* smem,
                                                     const PersistentBars<Tr>& b) {
@@ -406,15 +407,8 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
                                      uint16_t(0x3));
       }
     };
-    auto wait_empty = [&](uint32_t bar, uint32_t parity) {
-      if constexpr (kCluster) {
-        prims::mbarrier_wait_cluster(bar, parity);  // (the peer's consumers' releases: cluster scope)
-      } else {
-        prims::mbarrier_wait(bar, parity);
-      }
-    };
     auto load_k = [&](int j) {
-      if (k_it >= KS) wait_empty(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
+      if (k_it >= KS) prims::mbarrier_wait(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
       if constexpr (kCluster) {
         load_half(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it));
       } else {
@@ -423,7 +417,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
       ++k_it;
     };
     auto load_v = [&](int j) {
-      if (v_it >= VS) wait_empty(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
+      if (v_it >= VS) prims::mbarrier_wait(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
       if constexpr (kCluster) {
         load_half(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it));
       } else {
