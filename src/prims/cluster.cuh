@@ -99,6 +99,13 @@ __device__ __forceinline__ void mbarrier_arrive_pair_if(bool pred, uint32_t bar,
       : "memory");
 }
 
+// Arrives on the mbarrier at shared::cluster address `bar_caddr` with the default semantics (release at CTA scope,
+// as CUTLASS's ClusterBarrier::arrive(cta_id)): for an arrival that publishes retired wgmma reads, not memory writes.
+// mbarrier_arrive_cluster's `.release.cluster` costs a MEMBAR.ALL.GPU before the arrival on sm_90a.
+__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t bar_caddr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar_caddr) : "memory");
+}
+
 // Waits for the phase of this CTA's mbarrier `bar` with parity `parity` to complete, with
 // acquire semantics at cluster scope (arrivals and copies from other CTAs of the cluster).
 __device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {

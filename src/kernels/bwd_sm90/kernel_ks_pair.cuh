@@ -52,6 +52,16 @@
 #include "tiles/smem_swizzle.cuh"
 #include "tiles/tile_copy.cuh"
 
+// FLASHKIT_BWD_PAIR_CTA_SCOPE (A/B switch, default 0; bwd.md "The pair kernel's cluster-scope barriers"): 1 = the
+// arrival on the partner's out_free with the default (CTA-scope) release and the wait for the partner's dS on
+// in_full at CTA scope, as CUTLASS's multicast pipelines. At cluster scope ptxas puts a MEMBAR.ALL.GPU before the
+// arrival and a CCTL.IVALL (L1 invalidation) after each wait, both inside the step's wgmma chain (SASS of the bf16
+// D 256 file: 3 MEMBAR.ALL.GPU and 7 CCTL.IVALL per fast-mode kernel). out_free's wait, before the generic stores
+// into sdS that the last bulk copy read, stays at cluster scope either way.
+#ifndef FLASHKIT_BWD_PAIR_CTA_SCOPE
+#define FLASHKIT_BWD_PAIR_CTA_SCOPE 0
+#endif
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FLASHKIT_BWD_SM90_KS_PAIR_BODY 1
 #else
@@ -367,7 +377,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
         const uint64_t b_off = (dq_chunk * KTile::kBlockBytes + ks * 16 * 128) >> 4;
         prims::wgmma_m64n64k16_ss_tnspb<T>(dq, desc_ds + a_off, desc_k_mn + b_off);
       }
-      prims::mbarrier_wait_cluster(in_full, it & 1);  // the partner's dS of step it landed
+      if constexpr (FLASHKIT_BWD_PAIR_CTA_SCOPE != 0) {  // the partner's dS of step it landed
+        prims::mbarrier_wait(in_full, it & 1);
+      } else {
+        prims::mbarrier_wait_cluster(in_full, it & 1);
+      }
       prims::wgmma_fence();                            // (the accumulator chain resumes after a wait)
 #pragma unroll
       for (int ks = 0; ks < Tr::kNSteps; ++ks) {
@@ -394,7 +408,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     // dQ done: the partner's dS is read; stage and add our columns.
     prims::wgmma_wait<1>();
     prims::fence_operands(dq);
-    if (wtid == 0) prims::mbarrier_arrive_cluster(peer_out_free);
+    if constexpr (FLASHKIT_BWD_PAIR_CTA_SCOPE != 0) {
+      if (wtid == 0) prims::mbarrier_arrive_remote(peer_out_free);
+    } else {
+      if (wtid == 0) prims::mbarrier_arrive_cluster(peer_out_free);
+    }
     int32_t* sem = nullptr;
     if constexpr (kDet) {  // this pair's turn for the row block's dq: `turn` releases done
       const int turn = cta.dq_turn_pair<kBlockM, kBlockN>(m0);
