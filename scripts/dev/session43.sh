@@ -9,10 +9,14 @@
 #   B: the backward pair kernel's barriers at CTA scope (FLASHKIT_BWD_PAIR_CTA_SCOPE, bwd.md "The pair kernel's
 #      cluster-scope barriers"): the D 192 / 256 backward files built both ways (pip --target, once each), the pair
 #      kernel's tests on the switch's build, then ROUNDS interleaved rounds of bwd D 256 (FA3 sweep, S >= 2k). ~5 min.
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session43.sh A", timeout_s=600), then B the same way.
+#   C: the persistent forward's gates without the proxy fence (FLASHKIT_FWD_GATE_FENCE 0, fwd_sm90.md "The gates'
+#      proxy fence"): the forward files built both ways (pip --target), the forward GPU tests and racecheck / synccheck
+#      of sanitize_small.py --quick on the switch's build, then ROUNDS interleaved rounds of FA3 D 64 / 128 and the dims
+#      sweep, both causal settings. ~6 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session43.sh A", timeout_s=600), then B, C the same way.
 #   Decide from the medians of the rounds: a default flips only if no row falls outside the rounds' spread.
 set -u -o pipefail
-PARTS=${1:?usage: session43.sh A|B}
+PARTS=${1:?usage: session43.sh A|B|C}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s43
 . "$(dirname "$0")/device_steps.sh"
@@ -69,6 +73,37 @@ if [[ $PARTS == *B* ]]; then
     for n in $order; do
       (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "bwd_$n$r" 90 python3 -m flashkit.bench --sweep fa3 --heads-dims 256 \
         --seqlens 2048 4096 8192 16384 --mode bwd --impls flashkit --out-dir "$O/bench" --tag "bwd-$n$r" --no-plot)
+    done
+    pack
+  done
+fi
+if [[ $PARTS == *C* ]]; then
+  D=$TREE/src/kernels/fwd_sm90/inst
+  NAMES=$(cd "$D" && ls *.cu | sed 's/\.cu$//')
+  for f in $NAMES; do cp "$D/$f.cu" "$O/$f.orig"; done
+  for v in "base:" "nofence:FLASHKIT_FWD_GATE_FENCE 0"; do
+    n=${v%%:*}
+    for f in $NAMES; do with_defines "$O/$f.orig" "${v#*:}" > "$D/$f.cu"; done
+    install_cmd "$TREE"; step "build_$n" 400 "${INSTALL[@]}" --target "/tmp/pkg_$n"
+  done
+  for f in $NAMES; do restore_inst "$O/$f.orig" "$D/$f.cu"; done
+  pack
+  (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_nofence step tests_nofence 300 python3 -m pytest -q -m gpu -n 6 \
+    -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py)
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in racecheck synccheck; do
+    PYTHONPATH=/tmp/pkg_nofence step ${tool}_nofence 150 $S --tool $tool --error-exitcode 1 python3 \
+      "$TREE/scripts/sanitize_small.py" --quick
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  pack
+  for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
+    order="base nofence"; [ $((r % 2)) = 0 ] && order="nofence base"
+    for n in $order; do
+      (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "fa3_$n$r" 90 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 \
+        --impls flashkit --out-dir "$O/bench" --tag "gf-fa3-$n$r" --no-plot)
+      (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "dims_$n$r" 90 python3 -m flashkit.bench --sweep dims --impls flashkit \
+        --out-dir "$O/bench" --tag "gf-dims-$n$r" --no-plot)
     done
     pack
   done
