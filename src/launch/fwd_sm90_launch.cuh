@@ -126,15 +126,19 @@ bool use_persistent(const FwdParams& p) {
 // Whether a persistent call runs in clusters of two CTAs that share K / V by TMA multicast (fwd_kernel_persistent's
 // kCluster; FA3's choice for D >= 128 without a mask): calls where both halves of a unit see the same keys (no
 // causal mask, no window or softcap, fixed lengths) and every unit has both halves (an even number of row blocks),
-// at D 96 / 128 / 192. FLASHKIT_FWD_CLUSTER=1 (read once) turns it on: off by default until measured
-// (fwd_sm90.md "K / V multicast in clusters of two").
+// at D 96 / 128 / 192. The macro FLASHKIT_FWD_CLUSTER is the default (0: off until measured, fwd_sm90.md "K / V
+// multicast in clusters of two"); the environment's FLASHKIT_FWD_CLUSTER=1 / =0 (read once) turns it on / off.
+#ifndef FLASHKIT_FWD_CLUSTER
+#define FLASHKIT_FWD_CLUSTER 0
+#endif
 template <class Tr>
 constexpr bool cluster_capable() {
   return Tr::kWarpGroups == 2 && PersistentSmem<Tr>::kStageO && Tr::kHeadDim >= 96 && Tr::kHeadDim <= 192;
 }
 template <class Tr>
 bool use_cluster(const FwdParams& p) {
-  static const bool on = dispatch::env_flag("FLASHKIT_FWD_CLUSTER");
+  static const bool on = FLASHKIT_FWD_CLUSTER != 0 ? !dispatch::env_off("FLASHKIT_FWD_CLUSTER")
+                                                   : dispatch::env_flag("FLASHKIT_FWD_CLUSTER");
   const int m_blocks = (p.seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   return on && cluster_capable<Tr>() && !p.causal && !launch_util::fwd_needs_mods(p) && p.cu_seqlens_q == nullptr &&
          p.cu_seqlens_k == nullptr && m_blocks % 2 == 0 && p.total_k > 0;

@@ -250,7 +250,7 @@ def test_sm90_cluster_multicast_matches_single_cta_bitwise(flashkit_ext, run_pro
         pytest.skip("no Hopper forward at D 96 / 128 / 192 on this GPU / build")
     drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_PERSISTENT", "FLASHKIT_FWD_CLUSTER",
             "FLASHKIT_FWD_TMA_STORE"]
-    single = run_probe(_CLUSTER_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1"}, drop).split()
+    single = run_probe(_CLUSTER_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_CLUSTER": "0"}, drop).split()
     pairs = run_probe(_CLUSTER_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_CLUSTER": "1"}, drop).split()
     assert len(single) == 36
     assert pairs == single, "clusters of two != one CTA per SM"
