@@ -402,23 +402,10 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
     c.n_tiles = mask.num_key_tiles(blk.m0, Tr::kBlockM, Tr::kBlockN);
     c.n_first = kMods ? mask.first_key_tile(blk.m0, Tr::kBlockN) : 0;
     if (kMods ? c.n_tiles <= c.n_first : c.n_tiles == 0) continue;
-    // kCluster: this CTA's half of K / V tile j, multicast to both CTAs (the peer issues the other half)
-    auto load_half = [&](const TmaDesc& map, T* stage, int j, uint32_t bar) {
-      constexpr int kHalfRows = Tr::kBlockN / 2;
-      prims::mbarrier_arrive_expect_tx(bar, Tr::KTile::kBytes);
-      const uint32_t dst = prims::smem_addr(stage) + uint32_t(rank * kHalfRows * 128);
-      const int row = blk.k_row0 + c.key_block(j) * Tr::kBlockN + rank * kHalfRows;
-      const int head_kv = p.div_h_ratio.div(blk.head);
-#pragma unroll
-      for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
-        prims::tma_load_4d_multicast(dst + a * Tr::KTile::kBlockBytes, &map, a * 64, row, head_kv, blk.batch, bar,
-                                     uint16_t(0x3));
-      }
-    };
     auto load_k = [&](int j) {
       if (k_it >= KS) prims::mbarrier_wait(b.empty_k(k_it), ((k_it / KS) & 1) ^ 1);
       if constexpr (kCluster) {
-        load_half(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it));
+        c.load_tma_half(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), rank);
       } else {
         c.load_tma(p.k_tmap, sK + (k_it % KS) * kTileElems, j, b.full_k(k_it), true);
       }
@@ -427,7 +414,7 @@ __device__ __forceinline__ void producer_persistent(const FwdParams& p, unsigned
     auto load_v = [&](int j) {
       if (v_it >= VS) prims::mbarrier_wait(b.empty_v(v_it), ((v_it / VS) & 1) ^ 1);
       if constexpr (kCluster) {
-        load_half(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it));
+        c.load_tma_half(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it), rank);
       } else {
         c.load_tma(p.v_tmap, sV + (v_it % VS) * kTileElems, j, b.full_v(v_it), true);
       }
@@ -509,8 +496,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (kCluster) {  // (the peer's barriers are initialized before its multicasts and arrivals reach them)
-    prims::cluster_arrive();
-    prims::cluster_wait();
+    prims::cluster_sync();
   } else {
     __syncthreads();
   }
@@ -520,8 +506,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     producer_persistent<Tr, kMods, kCluster>(p, smem, b);
     if constexpr (kCluster) {  // (neither CTA exits while the peer may still arrive on its barriers)
       __syncwarp();
-      prims::cluster_arrive();
-      prims::cluster_wait();
+      prims::cluster_sync();
     }
     return;
   }
@@ -718,8 +703,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
   if (FLASHKIT_FWD_TMA_STORE != 0 && tid % 128 == 0) prims::bulk_wait_group<0>();  // O stores done before exit
   if constexpr (kCluster) {  // (the producer's side above)
     __syncwarp();
-    prims::cluster_arrive();
-    prims::cluster_wait();
+    prims::cluster_sync();
   }
 #endif  // FLASHKIT_SM90_KERNEL_BODY
 }
