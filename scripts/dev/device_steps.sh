@@ -96,23 +96,24 @@ mla_env_ab() {
     done
   done
 }
-# inst_variants FILE VARIANTS [LIMIT]: for each NAME=DEFS of VARIANTS ('|'-separated; DEFS ';'-separated "MACRO VALUE"
-# pairs, as with_defines), the instantiation file FILE (under <tree>/src/) with DEFS prepended, built and installed with
-# pip --target /tmp/pkg_NAME as step build_NAME (run a variant with PYTHONPATH=/tmp/pkg_NAME); FILE restored after
-# (restore_inst). Sets VARIANT_NAMES to the names that built; calls the caller's `pack` after each build.
+# inst_variants FILES VARIANTS [LIMIT]: for each NAME=DEFS of VARIANTS ('|'-separated; DEFS ';'-separated "MACRO VALUE"
+# pairs, as with_defines; empty DEFS = the tree as it is), the instantiation files FILES (space-separated paths under
+# <tree>/src/, one tree) with DEFS prepended, built and installed with pip --target /tmp/pkg_NAME as step build_NAME
+# (run a variant with PYTHONPATH=/tmp/pkg_NAME); the files restored after (restore_inst). Sets VARIANT_NAMES to the
+# names that built; calls the caller's `pack` after each build.
 inst_variants() {
-  local f=$1 v name defs orig="$O/$(basename "$1").orig" vs
+  local files=($1) f v name defs vs
   VARIANT_NAMES=()
-  cp "$f" "$orig"
+  for f in "${files[@]}"; do cp "$f" "$O/$(basename "$f").orig"; done
   IFS='|' read -r -a vs <<< "$2"
   for v in "${vs[@]}"; do
     name=${v%%=*}; defs=${v#*=}
-    with_defines "$orig" "$defs" > "$f"
-    install_cmd "${f%/src/*}"
+    for f in "${files[@]}"; do with_defines "$O/$(basename "$f").orig" "$defs" > "$f"; done
+    install_cmd "${files[0]%/src/*}"
     step build_$name ${3:-300} "${INSTALL[@]}" --target /tmp/pkg_$name && VARIANT_NAMES+=("$name")
     pack
   done
-  restore_inst "$orig" "$f"
+  for f in "${files[@]}"; do restore_inst "$O/$(basename "$f").orig" "$f"; done
 }
 # save_insts FAMILY NAMES / set_insts VARIANT DEFS / restore_insts: define variants of several instantiation files of
 # one family at once (src/kernels/FAMILY/inst/NAME.cu, in the tree this file sits in): save_insts keeps the originals

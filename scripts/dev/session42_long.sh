@@ -12,15 +12,8 @@ O=${OUT:-/tmp}/s42l
 device_header
 watchdog_start "${PACK_AT:-560}"
 D=$TREE/src/kernels/fwd_sm90/inst
-NAMES="fwd_sm90_bf16_hd96 fwd_sm90_fp16_hd96 fwd_sm90_bf16_hd128 fwd_sm90_fp16_hd128 fwd_sm90_bf16_hd192 fwd_sm90_fp16_hd192"
-for f in $NAMES; do cp "$D/$f.cu" "$O/$f.orig"; done
-for v in "base:" "rsq:FLASHKIT_FWD_RS_Q 1"; do
-  n=${v%%:*}
-  for f in $NAMES; do with_defines "$O/$f.orig" "${v#*:}" > "$D/$f.cu"; done
-  install_cmd "$TREE"; step "build_$n" 400 "${INSTALL[@]}" --target "/tmp/pkg_$n"
-done
-for f in $NAMES; do restore_inst "$O/$f.orig" "$D/$f.cu"; done
-pack
+inst_variants "$(for f in bf16_hd96 fp16_hd96 bf16_hd128 fp16_hd128 bf16_hd192 fp16_hd192; do echo "$D/fwd_sm90_$f.cu"; done)" \
+  "base=|rsq=FLASHKIT_FWD_RS_Q 1" 400  # (ran at 3b73faa; since 9e9eb32 RS-Q is the default and both arms are RS-Q)
 for ((r = 1; r <= ${ROUNDS:-4}; r++)); do
   order="base rsq"; [ $((r % 2)) = 0 ] && order="rsq base"
   for n in $order; do

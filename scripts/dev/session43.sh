@@ -55,15 +55,8 @@ torch.cuda.synchronize()")
 fi
 if [[ $PARTS == *B* ]]; then
   D=$TREE/src/kernels/bwd_sm90/inst
-  NAMES="bwd_sm90_bf16_hd192 bwd_sm90_fp16_hd192 bwd_sm90_bf16_hd256 bwd_sm90_fp16_hd256"
-  for f in $NAMES; do cp "$D/$f.cu" "$O/$f.orig"; done
-  for v in "base:" "cta:FLASHKIT_BWD_PAIR_CTA_SCOPE 1"; do
-    n=${v%%:*}
-    for f in $NAMES; do with_defines "$O/$f.orig" "${v#*:}" > "$D/$f.cu"; done
-    install_cmd "$TREE"; step "build_$n" 400 "${INSTALL[@]}" --target "/tmp/pkg_$n"
-  done
-  for f in $NAMES; do restore_inst "$O/$f.orig" "$D/$f.cu"; done
-  pack
+  inst_variants "$D/bwd_sm90_bf16_hd192.cu $D/bwd_sm90_fp16_hd192.cu $D/bwd_sm90_bf16_hd256.cu $D/bwd_sm90_fp16_hd256.cu" \
+    "base=|cta=FLASHKIT_BWD_PAIR_CTA_SCOPE 1" 400
   # the pair kernel's tests (reference, bitwise against the single-CTA kernel, deterministic) on the switch's build
   (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_cta OMP_NUM_THREADS=2 step tests_cta 300 python3 -m pytest -q -m gpu \
     -n 4 -p no:cacheprovider test_backward_families_gpu.py -k "pair")
@@ -78,16 +71,7 @@ if [[ $PARTS == *B* ]]; then
   done
 fi
 if [[ $PARTS == *C* ]]; then
-  D=$TREE/src/kernels/fwd_sm90/inst
-  NAMES=$(cd "$D" && ls *.cu | sed 's/\.cu$//')
-  for f in $NAMES; do cp "$D/$f.cu" "$O/$f.orig"; done
-  for v in "base:" "nofence:FLASHKIT_FWD_GATE_FENCE 0"; do
-    n=${v%%:*}
-    for f in $NAMES; do with_defines "$O/$f.orig" "${v#*:}" > "$D/$f.cu"; done
-    install_cmd "$TREE"; step "build_$n" 400 "${INSTALL[@]}" --target "/tmp/pkg_$n"
-  done
-  for f in $NAMES; do restore_inst "$O/$f.orig" "$D/$f.cu"; done
-  pack
+  inst_variants "$(ls "$TREE"/src/kernels/fwd_sm90/inst/*.cu | tr '\n' ' ')" "base=|nofence=FLASHKIT_FWD_GATE_FENCE 0" 400
   (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_nofence step tests_nofence 300 python3 -m pytest -q -m gpu -n 6 \
     -p no:cacheprovider test_attention_gpu.py test_kernel_families_gpu.py)
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
