@@ -31,7 +31,7 @@ case "${1:-B}" in
     CU=/usr/local/cuda/bin/cuobjdump
     for b in v19 box64b; do
       $CU -sass -fun '_ZN8flashkit8mla_sm9016mla_split_kernelINS0_6TraitsI13__nv_bfloat16Lb1ELb0EEEEEvNS_9MlaParamsE' \
-        .carry/mlabin/mla_$b | grep -E '^ +/\*[0-9a-f]{4}\*/' | sed 's@/\*[0-9a-f]*\*/@@; s@;.*@@' > /tmp/sass_$b.txt
+        .carry/mlabin/mla_$b | grep -E '^ +/\*[0-9a-f]{4,}\*/' | sed 's@/\*[0-9a-f]*\*/@@; s@;.*@@' > /tmp/sass_$b.txt
       $CU -sass .carry/mlabin/mla_$b | grep -c ':' > /dev/null
       echo "$b: $(wc -l < /tmp/sass_$b.txt) instructions in the Traits<bf16, true, false> kernel"
     done > "${OUT:-/tmp}/sass_p16.txt" 2>&1
