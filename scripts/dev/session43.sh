@@ -9,10 +9,10 @@
 #   B: the backward pair kernel's barriers at CTA scope (FLASHKIT_BWD_PAIR_CTA_SCOPE, bwd.md "The pair kernel's
 #      cluster-scope barriers"): the D 192 / 256 backward files built both ways (pip --target, once each), the pair
 #      kernel's tests on the switch's build, then ROUNDS interleaved rounds of bwd D 256 (FA3 sweep, S >= 2k). ~5 min.
-#   C: the persistent forward's gates without the proxy fence (FLASHKIT_FWD_GATE_FENCE 0, fwd_sm90.md "The gates'
-#      proxy fence"): the forward files built both ways (pip --target), the forward GPU tests and racecheck / synccheck
-#      of sanitize_small.py --quick on the switch's build, then ROUNDS interleaved rounds of FA3 D 64 / 128 and the dims
-#      sweep, both causal settings. ~6 min.
+#   C: the TMA forward kernels' gates without the cp.async kernel's proxy fence (FLASHKIT_FWD_GATE_FENCE 0, fwd_sm90.md
+#      "The gates' proxy fence"): the forward files built both ways (pip --target), the forward GPU tests and racecheck /
+#      synccheck of sanitize_small.py --quick on the switch's build, then ROUNDS interleaved rounds of FA3 D 64 / 128 /
+#      256 and the dims sweep, both causal settings. ~7 min.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session43.sh A", timeout_s=600), then B, C the same way.
 #   Decide from the medians of the rounds: a default flips only if no row falls outside the rounds' spread.
 set -u -o pipefail
@@ -85,7 +85,7 @@ if [[ $PARTS == *C* ]]; then
     order="base nofence"; [ $((r % 2)) = 0 ] && order="nofence base"
     for n in $order; do
       (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "fa3_$n$r" 90 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 \
-        --impls flashkit --out-dir "$O/bench" --tag "gf-fa3-$n$r" --no-plot)
+        256 --impls flashkit --out-dir "$O/bench" --tag "gf-fa3-$n$r" --no-plot)
       (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "dims_$n$r" 90 python3 -m flashkit.bench --sweep dims --impls flashkit \
         --out-dir "$O/bench" --tag "gf-dims-$n$r" --no-plot)
     done

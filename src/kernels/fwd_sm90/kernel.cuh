@@ -51,6 +51,16 @@
 #define FLASHKIT_SM90_KERNEL_BODY 0
 #endif
 
+// FLASHKIT_FWD_GATE_FENCE (A/B switch, default 1; fwd_sm90.md "The gates' proxy fence"): 0 = the TMA kernels' gates
+// fence.proxy.async (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S per gate and warp) only where a wgmma first reads a tile that
+// cp.async wrote: the persistent kernel never (every Q / K / V tile is TMA's), the producer-warpgroup kernel at the
+// gates that first read Q + K(0) and V(0). The fence is the cp.async kernel's, whose every tile is a generic-proxy
+// write; the other generic writes into shared memory that the async proxy reads (V's varlen tail, O's staging, D 256's
+// O in V(last)) carry their own fence.
+#ifndef FLASHKIT_FWD_GATE_FENCE
+#define FLASHKIT_FWD_GATE_FENCE 1
+#endif
+
 namespace flashkit::fwd_sm90 {
 
 // The [8][4] accumulator block of one n64 wgmma inside a [kTiles][4] fragment array.
@@ -407,8 +417,14 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
       prims::mbarrier_wait(full_v(j % VS), (j / VS) & 1);
     }
   };
-  auto gate_open = [&] {
-    prims::fence_proxy_async_smem();
+  // cp_tiles: this gate's wgmmas read a tile that cp.async wrote (kTma: Q and K(0) at the first gate, V(0) at the
+  // next; every gate without kTma)
+  auto gate_open = [&](bool cp_tiles) {
+    if constexpr (FLASHKIT_FWD_GATE_FENCE != 0 || !kTma) {
+      prims::fence_proxy_async_smem();
+    } else {
+      if (cp_tiles) prims::fence_proxy_async_smem();
+    }
     prims::bar_sync(turn, 2 * 128);
     prims::fence_operands(o[0]);
     prims::wgmma_fence();
@@ -437,7 +453,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   };
 
   wait_k(0);
-  gate_open();
+  gate_open(true);
   issue_qk<Tr>(s, c.desc_q, c.desc_k(0));
   prims::wgmma_commit();
   prims::bar_arrive(other_turn, 2 * 128);
@@ -470,7 +486,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   for (int j = 1; j <= last; ++j) {
     wait_k(j);
     wait_v(j - 1);
-    gate_open();
+    gate_open(j == 1);
     if constexpr (kOverlap) {
       issue_qk<Tr>(s, c.desc_q, c.desc_k(j % KS));
       prims::wgmma_commit();
@@ -492,7 +508,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
     }
   }
   wait_v(last);
-  gate_open();
+  gate_open(last == 0);
   issue_pv<Tr>(o, pa, c.desc_v(last % VS));
   prims::wgmma_commit();
   // Warpgroup 1 skips its arrival after the last gate: it gave warpgroup 0 one at the start.

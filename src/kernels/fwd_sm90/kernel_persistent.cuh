@@ -68,14 +68,6 @@ namespace flashkit::fwd_sm90 {
 #ifndef FLASHKIT_FWD_RS_Q
 #define FLASHKIT_FWD_RS_Q 1
 #endif
-// FLASHKIT_FWD_GATE_FENCE (A/B switch, default 1; fwd_sm90.md "The gates' proxy fence"): 0 = mainloop_persistent's
-// gates without fence.proxy.async (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S per gate and warp). The fence is the cp.async
-// kernels' (their K / V tiles are generic-proxy writes that the wgmmas read); here every K / V / Q tile is written by
-// TMA, and the generic writes into shared memory that the async proxy reads (V's varlen tail, O's staging, D 256's O
-// in V(last)) carry their own fence.
-#ifndef FLASHKIT_FWD_GATE_FENCE
-#define FLASHKIT_FWD_GATE_FENCE 1
-#endif
 template <class Tr>
 constexpr bool fwd_rs_q() {
   // D 128 / 96 (128-column tiles, n128 Q K^T) and D 192 (64-key tiles, n64 Q K^T), two consumer warpgroups
