@@ -51,17 +51,26 @@
 #define FLASHKIT_SM90_KERNEL_BODY 0
 #endif
 
-// FLASHKIT_FWD_GATE_FENCE (A/B switch, default 1; fwd_sm90.md "The gates' proxy fence"): 0 = the TMA kernels' gates
+// FLASHKIT_FWD_GATE_FENCE (tuning switch; fwd_sm90.md "The gates' proxy fence"): 0 = the TMA kernels' gates
 // fence.proxy.async (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S per gate and warp) only where a wgmma first reads a tile that
 // cp.async wrote: the persistent kernel never (every Q / K / V tile is TMA's), the producer-warpgroup kernel at the
 // gates that first read Q + K(0) and V(0). The fence is the cp.async kernel's, whose every tile is a generic-proxy
 // write; the other generic writes into shared memory that the async proxy reads (V's varlen tail, O's staging, D 256's
-// O in V(last)) carry their own fence.
+// O in V(last)) carry their own fence. 1 = every gate fences. 2 (default since 2026-11-29) = 0 at D 64 / 128, 1 at
+// the other head dims: three interleaved rounds on an H200 put D 128 at +0..2.7 % (7 of 12 rows above the rounds'
+// spread, none below) and D 64 at -0.3..+1.3 %, while D 96 / 256 each had a 16k row 1.1 % below it (fwd_sm90.md).
 #ifndef FLASHKIT_FWD_GATE_FENCE
-#define FLASHKIT_FWD_GATE_FENCE 1
+#define FLASHKIT_FWD_GATE_FENCE 2
 #endif
 
 namespace flashkit::fwd_sm90 {
+
+// Whether the gates of head dim kHeadDim's TMA kernels fence the proxies (FLASHKIT_FWD_GATE_FENCE above).
+template <int kHeadDim>
+constexpr bool fwd_gate_fence() {
+  return FLASHKIT_FWD_GATE_FENCE == 1 || (FLASHKIT_FWD_GATE_FENCE == 2 && kHeadDim != 64 && kHeadDim != 128);
+}
+
 
 // The [8][4] accumulator block of one n64 wgmma inside a [kTiles][4] fragment array.
 template <int kTiles>
@@ -420,7 +429,7 @@ __device__ __forceinline__ void mainloop_pingpong(const Cta<Tr, kMods>& c, uint3
   // cp_tiles: this gate's wgmmas read a tile that cp.async wrote (kTma: Q and K(0) at the first gate, V(0) at the
   // next; every gate without kTma)
   auto gate_open = [&](bool cp_tiles) {
-    if constexpr (FLASHKIT_FWD_GATE_FENCE != 0 || !kTma) {
+    if constexpr (fwd_gate_fence<Tr::kHeadDim>() || !kTma) {
       prims::fence_proxy_async_smem();
     } else {
       if (cp_tiles) prims::fence_proxy_async_smem();

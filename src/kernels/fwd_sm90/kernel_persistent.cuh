@@ -281,7 +281,7 @@ __device__ __forceinline__ void mainloop_persistent(const Cta<Tr, kMods>& c, con
   auto desc_k = [&](int j) { return c.desc_k(int((kbase + j) % KS)); };
   auto desc_v = [&](int j) { return c.desc_v(int((vbase + j) % VS)); };
   auto gate_open = [&] {
-    if constexpr (FLASHKIT_FWD_GATE_FENCE != 0) prims::fence_proxy_async_smem();
+    if constexpr (fwd_gate_fence<Tr::kHeadDim>()) prims::fence_proxy_async_smem();
     prims::bar_sync(turn, 2 * 128);
     prims::fence_operands(o[0]);
     prims::wgmma_fence();
