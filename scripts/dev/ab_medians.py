@@ -10,7 +10,7 @@ data = collections.defaultdict(lambda: collections.defaultdict(list))
 for a in (a0, a1):
     for f in glob.glob(f"{d}/*-{a}[0-9].csv"):
         for r in csv.DictReader(open(f)):
-            k = (r.get("D", ""), r.get("mode", ""), r["S_q"], r["causal"], r.get("H_q",""), r.get("B",""))
+            k = (r["impl"], r.get("D", ""), r.get("mode", ""), r["S_q"], r["causal"], r.get("H_q", ""), r.get("B", ""))
             data[a][k].append(float(r["value"]))
 rs=[]
 for k in sorted(data[a0]):

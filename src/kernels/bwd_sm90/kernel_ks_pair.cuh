@@ -59,6 +59,10 @@
 // the bf16 D 256 file: 3 MEMBAR.ALL.GPU and 7 CCTL.IVALL per fast-mode kernel). out_free's wait, before the generic
 // stores into sdS that the last bulk copy read, stays at cluster scope either way. Three interleaved rounds on an H200,
 // bf16 D 256 S 2k-16k: +1.7..5.5 % on 7 of 8 rows (geomean +3.5 %), the 8th level; the pair tests pass on it.
+// 2 (A/B, bwd.md): out_free's wait at CTA scope too. The partner arrives on it after its dQ read the copy of our dS
+// of step it - 1, and that copy's reads of our sdS are done once it landed (the partner waited in_full first): the
+// same hand-off as CUTLASS's multicast pipeline, whose producer waits at CTA scope for remote consumers' releases
+// before its TMA overwrites their stage.
 #ifndef FLASHKIT_BWD_PAIR_CTA_SCOPE
 #define FLASHKIT_BWD_PAIR_CTA_SCOPE 1
 #endif
@@ -331,7 +335,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_pair_kern
     ks_dscores<kSoftcap>(dp, s, tanh_h, dl0, dl1);
     // Our dS of step it - 1 may still be read by the partner (its dQ) and by our bulk copy:
     // wait for the partner's two warpgroups to have finished their dQ of it - 1.
-    if (it > 0) prims::mbarrier_wait_cluster(out_free, (it - 1) & 1);
+    if (it > 0) {
+      if constexpr (FLASHKIT_BWD_PAIR_CTA_SCOPE >= 2) {
+        prims::mbarrier_wait(out_free, (it - 1) & 1);
+      } else {
+        prims::mbarrier_wait_cluster(out_free, (it - 1) & 1);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int key = key0 + j * 8 + 2 * t;

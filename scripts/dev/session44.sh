@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Device calls prepared in the forty-third session (2026-11-29) for the next one, H200 or H100.
+#   A: the D 192 / 256 pair kernel's out_free wait at CTA scope too (FLASHKIT_BWD_PAIR_CTA_SCOPE 2; bwd.md "The pair
+#      kernel's cluster-scope barriers": 1 took bwd D 256 +3.5 %; 2 drops two more CCTL.IVALL per fast kernel, 5 -> 3).
+#      The four D 192 / 256 backward files built both ways (pip --target, once each); on the 2 build the pair tests and
+#      memcheck / racecheck / synccheck of sanitize_bwd.py --quick --dims 192 256 with FLASHKIT_BWD_KS_PAIR=1 (every
+#      call on the pair kernel); then ROUNDS (3) interleaved rounds of bwd D 256 (FA3 sweep, S >= 2k) and D 192 (dims
+#      sweep, S >= 2k), fast mode. ~6 min.
+#   B: where the pair kernel starts to pay, now that its barriers are CTA-scope (launch rules measured on an H100 with
+#      the cluster-scope build: D 256 fast S_k >= 4k or unmasked >= 1k, deterministic >= 4k and unmasked <= 8k; D 192
+#      unmasked >= 2k, masked >= 8k). One build (the tree as is), ROUNDS interleaved rounds of the environment's
+#      FLASHKIT_BWD_KS_PAIR=1 FLASHKIT_BWD_KS_PAIR_DET=1 (pairs wherever they can run) against the rules: D 256 at S 512 ..
+#      4k and 16k (deterministic non-causal 16k: -4 % on the H200 before), D 192 at 512 .. 4k, fast and deterministic.
+#      The rows say which rule to move. ~5 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B the same way.
+#   Decide from the medians (scripts/dev/ab_medians.py DIR ARM0 ARM1): a default or rule moves only where no row of its
+#   range falls below the rounds' spread.
+set -u -o pipefail
+PARTS=${1:?usage: session44.sh A|B}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s44
+. "$(dirname "$0")/device_steps.sh"
+device_header
+watchdog_start "${PACK_AT:-560}"
+B256="--sweep fa3 --heads-dims 256"
+B192="--sweep dims --heads-dims 192"
+if [[ $PARTS == *A* ]]; then
+  D=$TREE/src/kernels/bwd_sm90/inst
+  inst_variants "$D/bwd_sm90_bf16_hd192.cu $D/bwd_sm90_fp16_hd192.cu $D/bwd_sm90_bf16_hd256.cu $D/bwd_sm90_fp16_hd256.cu" \
+    "base=|s2=FLASHKIT_BWD_PAIR_CTA_SCOPE 2" 400
+  (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_s2 OMP_NUM_THREADS=2 step tests_s2 200 python3 -m pytest -q -m gpu \
+    -n 4 -p no:cacheprovider test_backward_families_gpu.py -k "pair")
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in memcheck racecheck synccheck; do
+    PYTHONPATH=/tmp/pkg_s2 FLASHKIT_BWD_KS_PAIR=1 step ${tool}_s2 150 $S --tool $tool --error-exitcode 1 python3 \
+      "$TREE/scripts/sanitize_bwd.py" --quick --dims 192 256 --allow-det-order
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  pack
+  for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
+    order="base s2"; [ $((r % 2)) = 0 ] && order="s2 base"
+    for n in $order; do
+      (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "bwd256_$n$r" 90 python3 -m flashkit.bench $B256 --seqlens 2k 4k 8k 16k \
+        --mode bwd --impls flashkit --out-dir "$O/bench" --tag "a256-$n$r" --no-plot)
+      (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "bwd192_$n$r" 90 python3 -m flashkit.bench $B192 --seqlens 2k 4k 8k 16k \
+        --mode bwd --impls flashkit --out-dir "$O/bench" --tag "a192-$n$r" --no-plot)
+    done
+    pack
+  done
+fi
+if [[ $PARTS == *B* ]]; then
+  install_cmd "$TREE"; step install 400 "${INSTALL[@]}"
+  pack
+  for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
+    order="rule pair"; [ $((r % 2)) = 0 ] && order="pair rule"
+    for n in $order; do
+      e=""; [ $n = pair ] && e="FLASHKIT_BWD_KS_PAIR=1 FLASHKIT_BWD_KS_PAIR_DET=1"
+      (cd /tmp && step "t256_$n$r" 120 env $e python3 -m flashkit.bench $B256 --seqlens 512 1k 2k 4k 16k --mode bwd \
+        --impls flashkit flashkit_deterministic --out-dir "$O/bench" --tag "b256-$n$r" --no-plot)
+      (cd /tmp && step "t192_$n$r" 120 env $e python3 -m flashkit.bench $B192 --seqlens 512 1k 2k 4k --mode bwd \
+        --impls flashkit flashkit_deterministic --out-dir "$O/bench" --tag "b192-$n$r" --no-plot)
+    done
+    pack
+  done
+fi
+pack
+watchdog_stop; exit 0
