@@ -12,11 +12,15 @@
 #      FLASHKIT_BWD_KS_PAIR=1 FLASHKIT_BWD_KS_PAIR_DET=1 (pairs wherever they can run) against the rules: D 256 at S 512 ..
 #      4k and 16k (deterministic non-causal 16k: -4 % on the H200 before), D 192 at 512 .. 4k, fast and deterministic.
 #      The rows say which rule to move. ~5 min.
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B the same way.
+#   C: the forward's cluster kernels after the spill fix (no spills since 2026-11-29: the V-tail zeroing compiled out of
+#      them, the half-tile loads arm their barrier after issuing the copies): the default build with
+#      FLASHKIT_FWD_CLUSTER=1, the bitwise cluster test and the TMA loads test, memcheck / racecheck / synccheck of
+#      sanitize_small.py --quick --dims 96 128 192. ~2 min (with A or B in the same call: no second build).
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B (or BC) the same way.
 #   Decide from the medians (scripts/dev/ab_medians.py DIR ARM0 ARM1): a default or rule moves only where no row of its
 #   range falls below the rounds' spread.
 set -u -o pipefail
-PARTS=${1:?usage: session44.sh A|B}
+PARTS=${1:?usage: session44.sh A|B|C|BC}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s44
 . "$(dirname "$0")/device_steps.sh"
@@ -62,6 +66,17 @@ if [[ $PARTS == *B* ]]; then
     done
     pack
   done
+fi
+if [[ $PARTS == *C* ]]; then
+  [[ $PARTS == *B* ]] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; }
+  (cd "$TREE/tests/python" && step test_cluster 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
+    test_kernel_families_gpu.py -k "cluster_multicast or tma_loads_match")
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in memcheck racecheck synccheck; do
+    FLASHKIT_FWD_CLUSTER=1 step ${tool}_cluster 150 $S --tool $tool --error-exitcode 1 python3 \
+      "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
 fi
 pack
 watchdog_stop; exit 0

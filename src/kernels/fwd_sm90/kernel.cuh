@@ -297,11 +297,13 @@ struct Cta {
   // The same tile from a cluster of two (the persistent kernel's kCluster; fixed lengths): this CTA (rank r) arms its
   // `bar` with the whole tile and loads rows r * kBlockN / 2 .. of it (maps with half-height boxes), multicast into
   // the same stage of both CTAs, completing on each one's `bar`; the peer loads the other half. (The 128-byte swizzle
-  // repeats every 8 rows: the halves make the layout of one full box.)
+  // repeats every 8 rows: the halves make the layout of one full box.) The barrier is armed after the copies are
+  // issued: the peer's half may complete its bytes on `bar` before this CTA arms it anyway (the tx-count goes
+  // negative, and the phase cannot complete before this arrival, its only one), and armed last the byte count needs
+  // no register through the copies (the producer's 24: 4 bytes of spills at D 96 / 128 / 192 armed first).
   __device__ __forceinline__ void load_tma_half(const TmaDesc& map, T* stage_base, int j, uint32_t bar, int rank) const {
     constexpr int kHalfRows = Tr::kBlockN / 2;
     static_assert(kHalfRows % 8 == 0, "whole 8-row swizzle atoms per half");
-    prims::mbarrier_arrive_expect_tx(bar, Tr::KTile::kBytes);
     const uint32_t dst = prims::smem_addr(stage_base) + uint32_t(rank * kHalfRows * 128);
     const int row = blk.k_row0 + key_block(j) * Tr::kBlockN + rank * kHalfRows;
     const int head_kv = p.div_h_ratio.div(blk.head);
@@ -310,6 +312,7 @@ struct Cta {
       prims::tma_load_4d_multicast(dst + a * Tr::KTile::kBlockBytes, &map, a * 64, row, head_kv, blk.batch, bar,
                                    uint16_t(0x3));
     }
+    prims::mbarrier_arrive_expect_tx(bar, Tr::KTile::kBytes);
   }
   __device__ __forceinline__ uint64_t desc_k(int stage) const { return desc_k0 + ((stage * Tr::KTile::kBytes) >> 4); }
   __device__ __forceinline__ uint64_t desc_v(int stage) const { return desc_v0 + ((stage * Tr::VTile::kBytes) >> 4); }

@@ -551,7 +551,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) fwd_kernel_persistent(const _
     c.desc_k0 = desc_k0;
     c.desc_v0 = desc_v0;
     const int tail = blk.seqlen_k - (c.n_tiles - 1) * Tr::kBlockN;  // valid rows of the walk's first tile
-    if (varlen_k && tail < Tr::kBlockN) {
+    // (kCluster: fixed lengths only, use_cluster; compiled, this cold path's address was the consumer's spilled value)
+    if (!kCluster && varlen_k && tail < Tr::kBlockN) {
       prims::mbarrier_wait(b.full_v(v_it), (v_it / VS) & 1);
       zero_v_tail<Tr>(sV + (v_it % VS) * (Tr::VTile::kBytes / int(sizeof(T))), tail, tid);
     }
