@@ -137,13 +137,13 @@ def R():
 
 def _run_probe(code: str, env_set: dict, env_drop=(), args=(), timeout: int = 600) -> str:
     """Runs `code` in a fresh Python (environment switches are read once per process) with
-    `env_set` added to and `env_drop` removed from this environment; returns its stdout,
-    failing the test with the child's stderr if it exits non-zero."""
+    `env_drop` removed from this environment and then `env_set` added (a name in both is set:
+    the drop list clears what the caller's environment may hold, the set wins); returns its
+    stdout, failing the test with the child's stderr if it exits non-zero."""
     import subprocess
 
-    env = dict(os.environ, **env_set)
-    for name in env_drop:
-        env.pop(name, None)
+    env = {k: v for k, v in os.environ.items() if k not in set(env_drop)}
+    env.update(env_set)
     r = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
