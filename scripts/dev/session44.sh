@@ -16,11 +16,17 @@
 #      them, the half-tile loads arm their barrier after issuing the copies): the default build with
 #      FLASHKIT_FWD_CLUSTER=1, the bitwise cluster test and the TMA loads test, memcheck / racecheck / synccheck of
 #      sanitize_small.py --quick --dims 96 128 192. ~2 min (with A or B in the same call: no second build).
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B (or BC) the same way.
+#      Also the whole of test_kernel_families_gpu.py: its A/B probes ran the same process twice until the runner fix
+#      of 2026-11-29 (conftest run_probe applied its drop list after its set), so five of them run for real first here.
+#   D: TMA stores in the non-persistent forward kernel (FLASHKIT_FWD_GRID_TMA_STORE=1, environment; fwd_sm90.md "TMA
+#      stores in the grid kernel"): its bitwise test, memcheck / racecheck / synccheck of sanitize_small.py --quick
+#      --dims 256 with the switch, then ROUNDS interleaved rounds off / on of FA3 D 256 (both causal settings) and of
+#      D 128 causal 16k (the grid kernel past 64 row blocks). ~4 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B, CD the same way.
 #   Decide from the medians (scripts/dev/ab_medians.py DIR ARM0 ARM1): a default or rule moves only where no row of its
 #   range falls below the rounds' spread.
 set -u -o pipefail
-PARTS=${1:?usage: session44.sh A|B|C|BC}
+PARTS=${1:?usage: session44.sh A|B|C|D (or several, e.g. CD)}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s44
 . "$(dirname "$0")/device_steps.sh"
@@ -67,16 +73,41 @@ if [[ $PARTS == *B* ]]; then
     pack
   done
 fi
+INSTALLED=0; [[ $PARTS == *B* ]] && INSTALLED=1
 if [[ $PARTS == *C* ]]; then
-  [[ $PARTS == *B* ]] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; }
-  (cd "$TREE/tests/python" && step test_cluster 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
-    test_kernel_families_gpu.py -k "cluster_multicast or tma_loads_match")
+  [ $INSTALLED = 1 ] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; INSTALLED=1; }
+  (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_families 300 python3 -m pytest -q -m gpu -n 6 \
+    -p no:cacheprovider test_kernel_families_gpu.py)
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   for tool in memcheck racecheck synccheck; do
     FLASHKIT_FWD_CLUSTER=1 step ${tool}_cluster 150 $S --tool $tool --error-exitcode 1 python3 \
       "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
   done
   unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  pack
+fi
+if [[ $PARTS == *D* ]]; then
+  [ $INSTALLED = 1 ] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; INSTALLED=1; }
+  [[ $PARTS == *C* ]] || (cd "$TREE/tests/python" && step test_grid_tma 200 python3 -m pytest -q -m gpu \
+    -p no:cacheprovider test_kernel_families_gpu.py -k "grid_tma_store")
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  for tool in memcheck racecheck synccheck; do
+    FLASHKIT_FWD_GRID_TMA_STORE=1 step ${tool}_grid 150 $S --tool $tool --error-exitcode 1 python3 \
+      "$TREE/scripts/sanitize_small.py" --quick --dims 256
+  done
+  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  pack
+  for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
+    order="off on"; [ $((r % 2)) = 0 ] && order="on off"
+    for v in $order; do
+      e="FLASHKIT_FWD_GRID_TMA_STORE=0"; [ $v = on ] && e="FLASHKIT_FWD_GRID_TMA_STORE=1"
+      (cd /tmp && step "g256_$v$r" 90 env $e python3 -m flashkit.bench --sweep fa3 --heads-dims 256 --impls flashkit \
+        --out-dir "$O/bench" --tag "d256-$v$r" --no-plot)
+      (cd /tmp && step "g128_$v$r" 60 env $e python3 -m flashkit.bench --sweep fa3 --heads-dims 128 --causal yes \
+        --seqlens 16k --impls flashkit --out-dir "$O/bench" --tag "d128-$v$r" --no-plot)
+    done
+    pack
+  done
 fi
 pack
 watchdog_stop; exit 0

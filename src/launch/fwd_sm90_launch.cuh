@@ -89,6 +89,15 @@ bool make_kv_tensor_maps(FwdParams& p, int box_rows = Tr::kBlockN) {
 // batch 1), boxes of 64 columns x 128 rows; and O's for its TMA-store epilogue (boxes of 64
 // rows: one warpgroup's), where FLASHKIT_FWD_TMA_STORE is on (macro, and not 0 in the
 // environment) and O can be described (else o_tma = 0: the epilogue stores with the threads).
+// O's map alone (make_q_tensor_map's second half): o_tma = 1 where it can be made, else 0.
+template <class Tr>
+void make_o_tensor_map(FwdParams& p) {
+  using T = typename Tr::T;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
+  p.o_tma = launch_util::make_tma_map_4d<T>(&p.o_tmap, p.o, dims, p.o_row_stride, p.o_head_stride, p.o_batch_stride,
+                                            64);
+}
 template <class Tr>
 bool make_q_tensor_map(FwdParams& p) {
   using T = typename Tr::T;
@@ -96,10 +105,26 @@ bool make_q_tensor_map(FwdParams& p) {
   const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
   // FLASHKIT_FWD_TMA_STORE=0 (read once): thread stores (A/B runs)
   static const bool stores_off = dispatch::env_off("FLASHKIT_FWD_TMA_STORE");
-  p.o_tma = FLASHKIT_FWD_TMA_STORE != 0 && !stores_off &&
-            launch_util::make_tma_map_4d<T>(&p.o_tmap, p.o, dims, p.o_row_stride, p.o_head_stride, p.o_batch_stride, 64);
+  p.o_tma = 0;
+  if (FLASHKIT_FWD_TMA_STORE != 0 && !stores_off) make_o_tensor_map<Tr>(p);
   return launch_util::make_tma_map_4d<T>(&p.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
                                          Tr::kBlockM);
+}
+
+// Whether the non-persistent TMA kernel (fwd_kernel<.., kTma>: D 256 but causal S_q <= 512, and causal calls of more
+// than 64 row blocks) stores O by TMA (fwd_sm90.md "TMA stores in the grid kernel"): one CTA per SM and a new CTA per
+// tile, so the 16-byte thread stores of the staged tile (~1 us at D 128 in the persistent kernel's trace) delay the
+// next CTA's start; a TMA store frees the SM once it has read the staging tile. The macro FLASHKIT_FWD_GRID_TMA_STORE
+// is the default (0: off until measured); the environment's FLASHKIT_FWD_GRID_TMA_STORE=1 / =0 (read once) turns it
+// on / off. FLASHKIT_FWD_TMA_STORE=0 turns it off too.
+#ifndef FLASHKIT_FWD_GRID_TMA_STORE
+#define FLASHKIT_FWD_GRID_TMA_STORE 0
+#endif
+inline bool grid_tma_store_on() {
+  static const bool on = !dispatch::env_off("FLASHKIT_FWD_TMA_STORE") && FLASHKIT_FWD_TMA_STORE != 0 &&
+                         (FLASHKIT_FWD_GRID_TMA_STORE != 0 ? !dispatch::env_off("FLASHKIT_FWD_GRID_TMA_STORE")
+                                                           : dispatch::env_flag("FLASHKIT_FWD_GRID_TMA_STORE"));
+  return on;
 }
 
 // Whether the persistent kernel runs (kernel_persistent.cuh; measured on an H100,
@@ -262,6 +287,8 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           }
           if (require_tma) return cudaErrorNotSupported;
         }
+        q.o_tma = 0;
+        if (fwd_sm90::grid_tma_store_on()) fwd_sm90::make_o_tensor_map<TrP>(q);
         return mods ? launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, true, true>, TrP>(q, stream, dev.device,
                                                                                            dev.l2_bytes)
                     : launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,

@@ -256,6 +256,98 @@ def test_sm90_cluster_multicast_matches_single_cta_bitwise(flashkit_ext, run_pro
     assert pairs == single, "clusters of two != one CTA per SM"
 
 
+_GRID_TMA_STORE_PROBE = r"""
+import hashlib, itertools, torch, flashkit
+import torch.nn.functional as F
+g = torch.Generator(device="cuda").manual_seed(13)
+out = []
+def h(*ts):
+    return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
+def ref(q, k, v, causal, window=(-1, -1), softcap=0.0):
+    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+    kf = kf.repeat_interleave(q.shape[2] // k.shape[2], dim=1)
+    vf = vf.repeat_interleave(q.shape[2] // k.shape[2], dim=1)
+    s = (qf @ kf.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    Sq, Sk = q.shape[1], k.shape[1]
+    i = torch.arange(Sq, device=q.device)[:, None] + Sk - Sq
+    j = torch.arange(Sk, device=q.device)[None, :]
+    m = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device)
+    if causal:
+        m &= j <= i
+    if window[0] >= 0:
+        m &= j >= i - window[0]
+    if window[1] >= 0:
+        m &= j <= i + window[1]
+    return torch.softmax(s.masked_fill(~m, float("-inf")), -1).nan_to_num(0.0).matmul(vf).transpose(1, 2)
+for dtype in (torch.bfloat16, torch.float16):
+    # The non-persistent TMA kernel: D 256 without a mask and causal past 512 rows; D 96 / 128 / 192 causal past 64
+    # row blocks. Partial last row blocks (1000, 8200 rows: the map clips them), one row, GQA, a strided K, a window,
+    # a softcap, NaN-poisoned outputs.
+    for D, B, Sq, Sk, Hq, Hkv, causal, window, cap in (
+            (256, 2, 256, 1000, 4, 2, False, (-1, -1), 0.0), (256, 1, 1000, 77, 8, 2, False, (-1, -1), 0.0),
+            (256, 3, 1, 5, 4, 4, False, (-1, -1), 0.0), (256, 2, 1024, 1024, 4, 2, True, (-1, -1), 0.0),
+            (256, 1, 700, 900, 4, 4, True, (300, -1), 0.0), (256, 2, 640, 640, 2, 1, False, (-1, -1), 30.0),
+            (128, 1, 8320, 8320, 2, 1, True, (-1, -1), 0.0), (96, 1, 8200, 8200, 1, 1, True, (-1, -1), 0.0),
+            (192, 1, 8320, 8320, 1, 1, True, (-1, -1), 0.0)):
+        q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=dtype, generator=g)
+        kb = torch.randn(B, Sk, Hkv, D + 64, device="cuda", dtype=dtype, generator=g)
+        k = kb[..., :D]  # (strided)
+        v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=dtype, generator=g)
+        junk = torch.full((B, Sq, Hq, D), float("nan"), device="cuda", dtype=dtype)
+        del junk  # (the output reuses its block: every row must be written)
+        o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, window=window, softcap=cap)
+        out.append(h(o, lse))
+        if B * Sq * Sk * Hq <= 2 ** 22:  # the fp32 reference where it is cheap
+            err = (o.float() - ref(q, k, v, causal, window, cap)).abs().max().item()
+            assert err < 2e-2, (str(dtype), D, B, Sq, Sk, Hq, Hkv, causal, window, cap, err)
+        else:
+            assert torch.isfinite(o).all().item(), (str(dtype), D, Sq)
+    # varlen D 256 without a mask: full row blocks store by TMA, partial ones (and an empty sequence) with the threads
+    lens = [300, 128, 0, 1, 700, 256]
+    cu = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device="cuda")
+    n = int(cu[-1])
+    qv = torch.randn(n, 4, 256, device="cuda", dtype=dtype, generator=g)
+    kv = torch.randn(n, 2, 256, device="cuda", dtype=dtype, generator=g)
+    vv = torch.randn(n, 2, 256, device="cuda", dtype=dtype, generator=g)
+    junk = torch.full((n, 4, 256), float("nan"), device="cuda", dtype=dtype)
+    del junk
+    ov = flashkit.attention_varlen(qv, kv, vv, cu, cu, max(lens), max(lens))
+    out.append(h(ov))
+    for i, L in enumerate(lens):
+        if L:
+            a, b = int(cu[i]), int(cu[i + 1])
+            r = ref(qv[None, a:b], kv[None, a:b], vv[None, a:b], False)[0]
+            err = (ov[a:b].float() - r).abs().max().item()
+            assert err < 2e-2, (str(dtype), "varlen", i, L, err)
+print(" ".join(out))
+"""
+
+
+@pytest.mark.gpu
+def test_sm90_grid_tma_store_matches_thread_stores_bitwise(flashkit_ext, run_probe):
+    """FLASHKIT_FWD_GRID_TMA_STORE=1: the non-persistent TMA forward kernel (fwd_kernel<.., kTma>: D 256, and causal
+    calls of more than 64 row blocks at D 96 / 128 / 192) stores O by TMA from its staging tile instead of the
+    threads' 16-byte stores. Same staged bytes, so the outputs and LSEs are bitwise those of the thread stores;
+    fixed-length partial row blocks (the map clips them at each sequence's end), varlen blocks (full ones by TMA,
+    partial ones with the threads), windows, softcaps, GQA, both dtypes, NaN-poisoned outputs, the fp32 reference."""
+    import torch
+
+    kernels = set(flashkit_ext.compiled_fwd_kernels())
+    if torch.cuda.get_device_capability() != (9, 0) or not {f"sm90/{t}/{d}" for t in ("bfloat16", "float16")
+                                                             for d in (96, 128, 192, 256)} <= kernels:
+        pytest.skip("no Hopper forward at D 96 / 128 / 192 / 256 on this GPU / build")
+    drop = ["FLASHKIT_FWD_PORTABLE", "FLASHKIT_FWD_NO_TMA", "FLASHKIT_FWD_PERSISTENT", "FLASHKIT_FWD_TMA_STORE",
+            "FLASHKIT_FWD_GRID_TMA_STORE", "FLASHKIT_FWD_MODS_CP_ASYNC"]
+    threads = run_probe(_GRID_TMA_STORE_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_GRID_TMA_STORE": "0"},
+                        drop).split()
+    tma = run_probe(_GRID_TMA_STORE_PROBE, {"FLASHKIT_FWD_REQUIRE_TMA": "1", "FLASHKIT_FWD_GRID_TMA_STORE": "1"},
+                    drop).split()
+    assert len(threads) == 20
+    assert tma == threads, "TMA stores != thread stores"
+
+
 _WALK_ROTATE_PROBE = r"""
 import hashlib, torch, flashkit
 g = torch.Generator(device="cuda").manual_seed(7)

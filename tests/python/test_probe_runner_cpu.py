@@ -2,6 +2,7 @@
 and the names set are set, also where a name is in both. (Until 2026-11-29 the drop list was applied after the set,
 so an A/B test that listed its own switch in both ran the same process twice and could not fail.)"""
 
+
 def test_set_wins_over_drop(run_probe, monkeypatch):
     monkeypatch.setenv("FLASHKIT_PROBE_A", "inherited")
     monkeypatch.setenv("FLASHKIT_PROBE_B", "inherited")

@@ -649,7 +649,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   mainloop_pingpong<Tr, kMods, kTma>(c, bars, o, softmax);
 
   // Epilogue: normalize, stage O through this warpgroup's rows of the Q tile (once all of
-  // its MMAs are done: named barrier 3 + wg), then coalesced 16-byte stores of the block.
+  // its MMAs are done: named barrier 3 + wg), then coalesced 16-byte stores of the block, or
+  // (kTma, p.o_tma: the launcher's FLASHKIT_FWD_GRID_TMA_STORE) one TMA store per 64-column
+  // atom of the warpgroup's 64 rows, as the persistent kernel's epilogue. The choice is the
+  // CTA's (both warpgroups alike: the thread stores sync the consumers on named barrier 5): a
+  // varlen block with fewer than kBlockM rows stores with the threads (rows past its sequence
+  // are the next one's; the map clips only fixed lengths at each sequence's end).
+  const bool tma_store = kTma && p.o_tma != 0 && (p.cu_seqlens_q == nullptr || blk.rows_here >= kBlockM);
   float lse[1][2];
   softmax.finalize(o, p.softmax_scale_log2, lse);
   prims::bar_sync(3 + c.wg, 128);
@@ -663,6 +669,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) fwd_kernel(const
   if (blk.lse != nullptr && t == 0) {
     if (r < blk.rows_here) blk.lse[r] = lse[0][0];
     if (r + 8 < blk.rows_here) blk.lse[r + 8] = lse[0][1];
+  }
+  if (tma_store) {
+    prims::fence_proxy_async_smem();  // (the staged rows, generic writes, before the TMA unit reads them)
+    prims::bar_sync(3 + c.wg, 128);
+    if (ctid % 128 == 0) {
+      const int row = (p.cu_seqlens_q != nullptr ? blk.q_row0 : 0) + blk.m0 + c.wg * 64;
+#pragma unroll
+      for (int a = 0; a < Tr::kHeadDimPadded / 64; ++a) {
+        prims::tma_store_4d(&p.o_tmap, prims::smem_addr(c.sQ + Tr::QTile::offset(c.wg * 64, a * 64)), a * 64, row,
+                            blk.head, p.cu_seqlens_q != nullptr ? 0 : blk.batch);
+      }
+      prims::bulk_commit_group();
+      // Before the CTA exits (its shared memory goes to the next CTA): the stores' reads of it. The writes complete
+      // with the grid, as CUTLASS's and FA3's TMA-store epilogues leave them; not waiting for them frees the SM
+      // sooner, which is the point here (one CTA per SM, a new one per tile).
+      prims::bulk_wait_group_read<0>();
+    }
+    attn::report_varlen_errors(p, blk.batch);
+    return;
   }
   if constexpr (Tr::kProducer) {
     prims::bar_sync(5, kCThreads);  // the consumers only (the producer warp is done)
