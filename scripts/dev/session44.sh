@@ -22,11 +22,14 @@
 #      stores in the grid kernel"): its bitwise test, memcheck / racecheck / synccheck of sanitize_small.py --quick
 #      --dims 256 with the switch, then ROUNDS interleaved rounds off / on of FA3 D 256 (both causal settings) and of
 #      D 128 causal 16k (the grid kernel past 64 row blocks). ~4 min.
-#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh A", timeout_s=600), then B, CD the same way.
+#   E: why flashkit's fwd_bwd rows take longer than its fwd + bwd rows (v17 / v18: D 128 16k +0.70 ms of 14.2, where
+#      cuDNN's take the sum): scripts/dev/fwd_bwd_split.py at D 128 16k, D 64 16k, D 256 8k (times in one process, the
+#      step's kernels under torch.profiler, SM clock and power while each runs). ~1.5 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session44.sh CDE", timeout_s=600), then A, B the same way.
 #   Decide from the medians (scripts/dev/ab_medians.py DIR ARM0 ARM1): a default or rule moves only where no row of its
 #   range falls below the rounds' spread.
 set -u -o pipefail
-PARTS=${1:?usage: session44.sh A|B|C|D (or several, e.g. CD)}
+PARTS=${1:?usage: session44.sh A|B|C|D|E (or several, e.g. CDE)}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s44
 . "$(dirname "$0")/device_steps.sh"
@@ -108,6 +111,14 @@ if [[ $PARTS == *D* ]]; then
     done
     pack
   done
+fi
+if [[ $PARTS == *E* ]]; then
+  [ $INSTALLED = 1 ] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; INSTALLED=1; }
+  for c in "128 16384" "64 16384" "256 8192"; do
+    set -- $c
+    (cd /tmp && step "split_d$1_s$2" 90 python3 "$TREE/scripts/dev/fwd_bwd_split.py" --D $1 --S $2)
+  done
+  pack
 fi
 pack
 watchdog_stop; exit 0
