@@ -356,20 +356,28 @@ def test_d256_pair_kernel_deterministic(flashkit_ext, run_probe):
     equal to the key-split kernel's deterministic mode (the same products in the same order); dq
     equal to it up to the order of fp32 sums. Correctness against float64: sanitize_bwd.py below.
     (The first GPU run, 2026-11-27, compared against the rotated walk and failed on dk: a test
-    error, the rotation changes the order of dk's sums.)"""
+    error, the rotation changes the order of dk's sums.) Since 2026-11-28 the deterministic mode's
+    default is the fixed-point dQ, whose launch path takes neither the turns nor the rotated walk:
+    the probes ask for the turns (FLASHKIT_BWD_DET_TURNS=1; until 2026-11-29 they did not, and
+    compared the fixed-point pair kernel with the fixed-point key-split one), and sanitize_bwd.py
+    runs both the turns and the fixed point on the pair kernel."""
     _needs_hopper(flashkit_ext, 256)
-    drop = ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1"]
-    pair = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop,
+    drop = ["FLASHKIT_BWD_PORTABLE", "FLASHKIT_BWD_D256_V1", "FLASHKIT_BWD_DET_TURNS", "FLASHKIT_BWD_DET_ROTATE",
+            "FLASHKIT_BWD_KS_PAIR", "FLASHKIT_BWD_KS_PAIR_DET"]
+    turns = {"FLASHKIT_BWD_DET_TURNS": "1"}
+    pair = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1", **turns}, drop,
                      timeout=300).split()
     # The key-split kernel's deterministic mode in its ascending order (without a mask it would
     # rotate its walk at these lengths, and dk / dv would differ in the order of their sums).
-    single = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "0", "FLASHKIT_BWD_DET_ROTATE": "0"}, drop,
+    single = run_probe(_PAIR_DET_PROBE, {"FLASHKIT_BWD_KS_PAIR": "0", "FLASHKIT_BWD_DET_ROTATE": "0", **turns}, drop,
                        timeout=300).split()
     assert len(pair) == 16 and len(single) == 16
     for i in range(0, 16, 4):
         assert pair[i + 1:i + 3] == single[i + 1:i + 3], i  # dk, dv
         a, b = float(pair[i + 3]), float(single[i + 3])
         assert abs(a - b) <= 1e-3 * abs(b), (i, a, b)
+    _sanitize_bwd(["--dims", "256"], {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1", **turns}, drop)
+    # (and the default deterministic mode on the pairs: the fixed-point dQ)
     _sanitize_bwd(["--dims", "256"], {"FLASHKIT_BWD_KS_PAIR": "1", "FLASHKIT_BWD_KS_PAIR_DET": "1"}, drop)
 
 

@@ -409,9 +409,10 @@ def test_any_dout_layout(kind):
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_deterministic_mode_is_bitwise_reproducible(dtype, D, case):
     """deterministic=True: dq, dk, dv bitwise equal over 3 runs. The fast mode: dk and dv
-    bitwise equal too (only dq's fp32 adds race), dq within the accuracy rule. Without a mask
-    the Hopper kernels walk rotated (a group per sequence in "varlen_full": each sequence's own
-    number of key blocks)."""
+    bitwise equal too (only dq's fp32 adds race), dq within the accuracy rule. On Hopper the
+    deterministic mode's default is the fixed-point dQ (integer adds, any order); the ordered
+    turns and their rotated walk (FLASHKIT_BWD_DET_TURNS=1) are covered by the backward
+    families file."""
     dt = DTYPES[dtype]
     require_variant(dt, D)
     gen = generator("determinism", dtype, D, case)
