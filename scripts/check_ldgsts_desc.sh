@@ -12,6 +12,11 @@ f=${1:?usage: check_ldgsts_desc.sh LIB_OR_CUBIN}
 sass=$("${CUOBJDUMP:-cuobjdump}" -sass "$f") || { echo "cuobjdump failed on $f" >&2; exit 2; }
 out=$(printf '%s\n' "$sass" | awk '/^[ \t]*arch = /{arch=$3} /Function :/{fn=$3}
   /LDGSTS/ && /desc\[UR[0-9]*[13579]\]/{c[arch " " fn]++} END{for (k in c) print c[k], k}')
+# (a listing without any LDGSTS means the scan saw nothing: every build has cp.async kernels)
+if ! grep -q LDGSTS <<< "$sass"; then  # (a here-string: grep -q in a pipe would SIGPIPE the printf, and pipefail)
+  echo "no LDGSTS at all in the SASS of $f: nothing was checked" >&2
+  exit 1
+fi
 if [ -n "$out" ]; then
   echo "LDGSTS with an odd uniform descriptor register (count, arch, kernel):"
   echo "$out"

@@ -6,8 +6,14 @@
 # note if the file has no sm_90a code, or with OK (" in N kernels of FILE" appended).
 sass_check_report() {
   local out=$1 sass=$2 f=$3 bad h90 checked
+  # (a scan that printed no count failed, e.g. its awk: an error, not "nothing to check"; the sm_90a count comes from
+  # the listing itself, not from the scan)
+  if ! grep -q '^checked [0-9]' <<< "$out"; then
+    echo "the scan of $f printed no count: it failed" >&2
+    exit 2
+  fi
   bad=$(printf '%s\n' "$out" | grep -v '^checked \|^sm90a ')
-  h90=$(printf '%s\n' "$out" | sed -n 's/^sm90a //p')
+  h90=$(printf '%s\n' "$sass" | grep -c -E '(arch|code for) *=? *sm_90a')
   checked=$(printf '%s\n' "$out" | sed -n 's/^checked //p')
   if [ -n "$bad" ]; then
     echo "$4"
@@ -15,7 +21,7 @@ sass_check_report() {
     exit 1
   fi
   if [ "${checked:-0}" = 0 ]; then
-    if [ "${h90:-0}" = 0 ] && printf '%s\n' "$sass" | grep -q "arch = "; then
+    if [ "${h90:-0}" = 0 ] && grep -q "arch = " <<< "$sass"; then
       echo "no sm_90a code in $f: nothing to check"
       exit 0
     fi
