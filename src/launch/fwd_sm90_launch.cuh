@@ -105,8 +105,14 @@ bool make_q_tensor_map(FwdParams& p) {
   const int64_t dims[4] = {p.head_dim, p.total_q, p.h_q, varlen ? 1 : p.batch};
   // FLASHKIT_FWD_TMA_STORE=0 (read once): thread stores (A/B runs)
   static const bool stores_off = dispatch::env_off("FLASHKIT_FWD_TMA_STORE");
+  // FLASHKIT_FWD_REQUIRE_TMA=1 (the tests): an O map that was asked for and cannot be made fails the call (false,
+  // as a Q map that cannot be made), instead of the thread stores' silent fallback
+  static const bool require_tma = dispatch::env_flag("FLASHKIT_FWD_REQUIRE_TMA");
   p.o_tma = 0;
-  if (FLASHKIT_FWD_TMA_STORE != 0 && !stores_off) make_o_tensor_map<Tr>(p);
+  if (FLASHKIT_FWD_TMA_STORE != 0 && !stores_off) {
+    make_o_tensor_map<Tr>(p);
+    if (require_tma && p.o_tma == 0) return false;
+  }
   return launch_util::make_tma_map_4d<T>(&p.q_tmap, p.q, dims, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
                                          Tr::kBlockM);
 }
@@ -288,7 +294,10 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (require_tma) return cudaErrorNotSupported;
         }
         q.o_tma = 0;
-        if (fwd_sm90::grid_tma_store_on()) fwd_sm90::make_o_tensor_map<TrP>(q);
+        if (fwd_sm90::grid_tma_store_on()) {
+          fwd_sm90::make_o_tensor_map<TrP>(q);
+          if (require_tma && q.o_tma == 0) return cudaErrorNotSupported;  // (the tests: no silent fallback)
+        }
         return mods ? launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, true, true>, TrP>(q, stream, dev.device,
                                                                                            dev.l2_bytes)
                     : launch_util::launch_fwd<&fwd_sm90::fwd_kernel<TrP, false, true>, TrP>(q, stream, dev.device,

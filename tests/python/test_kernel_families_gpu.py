@@ -331,7 +331,9 @@ def test_sm90_grid_tma_store_matches_thread_stores_bitwise(flashkit_ext, run_pro
     calls of more than 64 row blocks at D 96 / 128 / 192) stores O by TMA from its staging tile instead of the
     threads' 16-byte stores. Same staged bytes, so the outputs and LSEs are bitwise those of the thread stores;
     fixed-length partial row blocks (the map clips them at each sequence's end), varlen blocks (full ones by TMA,
-    partial ones with the threads), windows, softcaps, GQA, both dtypes, NaN-poisoned outputs, the fp32 reference."""
+    partial ones with the threads), windows, softcaps, GQA, both dtypes, NaN-poisoned outputs, the fp32 reference.
+    With FLASHKIT_FWD_REQUIRE_TMA=1 an O map that cannot be made fails the call, so the switch's run does store by
+    TMA wherever a block's rows allow it (not a silent fallback to the thread stores)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
