@@ -201,14 +201,8 @@ cudaError_t launch_persistent(const FwdParams& params, cudaStream_t stream, cons
   }
   // units of the walk: (batch, head) pairs x pairs of row blocks (the grid's empty slots are
   // not walked)
-  const int64_t tiles = int64_t(p.batch) * p.h_q * ((p.num_m_blocks + 1) / 2);
-  if (tiles > INT32_MAX) return cudaErrorInvalidConfiguration;
-  p.num_tiles = int(tiles);
-  const int64_t bh = int64_t(p.batch) * p.h_q;
-  const int64_t last = bh - (bh - 1) / p.sched_group * p.sched_group;  // in [1, sched_group]
-  p.div_group_units = prims::FastDiv::make(p.sched_group * ((p.num_m_blocks + 1) / 2));
-  p.div_group = prims::FastDiv::make(p.sched_group);
-  p.div_last_group = prims::FastDiv::make(int(last));
+  if (!set_persistent_walk(p)) return cudaErrorInvalidConfiguration;
+  const int64_t tiles = p.num_tiles;
   if constexpr (kCluster) {
     const int clusters = max_pair_clusters<kKernel>(dev.device, Tr::kThreads, kSmem);
     if (clusters < 1) return cudaErrorNotSupported;

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/fwd_sm90/persistent_walk.h"
 #include "launch/fwd_sched.h"
 
 namespace {
@@ -107,27 +108,61 @@ TEST(FwdWalkRotate, OnlyWhereItIsAPermutationThatCanHelp) {
   EXPECT_TRUE(fwd_walk_rotate(true, 1, 4, 1024, 132));    // D 128 S 1k: rotated, equal units (no change in cost)
 }
 
-// The rotation the kernel applies (kernel_persistent.cuh persistent_tile / persistent_coords) is a
-// permutation of the walk's units: each unit exactly once, a pair's units in the round of the pair.
-TEST(FwdWalkRotate, KernelWalkIsAPermutation) {
-  for (int64_t ctas : {132, 114, 66, 12}) {
-    for (int64_t u : {2, 3, 6, 11, 22, 5, 7}) {
-      for (int64_t pairs : {1, 5, 44, 131, 512}) {
-        const int64_t units = pairs * u;
-        if (!fwd_walk_rotate(true, 1, u, units, ctas)) continue;
-        std::vector<int> seen(size_t(units), 0);
-        for (int64_t round = 0; round * ctas < units; ++round) {
-          for (int64_t c = 0; c < ctas; ++c) {
-            const int64_t t = round * ctas + c;
-            if (t >= units) continue;
-            const int64_t z = t / u;
-            int64_t rest = t - z * u + round % u;
-            if (rest >= u) rest -= u;
-            EXPECT_EQ((z * u) / ctas, round);  // the pair's round
-            ++seen[size_t(z * u + rest)];
-          }
+// The persistent forward's walk as the kernel decodes it (kernels/fwd_sm90/persistent_walk.h: persistent_tile_at and
+// persistent_coords, the functions the kernel calls, with the launcher's set_persistent_walk): over the rounds of
+// `walkers` CTAs (or clusters of two, whose ranks take the two halves of each unit, the same decode), every
+// (batch x head, row block) of the call exactly once, in range, and under the rotation a pair's units in the pair's
+// round. The snake walk everywhere, the rotated one where the launcher would set it (fwd_walk_rotate).
+void check_walk(int bh, int m_blocks, int group, int walkers, bool rotate) {
+  flashkit::FwdParams p{};
+  p.batch = bh;
+  p.h_q = 1;
+  p.num_m_blocks = m_blocks;
+  p.sched_group = group;
+  ASSERT_TRUE(flashkit::fwd_sm90::set_persistent_walk(p));
+  p.walk_rotate = rotate ? 1 : 0;
+  const int units_per_pair = (m_blocks + 1) / 2;
+  std::vector<int> seen(size_t(bh) * size_t(m_blocks), 0);
+  for (int c = 0; c < walkers; ++c) {
+    int t = 0;
+    for (int round = 0; flashkit::fwd_sm90::persistent_tile_at(p, round, walkers, c, t); ++round) {
+      if (t >= p.num_tiles) continue;
+      for (int half = 0; half < 2; ++half) {
+        int x = -1, m_block = -1, z = -1;
+        if (!flashkit::fwd_sm90::persistent_coords(p, t, half, round, x, m_block, z)) {
+          EXPECT_EQ(half, 1);  // (only the middle block's missing half)
+          continue;
         }
-        for (int64_t i = 0; i < units; ++i) EXPECT_EQ(seen[size_t(i)], 1) << ctas << " " << u << " " << pairs;
+        const int pair = z * group + x;
+        ASSERT_GE(x, 0);
+        ASSERT_LT(x, group);
+        ASSERT_GE(pair, 0);
+        ASSERT_LT(pair, bh) << bh << " " << m_blocks << " " << group << " " << walkers;
+        ASSERT_GE(m_block, 0);
+        ASSERT_LT(m_block, m_blocks);
+        if (rotate) EXPECT_EQ(int64_t(pair) * units_per_pair / walkers, round);  // (groups of one pair)
+        ++seen[size_t(pair) * size_t(m_blocks) + size_t(m_block)];
+      }
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    ASSERT_EQ(seen[i], 1) << "pair " << i / size_t(m_blocks) << " block " << i % size_t(m_blocks) << ": bh " << bh
+                          << " m_blocks " << m_blocks << " group " << group << " walkers " << walkers
+                          << " rotate " << rotate;
+  }
+}
+
+TEST(FwdWalk, KernelDecodeCoversEveryBlockOnce) {
+  for (int walkers : {132, 114, 66, 12, 1}) {
+    for (int m_blocks : {1, 2, 3, 4, 5, 11, 16}) {
+      for (int bh : {1, 5, 44, 131, 512}) {
+        for (int group : {1, 2, 3, 8, 64}) {
+          check_walk(bh, m_blocks, group, walkers, false);
+        }
+        const int units = bh * ((m_blocks + 1) / 2);
+        if (flashkit::launch_util::fwd_walk_rotate(true, 1, (m_blocks + 1) / 2, units, walkers)) {
+          check_walk(bh, m_blocks, 1, walkers, true);
+        }
       }
     }
   }
