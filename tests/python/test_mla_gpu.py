@@ -261,7 +261,9 @@ def test_tma_copy_paths_match_bitwise(run_probe, switch):
     (That the TMA paths are taken shows in the dev harness's timings, docs/kernels/mla.md v22, v23.)"""
     if flash_mla.split_kernel_family(torch.bfloat16) != "sm90":
         pytest.skip("the Hopper MLA kernel is not what runs here")
-    runs = [run_probe(_Q_TMA_PROBE, {switch: v}, ["FLASHKIT_MLA_PORTABLE"], timeout=300).split()
+    # (FLASHKIT_MLA_NO_TMA inherited from the caller would take both runs off the TMA maps: dropped)
+    runs = [run_probe(_Q_TMA_PROBE, {switch: v}, ["FLASHKIT_MLA_PORTABLE", "FLASHKIT_MLA_NO_TMA", switch],
+                      timeout=300).split()
             for v in ("1", "0")]
     assert len(runs[0]) == 12 and runs[0] == runs[1], runs
 
