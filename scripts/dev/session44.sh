@@ -83,7 +83,7 @@ if [[ $PARTS == *C* ]]; then
     -p no:cacheprovider test_kernel_families_gpu.py)
   # (the grid TMA kernels' SASS changed with 5e54a8a, its default path included: the D 256 forward tests on it)
   (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_fwd_d256 300 python3 -m pytest -q -m gpu -n 6 \
-    -p no:cacheprovider test_attention_gpu.py -k "256")
+    -p no:cacheprovider test_attention_gpu.py -k "D256")
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   for tool in memcheck racecheck synccheck; do
     FLASHKIT_FWD_CLUSTER=1 step ${tool}_cluster 150 $S --tool $tool --error-exitcode 1 python3 \
