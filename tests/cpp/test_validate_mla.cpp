@@ -45,7 +45,9 @@ TEST(ValidateMla, ValidArgumentsPass) {
   const Status st = flashkit::validate_mla_decode(make(s));
   // (MLA is compiled for every dtype of FLASHKIT_DTYPES, the forward's: fp16 is in the build iff a forward variant is)
   bool fp16_built = false;
-  for (int d : {64, 96, 128, 192, 256}) fp16_built = fp16_built || flashkit::is_fwd_variant_compiled(DType::kFloat16, d);
+  for (int d : {64, 96, 128, 192, 256}) {
+    fp16_built = fp16_built || flashkit::is_fwd_variant_compiled(DType::kFloat16, d);
+  }
   if (fp16_built) {
     EXPECT_TRUE(st.ok()) << st.message();
   } else {
