@@ -155,3 +155,30 @@ def run_probe():
     """The subprocess runner of the A/B tests that compare two kernel variants chosen by
     environment switches (see _run_probe)."""
     return _run_probe
+
+
+def _portable_sanitize_small(extra_env: dict) -> None:
+    """scripts/sanitize_small.py at every head dim on the portable forward family
+    (FLASHKIT_FWD_PORTABLE=1, plus `extra_env`), in subprocesses (the switches are read once per
+    process): first that every compiled variant does run the portable family under that
+    environment, then every case against the reference."""
+    import subprocess
+
+    env = dict(os.environ, FLASHKIT_FWD_PORTABLE="1", **extra_env)
+    probe = ("import flashkit; v = flashkit.compiled_fwd_variants(); "
+             "f = {flashkit.fwd_kernel_family(*x.split('/')[:1], int(x.split('/')[1])) for x in v}; "
+             "print(sorted(f))")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "['sm80']", r.stdout
+    repo = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, str(repo / "scripts" / "sanitize_small.py"), "--dims", "64", "96", "128", "192", "256"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"portable path failed ({extra_env}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    assert "cases passed" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.fixture
+def portable_sanitize_small():
+    """_portable_sanitize_small: the portable forward family's reference checks, with extra switches."""
+    return _portable_sanitize_small
