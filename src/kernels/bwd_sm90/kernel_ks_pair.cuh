@@ -57,7 +57,7 @@
 // partner's dS on in_full at CTA scope, as CUTLASS's multicast pipelines. At cluster scope ptxas puts a MEMBAR.ALL.GPU
 // before the arrival and a CCTL.IVALL (L1 invalidation) after each wait, both inside the step's wgmma chain (SASS of
 // the bf16 D 256 file: 3 MEMBAR.ALL.GPU and 7 CCTL.IVALL per fast-mode kernel). out_free's wait, before the generic
-// stores into sdS that the last bulk copy read, stays at cluster scope either way. Three interleaved rounds on an H200,
+// stores into sdS that the last bulk copy read, stays at cluster scope at 0 and 1. Three interleaved rounds on an H200,
 // bf16 D 256 S 2k-16k: +1.7..5.5 % on 7 of 8 rows (geomean +3.5 %), the 8th level; the pair tests pass on it.
 // 2 (A/B, bwd.md): out_free's wait at CTA scope too. The partner arrives on it after its dQ read the copy of our dS
 // of step it - 1, and that copy's reads of our sdS are done once it landed (the partner waited in_full first): the

@@ -71,7 +71,6 @@ constexpr bool fwd_gate_fence() {
   return FLASHKIT_FWD_GATE_FENCE == 1 || (FLASHKIT_FWD_GATE_FENCE == 2 && kHeadDim != 64 && kHeadDim != 128);
 }
 
-
 // The [8][4] accumulator block of one n64 wgmma inside a [kTiles][4] fragment array.
 template <int kTiles>
 __device__ __forceinline__ float (&n64_block(float (&acc)[1][kTiles][4], int chunk))[8][4] {
