@@ -85,10 +85,6 @@ bool make_kv_tensor_maps(FwdParams& p, int box_rows = Tr::kBlockN) {
                                          box_rows);
 }
 
-// The persistent kernel's Q map: dims head_dim, rows, h_q, batch (varlen: total_q rows,
-// batch 1), boxes of 64 columns x 128 rows; and O's for its TMA-store epilogue (boxes of 64
-// rows: one warpgroup's), where FLASHKIT_FWD_TMA_STORE is on (macro, and not 0 in the
-// environment) and O can be described (else o_tma = 0: the epilogue stores with the threads).
 // O's map alone (make_q_tensor_map's second half): o_tma = 1 where it can be made, else 0.
 template <class Tr>
 void make_o_tensor_map(FwdParams& p) {
@@ -98,6 +94,11 @@ void make_o_tensor_map(FwdParams& p) {
   p.o_tma = launch_util::make_tma_map_4d<T>(&p.o_tmap, p.o, dims, p.o_row_stride, p.o_head_stride, p.o_batch_stride,
                                             64);
 }
+
+// The persistent kernel's Q map: dims head_dim, rows, h_q, batch (varlen: total_q rows,
+// batch 1), boxes of 64 columns x 128 rows; and O's for its TMA-store epilogue (boxes of 64
+// rows: one warpgroup's), where FLASHKIT_FWD_TMA_STORE is on (macro, and not 0 in the
+// environment) and O can be described (else o_tma = 0: the epilogue stores with the threads).
 template <class Tr>
 bool make_q_tensor_map(FwdParams& p) {
   using T = typename Tr::T;
@@ -288,7 +289,7 @@ int launch_fwd_sm90(const FwdParams& p, const DeviceInfo& dev, cudaStream_t stre
           if (require_tma) return cudaErrorNotSupported;
         }
         q.o_tma = 0;
-        if (fwd_sm90::grid_tma_store_on()) {
+        if (fwd_sm90::grid_tma_store_on() && q.total_q > 0) {  // (no rows, no map: nothing to store)
           fwd_sm90::make_o_tensor_map<TrP>(q);
           if (require_tma && q.o_tma == 0) return cudaErrorNotSupported;  // (the tests: no silent fallback)
         }
