@@ -379,8 +379,11 @@ def test_sm90_walk_rotation_bitwise(flashkit_ext, run_probe):
     """The persistent forward's causal walk with each pair's units rotated by the round
     (FwdParams::walk_rotate, the default where launch/fwd_sched.h allows it) computes the same
     tiles as the snake walk without it (FLASHKIT_FWD_WALK_ROTATE=0): bitwise equal outputs and
-    LSE, dense (D 64's 192-row units and the 128-row ones) and varlen; and the probe's shapes do
-    take the rotated walk on this GPU where U divides its SM count."""
+    LSE, dense (D 64's 192-row units and the 128-row ones) and varlen. The probe's shapes are
+    chosen so that U divides the SM count with more units than CTAs, the launcher's condition
+    (launch/fwd_sched.h fwd_walk_rotate, tested in tests/cpp/test_fwd_sched.cpp with the kernel's
+    own decode); the flags below restate that choice for this GPU, they do not observe the
+    launcher (no hook reports walk_rotate)."""
     import torch
 
     kernels = set(flashkit_ext.compiled_fwd_kernels())
@@ -392,7 +395,7 @@ def test_sm90_walk_rotation_bitwise(flashkit_ext, run_probe):
     off = run_probe(_WALK_ROTATE_PROBE, {"FLASHKIT_FWD_WALK_ROTATE": "0"}, drop).split()
     assert len(on) == 16 and on == off
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if sms % 6 == 0:  # (H100 / H200 SXM: 132) D 64 at 1k and 2k rotate
+    if sms % 6 == 0:  # (H100 / H200 SXM: 132) the shape choice: D 64 at 1k and 2k meet the rotation's condition
         assert sum(x.split(":")[2] == "1" for x in on if not x.startswith("v")) >= 4
 
 

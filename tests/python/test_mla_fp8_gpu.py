@@ -311,6 +311,10 @@ def test_hopper_fp8_kernel_matches_the_portable_one(case, monkeypatch):
     Partly filled pages hold 0xFF bytes (NaN e4m3 values and NaN scales) after the last token."""
     lens, s_q, h_q, h_kv, page, causal = case
     assert flash_mla.split_kernel_family(torch.bfloat16, fp8_kv_cache=True) == "sm90"
+    if os.environ.get("FLASHKIT_MLA_NO_TMA", "").startswith("1"):  # (dispatch::env_flag's reading)
+        # (read once per process: the Hopper FP8 launcher then hands every call to the portable kernel, and this
+        # test would compare that kernel with itself)
+        pytest.skip("FLASHKIT_MLA_NO_TMA is set: the Hopper FP8 kernel does not run in this process")
     q, kv8, _, bt, sl = make_case(lens, s_q=s_q, h_q=h_q, h_kv=h_kv, page=page, seed=("sm90", case))
     (o9, l9), (o8, l8) = _both_kernels(q, kv8, bt, sl, causal, monkeypatch)
     # different MMA shapes and orders, the same inputs: as close as two bf16 kernels get
