@@ -247,29 +247,13 @@ def test_sm90_cluster_multicast_matches_single_cta_bitwise(flashkit_ext, run_pro
 
 _GRID_TMA_STORE_PROBE = r"""
 import hashlib, itertools, torch, flashkit
-import torch.nn.functional as F
+from flashkit.testing import attention_reference
 g = torch.Generator(device="cuda").manual_seed(13)
 out = []
 def h(*ts):
     return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
 def ref(q, k, v, causal, window=(-1, -1), softcap=0.0):
-    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-    kf = kf.repeat_interleave(q.shape[2] // k.shape[2], dim=1)
-    vf = vf.repeat_interleave(q.shape[2] // k.shape[2], dim=1)
-    s = (qf @ kf.transpose(-1, -2)) * q.shape[-1] ** -0.5
-    if softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
-    Sq, Sk = q.shape[1], k.shape[1]
-    i = torch.arange(Sq, device=q.device)[:, None] + Sk - Sq
-    j = torch.arange(Sk, device=q.device)[None, :]
-    m = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device)
-    if causal:
-        m &= j <= i
-    if window[0] >= 0:
-        m &= j >= i - window[0]
-    if window[1] >= 0:
-        m &= j <= i + window[1]
-    return torch.softmax(s.masked_fill(~m, float("-inf")), -1).nan_to_num(0.0).matmul(vf).transpose(1, 2)
+    return attention_reference(q, k, v, causal=causal, window=window, softcap=softcap)[0]
 for dtype in (torch.bfloat16, torch.float16):
     # The non-persistent TMA kernel: D 256 without a mask and causal past 512 rows; D 96 / 128 / 192 causal past 64
     # row blocks. Partial last row blocks (1000, 8200 rows: the map clips them), one row, GQA, a strided K, a window,
