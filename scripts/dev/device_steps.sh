@@ -61,6 +61,15 @@ restore_inst() {
   find "${2%/src/*}/build" -name "$(basename "$2").o" -delete 2>/dev/null
   return 0
 }
+# sanitizer_steps SUFFIX ENV SCRIPT ARGS...: memcheck, racecheck and synccheck of `python3 SCRIPT ARGS` under ENV (a
+# space-separated list of NAME=VALUE, may be empty), with PyTorch's caching allocator off, as steps TOOL_SUFFIX.
+sanitizer_steps() {
+  local suffix=$1 envs=$2 tool
+  shift 2
+  for tool in memcheck racecheck synccheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool}_$suffix 150 env $envs $S --tool $tool --error-exitcode 1 python3 "$@"
+  done
+}
 # mla_checks TREE: the MLA GPU tests (bf16 / fp16 and FP8 caches), then memcheck and synccheck of
 # sanitize_mla.py --quick, as steps mla_tests / memcheck / synccheck.
 mla_checks() {

@@ -20,18 +20,7 @@ import time
 import torch
 
 import flashkit
-
-
-def timed(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps
+from mla_profile import call_us  # (scripts/dev/, this script's folder, is on sys.path)
 
 
 def clocks_during(fn, seconds):
@@ -90,7 +79,7 @@ def main() -> int:
         o2 = flashkit.attention(*leaves, causal=a.causal)
         torch.autograd.grad(o2, leaves, dout)
 
-    tf, tb, ts = timed(fwd, a.reps), timed(bwd, a.reps), timed(step, a.reps)
+    tf, tb, ts = (call_us(f, n=a.reps, warmup=2) / 1e3 for f in (fwd, bwd, step))  # (ms)
     print(f"B {B} H {H} S {a.S} D {a.D} causal {a.causal}: fwd {tf:.3f} ms, bwd {tb:.3f} ms, sum {tf + tb:.3f}, "
           f"fwd_bwd {ts:.3f} ms, extra {ts - tf - tb:+.3f} ms")
     from torch.profiler import ProfilerActivity, profile

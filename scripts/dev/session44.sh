@@ -43,12 +43,8 @@ if [[ $PARTS == *A* ]]; then
     "base=|s2=FLASHKIT_BWD_PAIR_CTA_SCOPE 2" 400
   (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_s2 OMP_NUM_THREADS=2 step tests_s2 200 python3 -m pytest -q -m gpu \
     -n 4 -p no:cacheprovider test_backward_families_gpu.py -k "pair")
-  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-  for tool in memcheck racecheck synccheck; do
-    PYTHONPATH=/tmp/pkg_s2 FLASHKIT_BWD_KS_PAIR=1 step ${tool}_s2 150 $S --tool $tool --error-exitcode 1 python3 \
-      "$TREE/scripts/sanitize_bwd.py" --quick --dims 192 256 --allow-det-order
-  done
-  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  sanitizer_steps s2 "PYTHONPATH=/tmp/pkg_s2 FLASHKIT_BWD_KS_PAIR=1" "$TREE/scripts/sanitize_bwd.py" --quick \
+    --dims 192 256 --allow-det-order
   pack
   for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
     order="base s2"; [ $((r % 2)) = 0 ] && order="s2 base"
@@ -84,24 +80,14 @@ if [[ $PARTS == *C* ]]; then
   # (the grid TMA kernels' SASS changed with 5e54a8a, its default path included: the D 256 forward tests on it)
   (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_fwd_d256 300 python3 -m pytest -q -m gpu -n 6 \
     -p no:cacheprovider test_attention_gpu.py -k "D256")
-  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-  for tool in memcheck racecheck synccheck; do
-    FLASHKIT_FWD_CLUSTER=1 step ${tool}_cluster 150 $S --tool $tool --error-exitcode 1 python3 \
-      "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
-  done
-  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  sanitizer_steps cluster FLASHKIT_FWD_CLUSTER=1 "$TREE/scripts/sanitize_small.py" --quick --dims 96 128 192
   pack
 fi
 if [[ $PARTS == *D* ]]; then
   [ $INSTALLED = 1 ] || { install_cmd "$TREE"; step install 400 "${INSTALL[@]}"; INSTALLED=1; }
   [[ $PARTS == *C* ]] || (cd "$TREE/tests/python" && step test_grid_tma 200 python3 -m pytest -q -m gpu \
     -p no:cacheprovider test_kernel_families_gpu.py -k "grid_tma_store")
-  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-  for tool in memcheck racecheck synccheck; do
-    FLASHKIT_FWD_GRID_TMA_STORE=1 step ${tool}_grid 150 $S --tool $tool --error-exitcode 1 python3 \
-      "$TREE/scripts/sanitize_small.py" --quick --dims 256
-  done
-  unset PYTORCH_NO_CUDA_MEMORY_CACHING
+  sanitizer_steps grid FLASHKIT_FWD_GRID_TMA_STORE=1 "$TREE/scripts/sanitize_small.py" --quick --dims 256
   pack
   for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
     order="off on"; [ $((r % 2)) = 0 ] && order="on off"
