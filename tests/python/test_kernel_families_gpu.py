@@ -188,13 +188,27 @@ def test_sm90_tma_loads_match_cp_async_bitwise(flashkit_ext, run_probe):
     assert runs[3] == runs[2], "persistent kernel, thread-store epilogue != TMA-store epilogue"
 
 
-_CLUSTER_PROBE = r"""
+# The start of the cluster and grid TMA-store probes: a digest of tensors, and dense inputs with a strided K whose
+# output block was poisoned (NaN) just before, so that the call must write every element.
+_DENSE_PROBE_HELPERS = r"""
 import hashlib, torch, flashkit
+def h(*ts):
+    return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
+def strided_inputs(B, Sq, Sk, Hq, Hkv, D, dtype, g):
+    q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=dtype, generator=g)
+    kb = torch.randn(B, Sk, Hkv, D + 64, device="cuda", dtype=dtype, generator=g)
+    k = kb[..., :D]  # (strided)
+    v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=dtype, generator=g)
+    junk = torch.full((B, Sq, Hq, D), float("nan"), device="cuda", dtype=dtype)
+    del junk  # (the output reuses its block: every row must be written)
+    return q, k, v
+"""
+
+
+_CLUSTER_PROBE = _DENSE_PROBE_HELPERS + r"""
 import torch.nn.functional as F
 g = torch.Generator(device="cuda").manual_seed(11)
 out = []
-def h(*ts):
-    return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
 for dtype in (torch.bfloat16, torch.float16):
     for D in (96, 128, 192):
         # (B, S_q, S_k, H_q, H_kv, causal). Clusters take the calls without a mask whose row blocks are even in number:
@@ -204,12 +218,7 @@ for dtype in (torch.bfloat16, torch.float16):
         for B, Sq, Sk, Hq, Hkv, causal in ((2, 256, 1000, 4, 2, False), (1, 1000, 77, 8, 2, False),
                                           (3, 256, 1, 4, 4, False), (4, 1024, 4096, 16, 4, False),
                                           (2, 384, 500, 4, 2, False), (2, 512, 512, 4, 2, True)):
-            q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=dtype, generator=g)
-            kb = torch.randn(B, Sk, Hkv, D + 64, device="cuda", dtype=dtype, generator=g)
-            k = kb[..., :D]  # (strided)
-            v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=dtype, generator=g)
-            junk = torch.full((B, Sq, Hq, D), float("nan"), device="cuda", dtype=dtype)
-            del junk  # (the output reuses its block: every row must be written)
+            q, k, v = strided_inputs(B, Sq, Sk, Hq, Hkv, D, dtype, g)
             o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True)
             out.append(h(o, lse))
             if B * Sq * Sk * Hq <= 2 ** 22:  # the fp32 reference where it is cheap
@@ -245,13 +254,11 @@ def test_sm90_cluster_multicast_matches_single_cta_bitwise(flashkit_ext, run_pro
     assert pairs == single, "clusters of two != one CTA per SM"
 
 
-_GRID_TMA_STORE_PROBE = r"""
-import hashlib, itertools, torch, flashkit
+_GRID_TMA_STORE_PROBE = _DENSE_PROBE_HELPERS + r"""
+import itertools
 from flashkit.testing import attention_reference
 g = torch.Generator(device="cuda").manual_seed(13)
 out = []
-def h(*ts):
-    return hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).cpu().numpy().tobytes() for t in ts)).hexdigest()
 def ref(q, k, v, causal, window=(-1, -1), softcap=0.0):
     return attention_reference(q, k, v, causal=causal, window=window, softcap=softcap)[0]
 for dtype in (torch.bfloat16, torch.float16):
@@ -264,12 +271,7 @@ for dtype in (torch.bfloat16, torch.float16):
             (256, 1, 700, 900, 4, 4, True, (300, -1), 0.0), (256, 2, 640, 640, 2, 1, False, (-1, -1), 30.0),
             (128, 1, 8320, 8320, 2, 1, True, (-1, -1), 0.0), (96, 1, 8200, 8200, 1, 1, True, (-1, -1), 0.0),
             (192, 1, 8320, 8320, 1, 1, True, (-1, -1), 0.0)):
-        q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=dtype, generator=g)
-        kb = torch.randn(B, Sk, Hkv, D + 64, device="cuda", dtype=dtype, generator=g)
-        k = kb[..., :D]  # (strided)
-        v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=dtype, generator=g)
-        junk = torch.full((B, Sq, Hq, D), float("nan"), device="cuda", dtype=dtype)
-        del junk  # (the output reuses its block: every row must be written)
+        q, k, v = strided_inputs(B, Sq, Sk, Hq, Hkv, D, dtype, g)
         o, lse = flashkit.attention(q, k, v, causal=causal, return_lse=True, window=window, softcap=cap)
         out.append(h(o, lse))
         if B * Sq * Sk * Hq <= 2 ** 22:  # the fp32 reference where it is cheap
