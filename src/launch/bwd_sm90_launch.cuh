@@ -213,13 +213,18 @@ int launch_bwd_sm90_padded(const BwdParams& p, const DeviceInfo& dev, cudaStream
       // (H200, 2026-11-28, dims sweep, two interleaved rounds; docs/kernels/bwd.md "D 96 and 192 on the
       // Hopper kernels"): fast mode without a mask +3.4 / +1.2 / +1.4 / +3.7 % at S 2k / 4k / 8k / 16k (level
       // at 1k, -1.5 % at 512), causal +1.6 / +1.5 % at 8k / 16k (-0.8 % at 4k, -2..-8 % below); the
-      // fixed-point deterministic mode level or slower on every row (-1 .. -9 %). So: the fast mode from
-      // 2k keys without a mask and from 8k with one. FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can
-      // run (the fixed point included), 0 = never.
+      // fixed-point deterministic mode level or slower on every row (-1 .. -9 %). Those were the pair kernel's
+      // cluster-scope barriers; with its CTA-scope ones (FLASHKIT_BWD_PAIR_CTA_SCOPE, default 1), remeasured
+      // (H200, 2026-11-29, two interleaved rounds, every call on the pairs against the rule above): fast mode
+      // without a mask +8.5 / +12 % at 512 / 1k, causal +3 / +9 / +11 % at 1k / 2k / 4k (-0.8 % at 512); the
+      // fixed point without a mask +4..7.5 % at 512 .. 4k, causal +3 / +4 % at 2k / 4k (-4 / -2 % at 512 / 1k).
+      // So: fast mode from 512 keys without a mask and from 1k with one; the fixed point from 512 without a
+      // mask and from 2k with one. FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run (the fixed point
+      // included), 0 = never.
       static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
       static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
       const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
-      const bool pair_rule = !base.dq_fixed && p.seqlen_k >= (unmasked ? 2048 : 8192);
+      const bool pair_rule = p.seqlen_k >= (unmasked ? 512 : (base.dq_fixed ? 2048 : 1024));
       if (tma && p.cu_seqlens_q == nullptr && !ks_pair_off && (ks_pair_on || pair_rule)) {
         using Kp = bwd_sm90::BwdKsPairTraits<T, kD>;
         const cudaError_t err = base.dq_fixed ? launch_bwd_ks_pair_for<Kp, false, true>(q, stream, dev.device)
@@ -435,8 +440,13 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
         // Fast mode on pairs of CTAs that exchange dS (kernel_ks_pair.cuh; not varlen, not
         // deterministic) where it measured faster than the key-split kernel (H100, 2026-11-27,
         // FA3 sweep D 256, docs/kernels/bwd.md): S_k >= 4096, or >= 1024 without a mask
-        // (+2..7%); shorter, it lost 2..5% (its union walks and cluster launch). The switch
-        // FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever it can run, 0 = never.
+        // (+2..7%); shorter, it lost 2..5% (its union walks and cluster launch). With the pair kernel's
+        // CTA-scope barriers (FLASHKIT_BWD_PAIR_CTA_SCOPE, default 1), remeasured (H200, 2026-11-29, two
+        // interleaved rounds, every call on the pairs against this rule's 2026-11-27 form): without a mask
+        // +6.1 % at 512 (fixed point +4.4 %), causal +4.8 % at 2k (fixed point +3.5 %), level at 1k, causal
+        // 512 -2.9 % (-4 %). So now: S_k >= 2048, or >= 512 without a mask; the fast mode and the
+        // fixed-point deterministic mode alike. The switch FLASHKIT_BWD_KS_PAIR (read once): 1 = whenever
+        // it can run, 0 = never.
         static const bool ks_pair_on = dispatch::env_flag("FLASHKIT_BWD_KS_PAIR");
         static const bool ks_pair_off = dispatch::env_off("FLASHKIT_BWD_KS_PAIR");
         // Deterministic calls on the pairs (one dq turn per pair, BwdCta::dq_turn_pair; ascending
@@ -452,7 +462,7 @@ int launch_bwd_sm90_native(const BwdParams& p, const DeviceInfo& dev, cudaStream
         const bool unmasked = !p.causal && p.window_left < 0 && p.window_right < 0;
         const bool ks_pair_det =
             !ks_pair_det_off && (ks_pair_det_on || (p.seqlen_k >= 4096 && (!unmasked || p.seqlen_k <= 8192)));
-        const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 4096 || (unmasked && p.seqlen_k >= 1024));
+        const bool ks_pair = !ks_pair_off && (ks_pair_on || p.seqlen_k >= 2048 || (unmasked && p.seqlen_k >= 512));
         if (base.dq_fixed) {  // the fast mode's choice of kernel, without turns (maps made above)
           BwdParams q = base;
           q.dq_rotate = false;

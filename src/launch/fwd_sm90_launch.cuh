@@ -122,10 +122,11 @@ bool make_q_tensor_map(FwdParams& p) {
 // than 64 row blocks) stores O by TMA (fwd_sm90.md "TMA stores in the grid kernel"): one CTA per SM and a new CTA per
 // tile, so the 16-byte thread stores of the staged tile (~1 us at D 128 in the persistent kernel's trace) delay the
 // next CTA's start; a TMA store frees the SM once it has read the staging tile. The macro FLASHKIT_FWD_GRID_TMA_STORE
-// is the default (0: off until measured); the environment's FLASHKIT_FWD_GRID_TMA_STORE=1 / =0 (read once) turns it
-// on / off. FLASHKIT_FWD_TMA_STORE=0 turns it off too.
+// is the default (1 since 2026-11-29: H200, FA3 sweep D 256, two interleaved rounds, +0.5 % geomean, +0.7..1.8 % at
+// S 512 .. 2k, no row below the rounds' spread); the environment's FLASHKIT_FWD_GRID_TMA_STORE=1 / =0 (read once)
+// turns it on / off. FLASHKIT_FWD_TMA_STORE=0 turns it off too.
 #ifndef FLASHKIT_FWD_GRID_TMA_STORE
-#define FLASHKIT_FWD_GRID_TMA_STORE 0
+#define FLASHKIT_FWD_GRID_TMA_STORE 1
 #endif
 inline bool grid_tma_store_on() {
   static const bool on = !dispatch::env_off("FLASHKIT_FWD_TMA_STORE") && FLASHKIT_FWD_TMA_STORE != 0 &&
