@@ -1,6 +1,7 @@
-// Hopper (sm_90a) dense attention backward at D = 256, fast mode, on pairs of key-split CTAs
-// (a cluster of two; docs/kernels/bwd.md, "Plan: a 2-CTA cluster on the key-split kernel").
-// Experimental (FLASHKIT_BWD_KS_PAIR=1 selects it; the launcher keeps kernel_ks.cuh otherwise).
+// Hopper (sm_90a) dense attention backward at D = 256 (and D 192 on its tiles), fast and fixed-point modes, on pairs
+// of key-split CTAs (a cluster of two; docs/kernels/bwd.md, "Plan: a 2-CTA cluster on the key-split kernel").
+// The launchers take it by the measured rules of src/launch/bwd_sm90_launch.cuh (D 256 and D 192 on D 256's tiles;
+// FLASHKIT_BWD_KS_PAIR=1 / =0: wherever it can run / never); otherwise kernel_ks.cuh.
 //
 // CTA r of a pair owns key block 2c + r as in kernel_ks.cuh (S, dP, P, dS, dV and dK for its
 // 64 keys; warpgroup w: keys [32w, 32w + 32) of S/dP, columns [128w, 128w + 128) of dV/dK). What
