@@ -32,6 +32,23 @@ pytestmark = pytest.mark.gpu
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+@pytest.fixture(autouse=True)
+def _poisoned_allocated_outputs(monkeypatch):
+    """flashkit.decode and DecodePlan.run (without out=) allocate out / lse with torch.empty:
+    fill them with NaN before the kernels run, so an element the kernels leave unwritten fails
+    the checks instead of passing on stale memory (e.g. zeros for an empty sequence)."""
+    from flashkit import _torch_decode_ops as ops
+
+    alloc_o, alloc_out = ops._alloc_o, ops._alloc_out  # alloc_out takes o from ops._alloc_o
+
+    def alloc_out_poisoned(q, v_cache, return_lse):
+        o, lse = alloc_out(q, v_cache, return_lse)
+        return o, poison_(lse)
+
+    monkeypatch.setattr(ops, "_alloc_o", lambda q, v_cache: poison_(alloc_o(q, v_cache)))
+    monkeypatch.setattr(ops, "_alloc_out", alloc_out_poisoned)
+
+
 def _gen(seed):
     g = torch.Generator(device="cuda")
     g.manual_seed(zlib.crc32(repr(seed).encode()))
@@ -283,6 +300,8 @@ def test_self_planned_split_ctas_match_the_plan(monkeypatch, lens, s_q, heads, d
         ref, lse_ref = decode_reference(q.float(), kf, vf, bt, sl)
         res = check_close(out, ref, decode_pytorch(q, kf.to(q.dtype), vf.to(q.dtype), bt, sl))
         assert res.ok, res.message
+        res = check_lse(lse, lse_ref)
+        assert res.ok, res.message
 
 
 def test_self_planned_out_of_range_lengths(monkeypatch):
@@ -354,6 +373,7 @@ def test_cuda_graph_replay_with_new_lengths_and_tables():
         perm = torch.randperm(B, generator=_gen(("perm", step)), device="cuda")
         bt_buf.copy_(bt[perm])  # other sequences' pages: a new block table
         q_buf.copy_(torch.randn(q.shape, generator=_gen(("q", step)), device="cuda").to(q.dtype))
+        poison_(out_g), poison_(lse_g)
         graph.replay()
         torch.cuda.synchronize()
         check(q_buf, k, v, bt_buf, sl_buf, out_g, lse_g)
@@ -502,6 +522,8 @@ def test_out_of_range_block_ids_are_skipped_and_reported():
     ref, lse_ref = decode_reference(q, k, v, bad, sl, causal=False)
     pt = decode_pytorch(q, k, v, bad, sl, causal=False)
     res = check_close(out, ref, pt)
+    assert res.ok, res.message
+    res = check_lse(lse, lse_ref)
     assert res.ok, res.message
     assert torch.isfinite(out).all()
 
