@@ -163,7 +163,7 @@ def test_check_mode_is_refused_during_graph_capture():
     dtype_name, D = VARIANTS[0]
     _require(dtype_name, D)
     q, k, v, cu_q, cu_k, mq, mk = _varlen_inputs("valid", dtype_name, D, "graph")
-    out = torch.empty_like(q)
+    out = torch.full_like(q, float("nan"))  # poisoned: only the replay may write it
     flashkit.attention_varlen(q, k, v, cu_q, cu_k, mq, mk)  # warm-up outside capture
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
