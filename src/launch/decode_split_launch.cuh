@@ -75,6 +75,22 @@ inline bool narrow_enabled() {
   static const bool off = dispatch::env_off("FLASHKIT_DECODE_NARROW");
   return !off;
 }
+// The narrow form for the 16-bit caches (decode.md "The narrow form for the 16-bit caches"): the same tile, ring and
+// rule; half the MMAs, no byte permutes (K and V^T by the 16-row form's ldmatrix, registers reordered). The macro
+// FLASHKIT_DECODE_NARROW16 is the default (0: off until measured); the environment's FLASHKIT_DECODE_NARROW16=1 / =0
+// (read once) turns it on / off, and FLASHKIT_DECODE_NARROW=0 keeps every cache on the 16-row form.
+#ifndef FLASHKIT_DECODE_NARROW16
+#define FLASHKIT_DECODE_NARROW16 0
+#endif
+template <typename T, int D> struct NarrowConfig {
+  using Wide = typename Config<T, D, 1>::Tr;
+  using Tr = DecodeTraits<T, D, 1, Wide::kStages, Wide::kBlockN, 0, true>;
+};
+inline bool narrow16_enabled() {
+  static const bool on = narrow_enabled() && (FLASHKIT_DECODE_NARROW16 != 0 ? !dispatch::env_off("FLASHKIT_DECODE_NARROW16")
+                                                                           : dispatch::env_flag("FLASHKIT_DECODE_NARROW16"));
+  return on;
+}
 
 template <class Tr>
 cudaError_t launch_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream_t stream) {
@@ -110,6 +126,10 @@ int launch_decode_split(const DecodeParams& p, const DeviceInfo& dev, cudaStream
     using NarrowTr = typename decode::QNarrowConfig<T, D, kQuant>::Tr;
     if (p.rows == 16 && p.ratio * p.s_q <= 8 && decode::narrow_enabled() && (!NarrowTr::kOff32 || p.off32 != 0)) {
       return decode::launch_split<NarrowTr>(p, dev, stream);
+    }
+  } else {
+    if (p.rows == 16 && p.ratio * p.s_q <= 8 && decode::narrow16_enabled()) {
+      return decode::launch_split<typename decode::NarrowConfig<T, D>::Tr>(p, dev, stream);
     }
   }
   return decode::launch_split<decode::TraitsFor<T, D, 1, kQuant>>(p, dev, stream);

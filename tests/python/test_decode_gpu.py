@@ -827,3 +827,50 @@ def test_quantized_cache_arguments():
     torch.testing.assert_close(out, plan16.run(q, k, v, bt, sl), atol=0.1, rtol=0.1)
     torch.cuda.synchronize()
     assert flashkit.device_errors() == 0
+
+
+# The narrow form for the 16-bit caches (FLASHKIT_DECODE_NARROW16, read once per process: decode.md "The narrow form for
+# the 16-bit caches"). Each arm in a fresh process: every case against the float64 reference (run_checked / check:
+# poisoned outputs, NaN in the unused slots, device errors clear), and the split kernels the calls launched, read from
+# torch.profiler, so that the switch's arm is shown to run the narrow kernels (DecodeTraits<.., 0, true>) and the other
+# arm not. Rows per item 1, 4, 6 (s_q 3, causal), 8 (GQA 8; GQA 4 x s_q 2), fixed split sizes (partials and the
+# combine), lengths 0 / 1 / 3 / page +- 1 / 1000 / 3333, D 64 / 128 / 256, bf16 and fp16; the 16-row form's 9+ rows too.
+_NARROW16_PROBE = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+from test_decode_gpu import make_case, run_checked, check
+cases = []
+for dt in (torch.bfloat16, torch.float16):
+    for d in (64, 128, 256):
+        for (h_q, h_kv, s_q, split) in ((4, 4, 1, 0), (8, 2, 1, 0), (16, 2, 1, 64), (8, 2, 2, 0), (6, 2, 3, 0),
+                                        (12, 4, 3, 0), (8, 1, 2, 128)):
+            cases.append((dt, d, h_q, h_kv, s_q, split))
+n = 0
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    for (dt, d, h_q, h_kv, s_q, split) in cases:
+        q, k, v, bt, sl = make_case([1, 0, 3, 15, 17, 1000, 3333], s_q=s_q, h_q=h_q, h_kv=h_kv, d=d, dtype=dt,
+                                    seed=("narrow16", str(dt), d, h_q, h_kv, s_q, split))
+        out, lse = run_checked(q, k, v, bt, sl, causal=True, split_size=split)
+        check(q, k, v, bt, sl, out, lse, causal=True)
+        n += 1
+names = {e.name for e in prof.key_averages() if "decode_split_kernel" in e.name}
+print(json.dumps({"cases": n, "kernels": sorted(names)}))
+"""
+
+
+@pytest.mark.parametrize("arm", ["0", "1"])
+def test_narrow_form_for_16_bit_caches(run_probe, arm):
+    import json
+    from pathlib import Path
+
+    res = json.loads(run_probe(_NARROW16_PROBE, {"FLASHKIT_DECODE_NARROW16": arm},
+                               ["FLASHKIT_DECODE_NARROW", "FLASHKIT_DECODE_NARROW16"],
+                               args=[str(Path(__file__).resolve().parent)]).strip().splitlines()[-1])
+    assert res["cases"] == 42
+    narrow = [k for k in res["kernels"] if "0, true>" in k]
+    wide = [k for k in res["kernels"] if "0, false>" in k]
+    assert wide, res["kernels"]  # the 16-row form: 12 rows per item, and every call without the switch
+    if arm == "1":
+        assert len(narrow) == 6, res["kernels"]  # bf16 / fp16 x D 64 / 128 / 256
+    else:
+        assert not narrow, res["kernels"]

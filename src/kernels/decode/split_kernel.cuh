@@ -657,8 +657,8 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   const uint32_t v_addr0 = prims::smem_addr(
       sV + KVTile::offset(warp * kWarpKeys + (lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8));
 
-  // Narrow form (Tr::kNarrow: 8-bit caches, items of at most 8 rows; decode.md "The narrow form of the 8-bit
-  // kernels"): the keys are the MMAs' M dimension and query rows 0-7 their N. S^T (16 keys x 8 rows per warp) =
+  // Narrow form (Tr::kNarrow: items of at most 8 rows; decode.md "The narrow form of the 8-bit kernels"): the keys
+  // are the MMAs' M dimension and query rows 0-7 their N. S^T (16 keys x 8 rows per warp) =
   // K Q^T takes K as the A operand (lane (g, tq): keys g and g + 8, one 32-bit word each per k-step, the same
   // words as the 16-row form's B operand) and Q^T as B, held in registers for the whole item (ldmatrix of the
   // permuted fp16 Q: lane (g, tq) gets row g, k positions 2tq, 2tq+1 and 2tq+8, 2tq+9). O^T (dims x 8 rows) =
@@ -666,6 +666,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
   // B, the S^T fragments transposed by movmatrix. A lane holds rows 2tq and 2tq + 1 (e = 0, 1) of keys g and
   // g + 8: st[e] (key g), st[e + 2] (key g + 8); row reductions run over g (shuffles 4, 8, 16).
   // ot[2 grp + m][c]: row 2tq + (c & 1), dim 32 grp + 4g + 2m + (c >> 1).
+  // 16-bit caches (FLASHKIT_DECODE_NARROW16; decode.md "The narrow form for the 16-bit caches"): no byte permutes.
+  // The 16-row form's ldmatrix.x4 of the warp's 16 keys (matrices keys 0-7 / k 0-7, keys 0-7 / k 8-15, keys 8-15 /
+  // k 0-7, keys 8-15 / k 8-15) is K's A fragment with its middle registers swapped, and its ldmatrix.x4.trans of V
+  // likewise V^T's (keys 0-7 / dims 0-7, keys 8-15 / dims 0-7, keys 0-7 / dims 8-15, keys 8-15 / dims 8-15); Q
+  // stays in T and the MMAs run in T. ot[m][c]: row 2tq + (c & 1), dim 16m + g + 8 (c >> 1).
   // Whether the tile starting at key0 (offset slot `slot`) has masked keys: past the causal limit of some row or
   // the item's end, or on a bad page.
   auto needs_mask = [&](int key0, int slot) {
@@ -740,21 +745,31 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
       for (int c = 0; c < kChains; ++c) st_c[c][0] = st_c[c][1] = st_c[c][2] = st_c[c][3] = 0.f;
       if constexpr (kBias) st_c[0][0] = st_c[0][2] = kbias[0], st_c[0][1] = st_c[0][3] = kbias[1];
+      if constexpr (kQuant != 0) {
 #pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        const uint32_t w0 = prims::lds_u32(KVTile::step_addr(kn_addr, 0, ks * 16));
-        const uint32_t w1 = prims::lds_u32(KVTile::step_addr(kn_addr, 8, ks * 16));
-        uint32_t a[4];
-        bytes4_to_f16x2<kQuant, kBias>(w0, a[0], a[2]);
-        bytes4_to_f16x2<kQuant, kBias>(w1, a[1], a[3]);
-        prims::mma_m16n8k16<__half>(st_c[ks % kChains], a, nqb[ks][0], nqb[ks][1]);
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          const uint32_t w0 = prims::lds_u32(KVTile::step_addr(kn_addr, 0, ks * 16));
+          const uint32_t w1 = prims::lds_u32(KVTile::step_addr(kn_addr, 8, ks * 16));
+          uint32_t a[4];
+          bytes4_to_f16x2<kQuant, kBias>(w0, a[0], a[2]);
+          bytes4_to_f16x2<kQuant, kBias>(w1, a[1], a[3]);
+          prims::mma_m16n8k16<__half>(st_c[ks % kChains], a, nqb[ks][0], nqb[ks][1]);
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          uint32_t kb[4];
+          prims::ldmatrix_x4(kb, KVTile::step_addr(k_addr, 0, ks * 16));
+          const uint32_t a[4] = {kb[0], kb[2], kb[1], kb[3]};
+          prims::mma_m16n8k16<T>(st_c[ks % kChains], a, nqb[ks][0], nqb[ks][1]);
+        }
       }
       float st[4] = {st_c[0][0], st_c[0][1], st_c[0][2], st_c[0][3]};
 #pragma unroll
       for (int c = 1; c < kChains; ++c) st[0] += st_c[c][0], st[1] += st_c[c][1], st[2] += st_c[c][2], st[3] += st_c[c][3];
-      const float* ksc = sScale + stage * 2 * kBlockN;
-      const float* vsc = ksc + kBlockN;
-      {
+      [[maybe_unused]] const float* vsc = sScale + stage * 2 * kBlockN + kBlockN;
+      if constexpr (kQuant != 0) {
+        const float* ksc = sScale + stage * 2 * kBlockN;
         const float f0 = ksc[kk0], f1 = ksc[kk0 + 8];
         st[0] *= f0, st[1] *= f0, st[2] *= f1, st[3] *= f1;
       }
@@ -791,10 +806,14 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         nsum[e] = fmaf(nsum[e], corr[e], st[e] + st[e + 2]);
       }
       // V scales relative to the warp's running maximum (as the 16-row form), folded into O's rescale.
-      float vm = vsc[warp * kWarpKeys + lane % kWarpKeys];
+      bool v_grows = false;
+      [[maybe_unused]] float vm = 0.f;
+      if constexpr (kQuant != 0) {
+        vm = vsc[warp * kWarpKeys + lane % kWarpKeys];
 #pragma unroll
-      for (int off = kWarpKeys / 2; off > 0; off /= 2) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, off));
-      const bool v_grows = vm > v_ref;
+        for (int off = kWarpKeys / 2; off > 0; off /= 2) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, off));
+        v_grows = vm > v_ref;
+      }
       if (__any_sync(0xffffffffu, moved) || v_grows) {
         const float fv = v_grows ? v_ref / vm : 1.f;  // 0 while v_ref is 0 (O is 0 then)
         const float c0 = corr[0] * fv, c1 = corr[1] * fv;
@@ -804,9 +823,20 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
         }
         if constexpr (kBias) obias[0] *= c0, obias[1] *= c1;
       }
-      if (v_grows) v_ref = vm;
-      const float inv_ref = v_ref > 1e-30f ? 1.f / v_ref : 0.f;
-      {
+      if constexpr (kQuant == 0) {
+        // P^T operand (keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1) of row g) in T; V^T by ldmatrix.trans.
+        const uint32_t pb0 = prims::movmatrix_trans(prims::pack2<T>(st[0], st[1]));
+        const uint32_t pb1 = prims::movmatrix_trans(prims::pack2<T>(st[2], st[3]));
+#pragma unroll
+        for (int m = 0; m < kD / 16; ++m) {
+          uint32_t vb[4];
+          prims::ldmatrix_x4_trans(vb, KVTile::step_addr(v_addr, 0, m * 16));
+          const uint32_t a[4] = {vb[0], vb[2], vb[1], vb[3]};
+          prims::mma_m16n8k16<T>(ot[m], a, pb0, pb1);
+        }
+      } else {
+        if (v_grows) v_ref = vm;
+        const float inv_ref = v_ref > 1e-30f ? 1.f / v_ref : 0.f;
         const float f0 = vsc[kk0] * inv_ref, f1 = vsc[kk0 + 8] * inv_ref;
         // P^T operand: keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1) of row g.
         const uint32_t pb0 = prims::movmatrix_trans(prims::pack2<__half>(st[0] * f0, st[1] * f0));
@@ -1059,14 +1089,24 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
       const int r = 2 * tq + e;
       const float m_all = merged_max(r);
       const float m_own = nmax[e];
-      const float fv = (m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2)) * v_ref;
-      float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 4 * g;
-      const float ob = kBias ? 1152.f * obias[e] : 0.f;  // V's bias (x + 1152) times the row's sum of P
+      const float f = m_own == -INFINITY ? 0.f : prims::exp2_approx((m_own - m_all) * scale_log2);
+      if constexpr (kQuant == 0) {  // ot[m]: dims 16m + g (c 0, 1) and 16m + g + 8 (c 2, 3)
+        float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + g;
 #pragma unroll
-      for (int grp = 0; grp < kD / 32; ++grp) {
-        *reinterpret_cast<float4*>(dst + grp * 32) =
-            make_float4((ot[2 * grp][e] - ob) * fv, (ot[2 * grp][e + 2] - ob) * fv, (ot[2 * grp + 1][e] - ob) * fv,
-                        (ot[2 * grp + 1][e + 2] - ob) * fv);
+        for (int m = 0; m < kD / 16; ++m) {
+          dst[16 * m] = ot[m][e] * f;
+          dst[16 * m + 8] = ot[m][e + 2] * f;
+        }
+      } else {
+        const float fv = f * v_ref;
+        float* dst = sO + (warp * kRows + r) * Tr::kMergeStride + 4 * g;
+        const float ob = kBias ? 1152.f * obias[e] : 0.f;  // V's bias (x + 1152) times the row's sum of P
+#pragma unroll
+        for (int grp = 0; grp < kD / 32; ++grp) {
+          *reinterpret_cast<float4*>(dst + grp * 32) =
+              make_float4((ot[2 * grp][e] - ob) * fv, (ot[2 * grp][e + 2] - ob) * fv, (ot[2 * grp + 1][e] - ob) * fv,
+                          (ot[2 * grp + 1][e + 2] - ob) * fv);
+        }
       }
     }
   } else {

@@ -28,9 +28,10 @@ namespace flashkit::decode {
 
 // kQuant: 0 = the cache holds T; 1 = int8, 2 = fp8 e4m3 (one byte per value, fp32 scales
 // per token and head, dequantized in registers into the MMA operands).
-// kNarrow (8-bit caches, items of at most 8 query rows): the keys are the MMAs' M dimension and the rows their
-// N (S^T = K Q^T, O^T = V^T P^T with n8 row tiles), half the MMAs of the 16-row form (decode.md "The narrow
-// form of the 8-bit kernels").
+// kNarrow (items of at most 8 query rows; the 8-bit caches, and the 16-bit ones behind FLASHKIT_DECODE_NARROW16):
+// the keys are the MMAs' M dimension and the rows their N (S^T = K Q^T, O^T = V^T P^T with n8 row tiles), half the
+// MMAs of the 16-row form (decode.md "The narrow form of the 8-bit kernels", "The narrow form for the 16-bit
+// caches").
 template <typename T_, int kHeadDim_, int kMTiles_, int kStages_, int kBlockN_ = 64, int kQuant_ = 0,
           bool kNarrow_ = false>
 struct DecodeTraits {
@@ -54,9 +55,10 @@ struct DecodeTraits {
   static constexpr int kMetaWarps = kBlockN / 32;      // warps that compute a tile's offsets
   static_assert(kHeadDim % 16 == 0, "MMA k-steps of 16");
   static constexpr bool kNarrow = kNarrow_;
-  static_assert(!kNarrow || (kQuant != 0 && kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
-                "narrow form: 8-bit caches, one 16-row item tile, 16 keys per warp");
-  static constexpr bool kOff32 = kNarrow && FLASHKIT_DECODE_OFF32 != 0;  // 32-bit offset rings (needs params.off32)
+  static_assert(!kNarrow || (kMTiles == 1 && kWarpKeys == 16 && kHeadDim % 32 == 0),
+                "narrow form: one 16-row item tile, 16 keys per warp");
+  // 32-bit offset rings (the 8-bit narrow kernels; needs params.off32)
+  static constexpr bool kOff32 = kNarrow && kQuant != 0 && FLASHKIT_DECODE_OFF32 != 0;
 
   using QTile = tiles::PaddedTile<T, kRows, kHeadDim>;
   // K/V stages: swizzled where rows are whole 128-byte lines (padded rows cost 1.5x the L2

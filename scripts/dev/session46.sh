@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Device calls prepared in the forty-fourth session (2026-11-29) for the next one, H200 or H100.
+#   A: the narrow form for the 16-bit decode caches (FLASHKIT_DECODE_NARROW16=1, environment; decode.md "The narrow
+#      form for the 16-bit caches"; compiled on main, never run). Install; the decode GPU tests (the whole of
+#      test_decode_gpu.py: its new A/B test, and the NaN-poisoned allocations of 893a93d, which run here first),
+#      test_kvcache_gpu.py, test_index_hardening_gpu.py -k graph_capture (621fa94); memcheck / racecheck / synccheck of
+#      sanitize_decode.py --quick and memcheck of the full case list (D 64 / 128 / 256) with the switch; then ROUNDS (3)
+#      interleaved rounds off / on of decode_quick_bench.py --kv bf16 --cudnn at the issue-6 rows where B 16 GQA lags
+#      cuDNN, and B 1 / 64 as controls. ~6 min. Prediction: bf16 0..-4 % time at B 16 GQA, 0 at B >= 64.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session46.sh A", timeout_s=600)
+#   Decide from the rounds (the quick bench's CSV: scripts/dev/ab_medians.py works on its rows too when the arms are
+#   tagged in the file names): flip the macro default only where no row falls below the rounds' spread; then the
+#   decode sweep with the peers (the v16 files) and issue 6's report.
+set -u -o pipefail
+PARTS=${1:?usage: session46.sh A}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s46
+. "$(dirname "$0")/device_steps.sh"
+device_header
+watchdog_start "${PACK_AT:-560}"
+install_cmd "$TREE"; step install 400 "${INSTALL[@]}"
+if [[ $PARTS == *A* ]]; then
+  (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_decode 300 python3 -m pytest -q -m gpu -n 6 \
+    -p no:cacheprovider test_decode_gpu.py test_kvcache_gpu.py)
+  (cd "$TREE/tests/python" && step test_hardening 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
+    test_index_hardening_gpu.py -k graph_capture)
+  pack
+  sanitizer_steps n16 FLASHKIT_DECODE_NARROW16=1 "$TREE/scripts/sanitize_decode.py" --quick
+  grep -h "Race reported" "$O/racecheck_n16.log" | grep -vc nvjet | sed "s/^/racecheck hazards outside cuBLAS's nvjet: /" \
+    | tee -a "$O/summary.txt"
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck_n16_full 200 env FLASHKIT_DECODE_NARROW16=1 $S --tool memcheck \
+    --error-exitcode 1 python3 "$TREE/scripts/sanitize_decode.py"
+  pack
+  mkdir -p "$O/bench"
+  CF="16:8192:32:8 16:4096:32:8 16:8192:64:8 16:16384:32:32 1:16384:32:8 1:65536:32:8 64:8192:32:8"
+  for ((r = 1; r <= ${ROUNDS:-3}; r++)); do
+    order="off on"; [ $((r % 2)) = 0 ] && order="on off"
+    for v in $order; do
+      e="FLASHKIT_DECODE_NARROW16=0"; [ $v = on ] && e="FLASHKIT_DECODE_NARROW16=1"
+      (cd /tmp && step "dq_$v$r" 120 env $e python3 "$TREE/scripts/decode_quick_bench.py" --kv bf16 --cudnn \
+        --configs $CF --csv "$O/bench/decode-n16-$v$r.csv")
+    done
+    pack
+  done
+fi
+pack
+watchdog_stop; exit 0
