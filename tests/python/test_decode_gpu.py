@@ -853,7 +853,7 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) a
         out, lse = run_checked(q, k, v, bt, sl, causal=True, split_size=split)
         check(q, k, v, bt, sl, out, lse, causal=True)
         n += 1
-names = {e.name for e in prof.key_averages() if "decode_split_kernel" in e.name}
+names = {e.name for e in prof.events() if "decode_split_kernel" in e.name}
 print(json.dumps({"cases": n, "kernels": sorted(names)}))
 """
 

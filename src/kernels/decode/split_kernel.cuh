@@ -542,8 +542,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int r = ld_row + i * kRowsPerPass;
-        // (With ignore-src an ignored source is never read: the narrow form needs no select.)
-        constexpr bool kNoSelect = Tr::kNarrow && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
+        // (With ignore-src an ignored source is never read: the 8-bit narrow form needs no select. The 16-bit narrow
+        // kernels keep it: without, ptxas (CUDA 13.0) gave 16 of their hinted copies an odd uniform descriptor
+        // register, desc[UR1], which faults on Hopper with an illegal instruction; see the note on kQuantHintArch.)
+        constexpr bool kNoSelect =
+            Tr::kNarrow && kQuant != 0 && FLASHKIT_DECODE_IGNORE_SRC != 0 && FLASHKIT_DECODE_Q_NOSELECT != 0;
         if constexpr (kSplitMeta) {
           const auto ek = kv_entry(false, slot * kBlockN + r), ev = kv_entry(true, slot * kBlockN + r);
           const bool k_ok = entry_ok(ek), v_ok = entry_ok(ev);
@@ -595,6 +598,11 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
+  if constexpr (kQuant == 0 && Tr::kNarrow) {
+    // (the 16-bit narrow form reads its Q fragments into registers before the tile loop)
+    prims::cp_async_wait<kStages - 2>();  // tile 0's group, with Q
+    __syncthreads();
+  }
   if constexpr (kQuant != 0) {
     // Q to fp16, each 16-column k-step permuted so that a lane's K fragment is one 32-bit
     // word of its key row: fragment k positions 2tq, 2tq+1 hold dims 4tq, 4tq+1 and
