@@ -3,7 +3,8 @@
 # (cp.async) instructions whose 64-bit cache-policy descriptor sits in an odd uniform
 # register (desc[UR<odd>]). ptxas of CUDA 13.0 emits that form for the hinted copies of the
 # 8-bit decode kernels at D 64 / 256 (sm_90a) and in the sm_80 code of the int8 D 128 ones;
-# on an H100 such a kernel faults with an illegal instruction (docs/kernels/decode.md v11).
+# on an H100 such a kernel faults with an illegal instruction (docs/kernels/decode.md v11). It did again on an H200 in
+# 2026-11-29's first build of the 16-bit narrow decode kernels (decode.md "The narrow form for the 16-bit caches").
 # Exit 1, with the architecture and kernel names, if any is found.
 #   bash scripts/check_ldgsts_desc.sh path/to/libflashkit.so   (the CTest sass_ldgsts_descriptor)
 # CUOBJDUMP names the tool (default: cuobjdump on the PATH).
