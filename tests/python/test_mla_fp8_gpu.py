@@ -275,16 +275,25 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9,
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="the FP8 path of the Hopper MLA kernel needs an sm_90 GPU")
 
 
-def _both_kernels(q, kv8, bt, sl, causal, monkeypatch, expect_errors=0):
+def _both_kernels(q, kv8, bt, sl, causal, monkeypatch, expect_errors=0, hopper_runs=True):
     """(out, lse) of the Hopper kernel and of the portable one (FLASHKIT_MLA_FP8_PORTABLE=1, read per
-    call), each checked against the reference on the dequantized cache."""
+    call), each checked against the reference on the dequantized cache. Each arm's split kernels are read from
+    torch.profiler: the Hopper arm must launch `mla_split_kernel` and not the portable `mla_split_sm80_kernel`, and the
+    portable arm the reverse, so a launcher that handed the call back could not make the comparison vacuous
+    (hopper_runs=False: calls the Hopper kernel has no instantiation for, both arms portable)."""
     res = []
     for portable in (False, True):
         if portable:
             monkeypatch.setenv("FLASHKIT_MLA_FP8_PORTABLE", "1")
         else:
             monkeypatch.delenv("FLASHKIT_MLA_FP8_PORTABLE", raising=False)
-        out, lse = run(q, kv8, bt, sl, causal=causal, expect_errors=expect_errors)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            out, lse = run(q, kv8, bt, sl, causal=causal, expect_errors=expect_errors)
+        names = {e.name for e in prof.events()}
+        ran_sm90 = any("mla_split_kernel<" in n for n in names)
+        ran_sm80 = any("mla_split_sm80_kernel" in n for n in names)
+        sm90 = hopper_runs and not portable
+        assert (ran_sm90, ran_sm80) == (sm90, not sm90), sorted(n for n in names if "mla" in n)
         check(q, kv8, bt, sl, out, lse, causal=causal)
         res.append((out, lse))
     monkeypatch.delenv("FLASHKIT_MLA_FP8_PORTABLE", raising=False)
@@ -342,5 +351,5 @@ def test_hopper_fp8_kernel_falls_back_where_it_has_no_kernel(monkeypatch):
     with FLASHKIT_MLA_FP8_PORTABLE=1, bitwise)."""
     for dtype, page in ((torch.float16, 64), (torch.bfloat16, 32)):
         q, kv8, _, bt, sl = make_case([100, 700], s_q=2, h_q=16, page=page, dtype=dtype, seed=("fb", page))
-        (a, la), (b, lb) = _both_kernels(q, kv8, bt, sl, True, monkeypatch)
+        (a, la), (b, lb) = _both_kernels(q, kv8, bt, sl, True, monkeypatch, hopper_runs=False)
         assert torch.equal(a, b) and torch.equal(la, lb)
