@@ -48,6 +48,7 @@
 #include "prims/globaltimer.cuh"
 #include "prims/mbarrier.cuh"
 #include "prims/numeric.cuh"
+#include "prims/opaque.cuh"
 #include "prims/tma.cuh"
 #include "prims/wgmma.cuh"
 #include "tiles/tile_copy.cuh"
@@ -225,6 +226,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   const int warp = wtid / 32;  // warp within the warpgroup
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
+  // kProducer (240 registers): the lane's indices where the step loop uses them, from a fresh read of %tid.x (an
+  // S2R and one or two ALU instructions a use) rather than registers held over the loop: ptxas spilled warp, g
+  // and t at setup and reloaded them every step. Otherwise the values above.
+  struct LaneIx {
+    int lane, warp, g, t;
+  };
+  auto lane_ix = [&]() -> LaneIx {
+    if constexpr (Tr::kProducer) {
+      uint32_t x;
+      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+      const int l = int(x % 32u);
+      return {l, int(x % 128u) / 32, l / 4, l % 4};
+    } else {
+      return {lane, warp, g, t};
+    }
+  };
   const bool dq_writer = !kDqOne || wg == 1;  // kDqSplit: this warpgroup computes and sends dQ
   // dS^T tile (buffer b, warpgroup w) at kSmemDs + (2 b + w) * DsTile::kBytes; without kDqSplit
   // only buffer 0 is used.
@@ -530,7 +547,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // lane 0: this warp's 16 rows of the staged dQ (two 32-column boxes from src) added into
   // dq_accum's columns col0 .. col0 + 63 of (head_i, row block at m0_i).
   auto send_rows = [&](uint32_t src, int col0, int head_i, int m0_i) {
-    const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + warp * 16, batch = cta.varlen ? 0 : cta.batch;
+    const int row = int(cta.varlen ? cta.q_start + m0_i : m0_i) + lane_ix().warp * 16, batch = cta.varlen ? 0 : cta.batch;
     prims::tma_reduce_add_4d(&p.dq_tmap, src, col0, head_i, row, batch);
     // (D 96: warpgroup 1's second box holds padding columns only)
     if (kD == kDP || col0 + 32 < kD) prims::tma_reduce_add_4d(&p.dq_tmap, src + 64 * 128, col0 + 32, head_i, row, batch);
@@ -551,40 +568,42 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   auto load_fx = [&](int i) {
     const int m0_i = m_block_at(i) * kBlockM, rows = cta.seqlen_q - m0_i;
     const int32_t* src = p.dq_exp + cta.stat_offset(p, head_at(i), m0_i);
+    const LaneIx ix = lane_ix();
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = (kRowSplit ? 64 * wg : 0) + warp * 16 + g + half * 8;
+      const int r = (kRowSplit ? 64 * wg : 0) + ix.warp * 16 + ix.g + half * 8;
       fx[half] = r < rows ? src[r] : 0;
     }
   };
   auto send_dq_split = [&](int i, bool polled) {
     unsigned char* xc = reinterpret_cast<unsigned char*>(sX) + (kDqOne ? 0 : wg) * (2 * 64 * 128);
-    if (lane == 0) {
+    const LaneIx ix = lane_ix();
+    if (ix.lane == 0) {
       // this warp's previous adds have read its rows (kDet: performed and released after the softmax)
       if constexpr (!kDet) prims::bulk_wait_group_read<0>();
     }
     __syncwarp();
-    const int jx = 2 * (g & 1);
+    const int jx = 2 * (ix.g & 1);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int j = k ^ jx;
-        const int r = warp * 16 + g + half * 8;
-        const int unit = (j % 4) * 2 + t / 2;
+        const int r = ix.warp * 16 + ix.g + half * 8;
+        const int unit = (j % 4) * 2 + ix.t / 2;
         const bool odd = jx != 0;
         float2 v = make_float2(odd ? dq[k ^ 2][2 * half] : dq[k][2 * half], odd ? dq[k ^ 2][2 * half + 1] : dq[k][2 * half + 1]);
         if constexpr (kFixed) v = prims::to_fixed2(v, fx[half]);
-        *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ g) * 16) + (t % 2) * 8) = v;
+        *reinterpret_cast<float2*>(xc + (j / 4) * (64 * 128) + r * 128 + ((unit ^ ix.g) * 16) + (ix.t % 2) * 8) = v;
       }
     }
     prims::fence_proxy_async_smem();
     __syncwarp();
-    if (lane == 0) {
+    if (ix.lane == 0) {
       const int head_i = head_at(i), m0_i = m_block_at(i) * kBlockM;
       // kDet: this key block's turn (read here: at gate B, D 128 lost 1%)
       if constexpr (kDet) det_turn(i, !polled);
-      send_rows(prims::smem_addr(xc) + warp * 16 * 128, kDqOne || kRowSplit ? 0 : wg * 64, head_i,
+      send_rows(prims::smem_addr(xc) + ix.warp * 16 * 128, kDqOne || kRowSplit ? 0 : wg * 64, head_i,
                 m0_i + (kRowSplit ? 64 * wg : 0));
     }
   };
@@ -671,12 +690,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // (ncu, D128: ~19% of the warp samples stalled on them).
     const float* lse_s = sLse + stage * kBlockM;
     const float* delta_s = sDelta + stage * kBlockM;
+    const LaneIx ix_s = lane_ix();  // (kProducer: t and key_row read again here)
+    const int t_s = ix_s.t, key_row_s = kProducer ? ix_s.warp * 16 + ix_s.g : key_row;
     // (kRowSplit: 32 more registers than the 64-row kernel's 16 would spill; read at their use)
     constexpr int kLseRegs = kRowSplit ? 1 : kRowTiles;
     float2 lse_v[kLseRegs];
     if constexpr (!kRowSplit) {
 #pragma unroll
-      for (int j = 0; j < kRowTiles; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t);
+      for (int j = 0; j < kRowTiles; ++j) lse_v[j] = *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t_s);
     }
     prims::wgmma_wait<1>();
     prims::fence_operands(s);
@@ -706,8 +727,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = j * 8 + 2 * t + (e % 2);
-          const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t) : lse_v[j % kLseRegs];
+          const int col = j * 8 + 2 * t_s + (e % 2);
+          const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t_s) : lse_v[j % kLseRegs];
           const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
 #if FLASHKIT_BWD_LSE_FILL_INF
           const float lse2 = kTest == 0 ? lse_raw * kLog2e : (lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e);
@@ -716,9 +737,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
 #endif
           float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
           if constexpr (kTest == 1) {
-            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+            if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row_s + (e / 2) * 8)) v = 0.f;
           } else if constexpr (kTest == 2) {
-            if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row + (e / 2) * 8)) v = 0.f;
+            if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row_s + (e / 2) * 8)) v = 0.f;
           }
           s[j][e] = v;
         }
@@ -752,14 +773,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     if constexpr (kRowSplit) {
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j) {
-        const float2 dl = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
+        const float2 dl = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t_s);
 #pragma unroll
         for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - (e % 2 ? dl.y : dl.x));
       }
     } else {
       float2 delta_v[kRowTiles];
 #pragma unroll
-      for (int j = 0; j < kRowTiles; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t);
+      for (int j = 0; j < kRowTiles; ++j) delta_v[j] = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t_s);
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j)
 #pragma unroll
@@ -803,13 +824,32 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       sdS = ds_tile(it & 1, wg);
       if (it >= 2) prims::mbarrier_wait(ds_empty(it & 1), ((it - 2) / 2) & 1);
     }
+    if constexpr (kProducer) {
+      // kProducer (240 registers): dsa[st] is exactly the four 8 x 8 matrices (keys 0-7 | 8-15 of the warp) x
+      // (columns 16 st + 0-7 | 8-15) of one stmatrix.x4, lane l addressing row l % 8 of matrix l / 8; the lane's
+      // chunk is 0 or 1 and the steps 16 columns, so each step's address is one XOR of the lane's (step_addr).
+      // The 16 4-byte stores needed 16 addresses, which ptxas hoisted out of the loop and spilled (5 spill
+      // reloads a step); the tile's base is opaque so that the 4 addresses of each buffer are not hoisted too.
+      const LaneIx ix = lane_ix();
+      const int mat = ix.lane / 8;
+      const uint32_t a0 = prims::opaque(prims::smem_addr(sdS)) +
+                          uint32_t(sizeof(T)) * uint32_t(DsTile::offset(ix.warp * 16 + ix.lane % 8 + 8 * (mat % 2), 8 * (mat / 2)));
 #pragma unroll
-    for (int st = 0; st < kRowSteps; ++st) {
-      const int c = st * 16 + 2 * t;
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c)) = dsa[st][0];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c)) = dsa[st][1];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c + 8)) = dsa[st][2];
-      *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c + 8)) = dsa[st][3];
+      for (int st = 0; st < kRowSteps; ++st) {
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         DsTile::step_addr(a0, 0, 16 * st)),
+                     "r"(dsa[st][0]), "r"(dsa[st][1]), "r"(dsa[st][2]), "r"(dsa[st][3])
+                     : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int st = 0; st < kRowSteps; ++st) {
+        const int c = st * 16 + 2 * t;
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c)) = dsa[st][0];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c)) = dsa[st][1];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row, c + 8)) = dsa[st][2];
+        *reinterpret_cast<uint32_t*>(sdS + DsTile::offset(key_row + 8, c + 8)) = dsa[st][3];
+      }
     }
     prims::fence_proxy_async_smem();
     prims::bar_sync(3 + wg, 128);  // the whole warpgroup's dS^T visible to its wgmmas
