@@ -229,13 +229,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // kProducer (240 registers): the lane's indices where the step loop uses them, from a fresh read of %tid.x (an
   // S2R and one or two ALU instructions a use) rather than registers held over the loop: ptxas spilled warp, g
   // and t at setup and reloaded them every step. Otherwise the values above.
+  // (The producer's row-block loads likewise read their thread index again, tid_now.)
+  auto tid_now = [&]() -> int {
+    if constexpr (Tr::kProducer) {
+      uint32_t x;
+      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+      return int(x);
+    } else {
+      return tid;
+    }
+  };
   struct LaneIx {
     int lane, warp, g, t;
   };
   auto lane_ix = [&]() -> LaneIx {
     if constexpr (Tr::kProducer) {
-      uint32_t x;
-      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+      const uint32_t x = uint32_t(tid_now());
       const int l = int(x % 32u);
       return {l, int(x % 128u) / 32, l / 4, l % 4};
     } else {
@@ -352,11 +361,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // zero-filled; lse / delta come by 4-byte copies, for rows past the end from kStatFill;
   // each of the 128 threads arrives once after its copies, thread 0 once more (with the
   // TMA bytes or none): 129 arrivals.
+  const int wtid_ = wtid;
   auto load_rows = [&](int it, int stage) {
     const int head = head_at(it);
     const int m0 = m_block_at(it) * kBlockM;
     const int rows = min(kBlockM, cta.seqlen_q - m0);
     if constexpr (kTma) {
+      const int wtid = kProducer ? tid_now() % 128 : wtid_;  // (kProducer: read again, at 24 registers)
       const bool tail = cta.varlen && rows < kBlockM;
       if (tail) {
         tiles::load_tile_async<QTileIO, 128>(
@@ -1082,17 +1093,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   prims::cp_async_commit();
   prims::cp_async_wait<0>();
   if constexpr (kDqTma) {
-    if ((kDqSplit ? dq_writer : wg == 1) && lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
+    if ((kDqSplit ? dq_writer : wg == 1) && lane_ix().lane == 0) prims::bulk_wait_group<0>();  // the dq reduce-adds done before exit
   }
   epi_sync();
   const float scale = p.softmax_scale;
   // The epilogue's walk over this thread's dK / dV fragments: f(c, j, key row, column) for the
   // elements [c][j][0..1] at that key row and [c][j][2..3] eight rows below, columns col, col + 1.
+  const LaneIx ix_e = lane_ix();  // (kProducer: read again, not held over the loop)
   auto for_each_kv_frag = [&](auto&& f) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) f(c, j, key0 + key_row, c * 64 + j * 8 + 2 * t);
+      for (int j = 0; j < 8; ++j) f(c, j, key0 + ix_e.warp * 16 + ix_e.g, c * 64 + j * 8 + 2 * ix_e.t);
     }
   };
   if constexpr (kSplit) {
@@ -1151,7 +1163,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     *reinterpret_cast<uint32_t*>(sV + KTile::offset(kr + 8, col)) = prims::pack2<T>(dv[c][j][2], dv[c][j][3]);
   });
   epi_sync();
-  attn::store_dkdv_tiles<KTileIO, kCThreads>(p, cta, sK, sV, ctid);
+  if constexpr (kProducer) {
+    // The CTA's extents made again (k_start, keys_here: ptxas kept them in local memory over the loop) and the
+    // thread's index read again.
+    const attn::BwdCta cta_e = attn::make_bwd_cta<kBlockM, kBlockN, kSplit>(p);
+    attn::store_dkdv_tiles<KTileIO, kCThreads>(p, cta_e, sK, sV, tid_now() - 128);
+  } else {
+    attn::store_dkdv_tiles<KTileIO, kCThreads>(p, cta, sK, sV, ctid);
+  }
 #if FLASHKIT_BWD_PP_TRACE
   static_assert(!kProducer, "the step trace counts two warpgroups");
   static_assert(2 * Tr::kTraceSteps * Tr::kTraceFields == 2 * 32 * 10, "g_pp_trace's size");
