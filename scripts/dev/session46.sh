@@ -10,6 +10,10 @@
 #      interleaved rounds off / on of decode_quick_bench.py --kv bf16 --cudnn at the issue-6 rows where B 16 GQA lags
 #      cuDNN, and B 1 / 64 as controls. ~6 min. Prediction: bf16 0..-4 % time at B 16 GQA, 0 at B >= 64.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session46.sh A", timeout_s=600)
+#   B (its own script): the D 128 producer warpgroup again, now that its MMA warpgroups compile without spills at 240
+#      registers (5c58b63, f898b3f; bwd.md "The producer's MMA warpgroups without spills"; the dS^T tile is stored by
+#      stmatrix in that build, so its D 128 tests and sanitizers come first): ~8 min.
+#      run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/bwd_producer_ab.sh", timeout_s=600)
 #   Decide from the rounds (the quick bench's CSV: scripts/dev/ab_medians.py works on its rows too when the arms are
 #   tagged in the file names): flip the macro default only where no row falls below the rounds' spread; then the
 #   decode sweep with the peers (the v16 files) and issue 6's report.
