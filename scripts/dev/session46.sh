@@ -22,9 +22,8 @@ PARTS=${1:?usage: session46.sh A}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s46
 . "$(dirname "$0")/device_steps.sh"
-device_header
 watchdog_start "${PACK_AT:-560}"
-install_cmd "$TREE"; step install 400 "${INSTALL[@]}"
+install_tree "$TREE"
 if [[ $PARTS == *A* ]]; then
   (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_decode 300 python3 -m pytest -q -m gpu -n 6 \
     -p no:cacheprovider test_decode_gpu.py test_kvcache_gpu.py)
