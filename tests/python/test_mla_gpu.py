@@ -223,6 +223,7 @@ def test_page_runs_match_scattered_pages_bitwise(page, dtype, h_q, h_kv, s_q, ca
 
 _Q_TMA_PROBE = r"""
 import hashlib, torch, flashkit.mla as fm
+from flashkit.testing import check_close, mla_pytorch, mla_reference, run_mla_decode_poisoned
 g = torch.Generator(device="cuda").manual_seed(23)
 out = []
 # (lengths, s_q, h_q, h_kv, page, q row padding): head ratios 16 (4 tokens a box, rows past s_q
@@ -240,8 +241,11 @@ for lens, s_q, h_q, h_kv, page, pad in [([0, 300, 1, 4100, 2000, 0], 3, 16, 1, 6
     bt = torch.randperm(B * per + 3, device="cuda", generator=g)[: B * per].int().view(B, per)
     q = torch.randn(B, s_q, h_q, 576 + pad, device="cuda", dtype=torch.bfloat16, generator=g)[..., :576]
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    meta, splits = fm.get_mla_metadata(sl, s_q * h_q // h_kv, h_kv)
-    o, lse = fm.flash_mla_with_kvcache(q, kv, bt, sl, 512, meta, splits, causal=True)
+    # (NaN-poisoned out / lse, the error word checked; then each arm against the reference, so that an element
+    # both arms left unwritten cannot pass as equal bits)
+    o, lse = run_mla_decode_poisoned(q, kv, bt, sl, True)
+    res = check_close(o, mla_reference(q, kv, bt, sl, True)[0], mla_pytorch(q, kv, bt, sl, True))
+    assert res.ok, res.message
     for x in (o, lse):
         out.append(hashlib.sha256(x.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()[:16])
 print(" ".join(out))
