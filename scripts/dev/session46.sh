@@ -30,7 +30,7 @@ if [[ $PARTS == *A* ]]; then
   (cd "$TREE/tests/python" && step test_hardening 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
     test_index_hardening_gpu.py -k graph_capture)
   (cd "$TREE/tests/python" && step test_mla_fp8_hopper 200 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider \
-    test_mla_fp8_gpu.py -k hopper)
+    test_mla_fp8_gpu.py -k "hopper or staged" test_mla_gpu.py -k "hopper or staged or tma_copy_paths")
   pack
   sanitizer_steps n16 FLASHKIT_DECODE_NARROW16=1 "$TREE/scripts/sanitize_decode.py" --quick
   grep -h "Race reported" "$O/racecheck_n16.log" | grep -vc nvjet | sed "s/^/racecheck hazards outside cuBLAS's nvjet: /" \
