@@ -4,8 +4,8 @@
 #      form for the 16-bit caches"; its first run, d48c364, faulted with an illegal instruction: an odd LDGSTS
 #      descriptor register, fixed in a30060e with the Q-copy wait; not rerun). Install; the decode GPU tests (the whole of
 #      test_decode_gpu.py: its new A/B test, and the NaN-poisoned allocations of 893a93d, which run here first),
-#      test_kvcache_gpu.py, test_index_hardening_gpu.py -k graph_capture (621fa94), test_mla_fp8_gpu.py -k hopper (its
-#      comparisons now check which split kernel each arm launched, d3b47cc); memcheck / racecheck / synccheck of
+#      test_kvcache_gpu.py, test_index_hardening_gpu.py -k graph_capture (621fa94), the FP8 MLA Hopper comparisons (they now
+#      check which split kernel each arm launched, d3b47cc) and the MLA A/B probes (poisoned, checked, b3ba437); memcheck / racecheck / synccheck of
 #      sanitize_decode.py --quick and memcheck of the full case list (D 64 / 128 / 256) with the switch; then ROUNDS (3)
 #      interleaved rounds off / on of decode_quick_bench.py --kv bf16 --cudnn at the issue-6 rows where B 16 GQA lags
 #      cuDNN, and B 1 / 64 as controls. ~6 min. Prediction: bf16 0..-4 % time at B 16 GQA, 0 at B >= 64.
@@ -30,7 +30,7 @@ if [[ $PARTS == *A* ]]; then
   (cd "$TREE/tests/python" && step test_hardening 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
     test_index_hardening_gpu.py -k graph_capture)
   (cd "$TREE/tests/python" && step test_mla_fp8_hopper 200 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider \
-    test_mla_fp8_gpu.py -k "hopper or staged" test_mla_gpu.py -k "hopper or staged or tma_copy_paths")
+    test_mla_fp8_gpu.py test_mla_gpu.py -k "hopper_fp8 or staged_and_direct or tma_copy_paths")
   pack
   sanitizer_steps n16 FLASHKIT_DECODE_NARROW16=1 "$TREE/scripts/sanitize_decode.py" --quick
   grep -h "Race reported" "$O/racecheck_n16.log" | grep -vc nvjet | sed "s/^/racecheck hazards outside cuBLAS's nvjet: /" \
