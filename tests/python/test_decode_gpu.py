@@ -589,6 +589,7 @@ def test_append_kv_bad_slot_is_skipped_and_reported():
 
 def test_bad_arguments_write_nothing():
     q, k, v, bt, sl = make_case([10], h_q=8, h_kv=2, seed=16)
+    bits = [x.clone().view(torch.int16) for x in (q, k, v)]  # (bit patterns: the caches hold NaN)
     with pytest.raises(ValueError, match="block_table"):
         flashkit.decode(q, k, v, bt.long(), sl)
     with pytest.raises(ValueError, match="seqlens_k"):
@@ -602,6 +603,17 @@ def test_bad_arguments_write_nothing():
     plan = flashkit.DecodePlan(1, 1, 8, 2, 128, device="cuda")
     with pytest.raises(ValueError, match="differ from the plan"):
         plan.run(q[:, :, :4], k[:, :, :1], v[:, :, :1], bt, sl)
+    # a refused call into caller buffers leaves them as they were (NaN), and no input changed
+    plan.plan(sl)
+    out, lse = poison_(torch.empty_like(q)), poison_(torch.empty((1, 8, 1), dtype=torch.float32, device="cuda"))
+    with pytest.raises(ValueError, match="block_table"):
+        plan.run(q, k, v, bt.long(), sl, return_lse=True, out=out, lse=lse)
+    with pytest.raises(ValueError, match="seqlens_k"):
+        plan.run(q, k, v, bt, sl.float(), return_lse=True, out=out, lse=lse)
+    torch.cuda.synchronize()
+    assert torch.isnan(out).all() and torch.isnan(lse).all()
+    assert all(torch.equal(x.view(torch.int16), b) for x, b in zip((q, k, v), bits))
+    assert flashkit.device_errors(clear=True) == 0
 
 
 def test_check_mode_names_the_bad_entry():
