@@ -5,7 +5,8 @@
 #      descriptor register, fixed in a30060e with the Q-copy wait; not rerun). Install; the decode GPU tests (the whole of
 #      test_decode_gpu.py: its new A/B test, and the NaN-poisoned allocations of 893a93d, which run here first),
 #      test_kvcache_gpu.py, test_index_hardening_gpu.py -k graph_capture (621fa94), the FP8 MLA Hopper comparisons (they now
-#      check which split kernel each arm launched, d3b47cc) and the MLA A/B probes (poisoned, checked, b3ba437); memcheck / racecheck / synccheck of
+#      check which split kernel each arm launched, d3b47cc) and the MLA A/B probes (poisoned, checked, b3ba437; and 893a93d's
+#      successors in test_decode_gpu.py); memcheck / racecheck / synccheck of
 #      sanitize_decode.py --quick and memcheck of the full case list (D 64 / 128 / 256) with the switch; then ROUNDS (3)
 #      interleaved rounds off / on of decode_quick_bench.py --kv bf16 --cudnn at the issue-6 rows where B 16 GQA lags
 #      cuDNN, and B 1 / 64 as controls. ~6 min. Prediction: bf16 0..-4 % time at B 16 GQA, 0 at B >= 64.
