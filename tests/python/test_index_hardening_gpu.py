@@ -223,6 +223,12 @@ def test_portable_family_with_bad_cu_seqlens():
     case through the portable kernels too (FLASHKIT_FWD_PORTABLE=1, a fresh process)."""
     dtype_name, D = VARIANTS[0]
     env = dict(os.environ, FLASHKIT_FWD_PORTABLE="1")
+    # (first: that the switch does put these variants on the portable family in a fresh process)
+    probe = ("import flashkit; print(sorted({flashkit.fwd_kernel_family('%s', d) for d in %r}))"
+             % (dtype_name, [d for _, d in VARIANTS]))
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "['sm80']", r.stdout
     cmd = [sys.executable, str(REPO / "scripts" / "sanitize_small.py"), "--bad-index-only",
            "--dtypes", dtype_name, "--dims"] + [str(d) for _, d in VARIANTS]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
