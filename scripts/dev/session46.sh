@@ -29,7 +29,7 @@ if [[ $PARTS == *A* ]]; then
   (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_decode 300 python3 -m pytest -q -m gpu -n 6 \
     -p no:cacheprovider test_decode_gpu.py test_kvcache_gpu.py)
   (cd "$TREE/tests/python" && step test_hardening 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
-    test_index_hardening_gpu.py -k graph_capture)
+    test_index_hardening_gpu.py -k "graph_capture or portable_family")
   (cd "$TREE/tests/python" && step test_mla_fp8_hopper 200 python3 -m pytest -q -m gpu -n 4 -p no:cacheprovider \
     test_mla_fp8_gpu.py test_mla_gpu.py -k "hopper_fp8 or staged_and_direct or tma_copy_paths")
   pack
