@@ -95,6 +95,13 @@
 #ifndef FLASHKIT_BWD_PP_FASTDIV
 #define FLASHKIT_BWD_PP_FASTDIV 1
 #endif
+// 1 = the default build (two MMA warpgroups, no producer) stores dS^T as the producer build does: 4
+// stmatrix.x4 a step from one opaque lane address (step_addr) instead of 16 4-byte stores (bwd.md, "The
+// stmatrix dS^T store in the default build"; the lane indices stay the held registers). 0 = the 4-byte stores
+// (SASS identical to the build before the switch). Every ping-pong kernel (D 64 / 96 / 128); compile-only so far.
+#ifndef FLASHKIT_BWD_PP_STSM_DS
+#define FLASHKIT_BWD_PP_STSM_DS 0
+#endif
 namespace flashkit::bwd_sm90 {
 
 #if FLASHKIT_BWD_PP_TRACE
@@ -200,6 +207,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // the MMA warpgroups are 1 and 2 (wg 0 and 1 below) and never load. The producer leaves after its last
   // loads; the epilogue (dK / dV staged and stored by the MMA warpgroups) syncs on a named barrier (epi_sync).
   constexpr bool kProducer = Tr::kProducer;
+  // dS^T by stmatrix.x4 (the dS^T store below): the producer build's, and the default build's under
+  // FLASHKIT_BWD_PP_STSM_DS.
+  constexpr bool kStsmDs = kProducer || FLASHKIT_BWD_PP_STSM_DS != 0;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
   static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
                 "the producer warpgroup: the TMA reduce-add kernels (fast and fixed point)");
@@ -835,12 +845,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       sdS = ds_tile(it & 1, wg);
       if (it >= 2) prims::mbarrier_wait(ds_empty(it & 1), ((it - 2) / 2) & 1);
     }
-    if constexpr (kProducer) {
+    if constexpr (kStsmDs) {
       // kProducer (240 registers): dsa[st] is exactly the four 8 x 8 matrices (keys 0-7 | 8-15 of the warp) x
       // (columns 16 st + 0-7 | 8-15) of one stmatrix.x4, lane l addressing row l % 8 of matrix l / 8; the lane's
       // chunk is 0 or 1 and the steps 16 columns, so each step's address is one XOR of the lane's (step_addr).
       // The 16 4-byte stores needed 16 addresses, which ptxas hoisted out of the loop and spilled (5 spill
       // reloads a step); the tile's base is opaque so that the 4 addresses of each buffer are not hoisted too.
+      // FLASHKIT_BWD_PP_STSM_DS: the same store in the default build (lane_ix: the held indices there).
+      // What the addressing assumes, for every tile it reaches (D 64's 128-row blocks: kRowSteps 8, the steps
+      // 4..7 in the tile's second atom column, step_addr's + kBlockBytes; D 96: D 128's tiles):
+      static_assert(sizeof(T) == 2 && DsTile::kChunkElems == 8 && DsTile::kAtomCols == 64,
+                    "stmatrix.b16: 16-bit elements, 8 to a 16-byte chunk, 64 to a 128-byte atom row");
+      static_assert(DsTile::kRows == 4 * 16 && DsTile::kCols == 16 * kRowSteps,
+                    "dS^T tile: the warpgroup's 64 keys (16 a warp) x the row block's rows, 16 a step");
+      static_assert(DsTile::kAtomCols % 16 == 0,
+                    "step_addr: the lane's chunk (0 or 1) and the step's (16 columns: 0, 2, 4, 6) share no bit");
+      static_assert(Tr::kSmemDs % 1024 == 0 && DsTile::kBytes % 1024 == 0,
+                    "step_addr: the tiles start on whole 8-row swizzle atoms (1024 bytes)");
       const LaneIx ix = lane_ix();
       const int mat = ix.lane / 8;
       const uint32_t a0 = prims::opaque(prims::smem_addr(sdS)) +
