@@ -15,16 +15,39 @@
 #      registers (5c58b63, f898b3f; bwd.md "The producer's MMA warpgroups without spills"; the dS^T tile is stored by
 #      stmatrix in that build, so its D 128 tests and sanitizers come first): ~8 min.
 #      run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/bwd_producer_ab.sh", timeout_s=600)
+#   C: the default D 64 / 96 / 128 backward with dS^T stored by stmatrix (FLASHKIT_BWD_PP_STSM_DS 1, compile-time; bwd.md
+#      "The stmatrix dS^T store in the default build": spills 4-32 bytes -> 0, step loops 55-120 instructions shorter).
+#      The six hd64 / 96 / 128 files built both ways (pip --target, once each); on the variant the D 64 / 96 / 128
+#      backward tests and the family tests, memcheck / racecheck / synccheck of sanitize_bwd.py --quick --dims 64 96
+#      128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 / 128 backward, fast and deterministic.
+#      ~8 min. Prediction: +0.5..2 % at D 128, +1..3 % at D 64, no row below.
 #   Decide from the rounds (the quick bench's CSV: scripts/dev/ab_medians.py works on its rows too when the arms are
 #   tagged in the file names): flip the macro default only where no row falls below the rounds' spread; then the
 #   decode sweep with the peers (the v16 files) and issue 6's report.
 set -u -o pipefail
-PARTS=${1:?usage: session46.sh A}
+PARTS=${1:?usage: session46.sh A|C (or AC)}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s46
 . "$(dirname "$0")/device_steps.sh"
 watchdog_start "${PACK_AT:-560}"
 install_tree "$TREE"
+if [[ $PARTS == *C* ]]; then
+  D=$TREE/src/kernels/bwd_sm90/inst
+  inst_variants "$(for t in bf16 fp16; do for d in 64 96 128; do printf '%s ' "$D/bwd_sm90_${t}_hd$d.cu"; done; done)" \
+    "base=|st=FLASHKIT_BWD_PP_STSM_DS 1" 400
+  (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_st OMP_NUM_THREADS=2 step tests_st 300 python3 -m pytest -q -m gpu \
+    -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py -k "D64 or D96 or D128 or d64 or d96 or d128 or pp")
+  sanitizer_steps st "PYTHONPATH=/tmp/pkg_st" "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 96 128
+  pack
+  for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
+    order="base st"; [ $((r % 2)) = 0 ] && order="st base"
+    for n in $order; do
+      (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "bwd_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 \
+        --mode bwd --impls flashkit flashkit_deterministic --out-dir "$O/bench" --tag "c-$n$r" --no-plot)
+    done
+    pack
+  done
+fi
 if [[ $PARTS == *A* ]]; then
   (cd "$TREE/tests/python" && OMP_NUM_THREADS=2 step test_decode 300 python3 -m pytest -q -m gpu -n 6 \
     -p no:cacheprovider test_decode_gpu.py test_kvcache_gpu.py)
