@@ -598,8 +598,9 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) load_tile(j);  // Q rides in tile 0's group
 
-  if constexpr (kQuant == 0 && Tr::kNarrow) {
-    // (the 16-bit narrow form reads its Q fragments into registers before the tile loop)
+  if constexpr (kQuant != 0 || Tr::kNarrow) {
+    // Q landed before it is read outside the tile loop: the 8-bit kernels' permute below, the narrow form's
+    // fragments (registers for the whole item).
     prims::cp_async_wait<kStages - 2>();  // tile 0's group, with Q
     __syncthreads();
   }
@@ -608,8 +609,6 @@ __global__ void FLASHKIT_DECODE_SPLIT_BOUNDS decode_split_kernel(const DecodePar
     // word of its key row: fragment k positions 2tq, 2tq+1 hold dims 4tq, 4tq+1 and
     // 2tq+8, 2tq+9 hold dims 4tq+2, 4tq+3 (S = Q K^T is unchanged by a common permutation
     // of the summed dimension). In 32-bit pairs: words 0,2,4,6 then 1,3,5,7 of the step.
-    prims::cp_async_wait<kStages - 2>();  // tile 0's group, with Q
-    __syncthreads();
     for (int c = tid; c < kRows * (kD / 16); c += kThreads) {
       const int r = c / (kD / 16), k0 = (c % (kD / 16)) * 16;
       uint4* q16 = reinterpret_cast<uint4*>(sQ + QTile::offset(r, k0));
