@@ -31,4 +31,12 @@ __device__ __forceinline__ int64_t opaque(int64_t x) {
   return x;
 }
 
+// threadIdx.x read again where it is used (a volatile S2R the compiler neither hoists nor keeps live), for code at a
+// tight register budget whose thread-derived indices would otherwise be held over a loop and spilled.
+__device__ __forceinline__ int tid_x_fresh() {
+  uint32_t x;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+  return int(x);
+}
+
 }  // namespace flashkit::prims

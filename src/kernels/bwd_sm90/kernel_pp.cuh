@@ -242,9 +242,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // (The producer's row-block loads likewise read their thread index again, tid_now.)
   auto tid_now = [&]() -> int {
     if constexpr (Tr::kProducer) {
-      uint32_t x;
-      asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
-      return int(x);
+      return prims::tid_x_fresh();
     } else {
       return tid;
     }
