@@ -103,6 +103,27 @@
 #ifndef FLASHKIT_BWD_PP_STSM_DS
 #define FLASHKIT_BWD_PP_STSM_DS 1
 #endif
+// 1 = D 64's 128-row kernels (kRowSplit) read lse already as the exp2 offset, lse * log2(e) (+inf for lse = -inf):
+// warpgroup 0 rewrites a stage's 128 values in place once per row block (one thread a row, after the stage's full
+// wait: row block it + 1 in step it while its dQ product runs; the gate A barriers order the stores before both
+// warpgroups' P loops), so that neither P loop multiplies its 32 values a step, nor (masked copy) tests them for
+// -inf (bwd.md, "D 64's step loop: lse * log2(e) once per row block, the mask as column bounds"). 0 = the multiply
+// (and test) at each use (SASS identical to the build before the switch). The 128-row kernels only (D 96 / 128
+// unchanged either way); default 0 until measured.
+#ifndef FLASHKIT_BWD_PP_LSE2
+#define FLASHKIT_BWD_PP_LSE2 0
+#endif
+// 1 = D 64's 128-row kernels (kRowSplit) test the mask of a masked tile (the P loop's masked copy) against per-key
+// bounds on the tile's columns, made once a step from Mask's fields: key k is visible to row m0 + 2t + c iff
+// lo(k) <= c <= hi(k), with c = 8 j + e % 2 a constant of the unrolled loop, so that an element costs two compares
+// and a select (ptxas shares some compares) instead of Mask::visible's sums, compares and branches: the masked copy
+// ~980 -> ~430 instructions (bwd.md, "D 64's step loop: lse * log2(e) once per row block, the mask as column
+// bounds"). Only masked tiles run it (causal diagonal, window edges, the key block across seqlen_k). 0 =
+// Mask::visible per element (SASS identical to the build before the switch). The 128-row kernels only (D 96 / 128
+// unchanged either way); default 0 until measured.
+#ifndef FLASHKIT_BWD_PP_MASK_THR
+#define FLASHKIT_BWD_PP_MASK_THR 0
+#endif
 namespace flashkit::bwd_sm90 {
 
 #if FLASHKIT_BWD_PP_TRACE
@@ -211,6 +232,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // dS^T by stmatrix.x4 (the dS^T store below): the producer build's, and the default build's under
   // FLASHKIT_BWD_PP_STSM_DS.
   constexpr bool kStsmDs = kProducer || FLASHKIT_BWD_PP_STSM_DS != 0;
+  // lse * log2(e) made once per row block in shared memory (FLASHKIT_BWD_PP_LSE2; the 128-row kernels only)
+  constexpr bool kLse2 = kRowSplit && FLASHKIT_BWD_PP_LSE2 != 0;
+  // the masked P loop's per-key column bounds (FLASHKIT_BWD_PP_MASK_THR; the 128-row kernels only)
+  constexpr bool kMaskThr = kRowSplit && FLASHKIT_BWD_PP_MASK_THR != 0;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
   static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
                 "the producer warpgroup: the TMA reduce-add kernels (fast and fixed point)");
@@ -656,6 +681,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::wgmma_commit();
   };
 
+  // kLse2: warpgroup 0 turns a stage's 128 lse values into the P loops' exp2 offsets, one thread a row, once the
+  // stage's full barrier passed: row block 0 here, row block it + 1 in step it while its dQ product runs (off the
+  // path to its gate A). Its gate A's bar.sync orders the stores before its own warps' reads, its arrival at the
+  // other warpgroup's gate A (gate_pass) before warpgroup 1's; the stage's next writer is the loader's copy of row
+  // block it + 1 + QS, after both warpgroups' empty arrivals of step it + 1.
+  auto lse2_make = [&](int st) {
+    float* const l = sLse + st * kBlockM + (kProducer ? tid_now() % 128 : wtid);
+    const float v = *l;
+    *l = v == -INFINITY ? INFINITY : v * kLog2e;
+  };
+  if constexpr (kLse2) {
+    if (wg == 0 && cta.iters > 0) {
+      prims::mbarrier_wait(full(0), 0);
+      lse2_make(0);
+    }
+  }
+
   int32_t* sem = nullptr;
   int my_turn = 0;
 
@@ -733,6 +775,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     // the softcap kernels' and FLASHKIT_BWD_EXP_UNSWITCH=0's).
     auto exp_p = [&](auto test_c) {
       constexpr int kTest = decltype(test_c)::value;
+      // kMaskThr (the masked copy): Mask::visible(b + c, key) for this thread's two keys key_t + 8 h (h = e / 2) as
+      // bounds on c = 8 j + e % 2, the column past b = m0 + 2t: key <= right_of(b + c) = right_of(b) + c (if
+      // has_right) is c - 8 h >= c_lo, one c_lo for both keys (right_of is linear); key >= b + c + seqlen_k -
+      // seqlen_q - left (if left >= 0) and key < seqlen_k are c <= c_hi[h]. kNever lies past every c (0 .. kBlockM -
+      // 1); the API keeps windows below the sequence lengths, so nothing overflows. (Three registers: with a bound
+      // pair per key, four, the fast and fixed-point kernels spilled 8 / 28 bytes outside the loop.)
+      constexpr int kNever = 1 << 24;
+      int c_lo = 0, c_hi[2] = {0, 0};
+      if constexpr (kTest == 1 && kMaskThr) {
+        const attn::Mask& mk = cta.mask;
+        const int b = m0 + 2 * t_s, key_t = cta.n0 + key0 + key_row_s;
+        c_lo = mk.has_right() ? key_t - mk.right_of(b) : -kNever;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int key = key_t + 8 * h;
+          c_hi[h] = key >= mk.seqlen_k ? -kNever
+                    : mk.left >= 0     ? key - (b + mk.seqlen_k - mk.seqlen_q - mk.left)
+                                       : kNever;
+        }
+      }
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j) {
         if constexpr (capped) {
@@ -749,14 +811,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         for (int e = 0; e < 4; ++e) {
           const int col = j * 8 + 2 * t_s + (e % 2);
           const float2 lse_j = kRowSplit ? *reinterpret_cast<const float2*>(lse_s + j * 8 + 2 * t_s) : lse_v[j % kLseRegs];
-          const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0)
+          const float lse_raw = e % 2 ? lse_j.y : lse_j.x;  // -inf: a row with no visible key (P = 0); kLse2: lse2
 #if FLASHKIT_BWD_LSE_FILL_INF
-          const float lse2 = kTest == 0 ? lse_raw * kLog2e : (lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e);
+          const float lse2 = kLse2        ? lse_raw
+                             : kTest == 0 ? lse_raw * kLog2e
+                                          : (lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e);
 #else
-          const float lse2 = lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
+          const float lse2 = kLse2 ? lse_raw : lse_raw == -INFINITY ? INFINITY : lse_raw * kLog2e;
 #endif
           float v = prims::exp2_approx(s[j][e] * scale_log2 - lse2);
-          if constexpr (kTest == 1) {
+          if constexpr (kTest == 1 && kMaskThr) {
+            const int c = j * 8 + e % 2;  // (col - 2t; a constant once unrolled)
+            if (c - 8 * (e / 2) < c_lo || c > c_hi[e / 2]) v = 0.f;
+          } else if constexpr (kTest == 1) {
             if (!cta.mask.visible(m0 + col, cta.n0 + key0 + key_row_s + (e / 2) * 8)) v = 0.f;
           } else if constexpr (kTest == 2) {
             if (masked && !cta.mask.visible(m0 + col, cta.n0 + key0 + key_row_s + (e / 2) * 8)) v = 0.f;
@@ -950,6 +1017,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
       const int jn = it + 2, sn = jn % QS;
       if (jn >= QS) prims::mbarrier_wait(empty(sn), ((jn - QS) / QS) & 1);
       load_rows(jn, sn);
+    }
+    if constexpr (kLse2) {  // the next row block's lse (lse2_make above)
+      if (wg == 0 && it + 1 < cta.iters) {
+        prims::mbarrier_wait(full((it + 1) % QS), ((it + 1) / QS) & 1);
+        lse2_make((it + 1) % QS);
+      }
     }
     tr(it, 8);
 
