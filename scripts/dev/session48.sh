@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Device call prepared in the forty-eighth session (2026-11-29, compile only) for the next one, H200 (or H100).
+# D 64's 128-row backward step loop with fewer instructions (bwd.md, "lse * log2(e) once per row block, and the masked
+# tile's mask as two bounds"; kernel_pp.cuh, both macros default 0, reaching only the 128-row kRowSplit kernels):
+#   FLASHKIT_BWD_PP_LSE2 1      warpgroup 0 rewrites the stage's lse as lse * log2(e) (-inf -> +inf) once per row
+#                               block; the P loops lose their 32 FMUL a step (the masked copy also 32 FSETP + 32 FSEL)
+#   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against two per-key column bounds (2 compares and a
+#                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer)
+# The six hd64 / 96 / 128 bf16 / fp16 instantiation files built both ways (pip --target, once each: base = the tree,
+# new = both macros 1; ARMS="base new lse" adds an arm with FLASHKIT_BWD_PP_LSE2 only); on the new build the D 64 / 96
+# / 128 backward and family tests, memcheck / racecheck / synccheck of sanitize_bwd.py --quick --dims 64 96 128; then
+# ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 / 128 backward, fast and deterministic (D 128: the control,
+# its SASS is the same in both builds). ~8 min.
+#   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session48.sh", timeout_s=600)
+# Then: python3 scripts/dev/ab_medians.py <s48>/bench c-base c-new (and c-base c-lse with the third arm).
+# Prediction (bwd.md): D 64 non-causal +0.5..1 % fast, +0.3..0.7 % fixed point (LSE2); causal +1..2 % geomean over
+# S >= 1k, S 512 causal +4..8 % (MASK_THR: the diagonal tiles are 40 % of the tiles at 512, 22 % at 1k, 1.6 % at 16k);
+# D 128 level (the same SASS in both builds); no row below the base's spread.
+set -u -o pipefail
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+O=${OUT:-/tmp}/s48
+. "$(dirname "$0")/device_steps.sh"
+watchdog_start "${PACK_AT:-560}"
+install_tree "$TREE"
+D=$TREE/src/kernels/bwd_sm90/inst
+NEW="FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1"
+VARIANTS="base=|new=$NEW"
+ARMS=${ARMS:-base new}
+[[ " $ARMS " == *" lse "* ]] && VARIANTS="$VARIANTS|lse=FLASHKIT_BWD_PP_LSE2 1"
+inst_variants "$(for t in bf16 fp16; do for d in 64 96 128; do printf '%s ' "$D/bwd_sm90_${t}_hd$d.cu"; done; done)" \
+  "$VARIANTS" 400
+(cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_new OMP_NUM_THREADS=2 step tests_new 300 python3 -m pytest -q -m gpu \
+  -n 6 -p no:cacheprovider test_backward_gpu.py test_backward_families_gpu.py -k "D64 or D96 or D128 or d64 or d96 or d128 or pp")
+sanitizer_steps new "PYTHONPATH=/tmp/pkg_new" "$TREE/scripts/sanitize_bwd.py" --quick --dims 64 96 128
+pack
+for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
+  order=$ARMS; [ $((r % 2)) = 0 ] && order=$(echo $ARMS | tr ' ' '\n' | tac | tr '\n' ' ')
+  for n in $order; do
+    (cd /tmp && PYTHONPATH=/tmp/pkg_$n step "bwd_$n$r" 150 python3 -m flashkit.bench --sweep fa3 --heads-dims 64 128 \
+      --mode bwd --impls flashkit flashkit_deterministic --out-dir "$O/bench" --tag "c-$n$r" --no-plot)
+  done
+  pack
+done
+pack
+watchdog_stop; exit 0
