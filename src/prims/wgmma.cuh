@@ -314,6 +314,23 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tnspb(float (&d)[16][4], con
   }
 }
 
+// d (64 x 128, fp32) += -A * B: wgmma_m64n128k16_ss with A negated (imm-scale-a -1), always accumulating (the
+// backward's dP^T from a delta-filled accumulator: FLASHKIT_BWD_PP_DP_DELTA, kernel_pp.cuh).
+#define FLASHKIT_WGMMA_N128_SS_NEGA(TY, d, desc_a, desc_b)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS64 \
+               ", %64, %65, p, -1, 1, 0, 0;\n}\n"                                               \
+               : FLASHKIT_WGMMA_D64(d)                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_nega(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N128_SS_NEGA("f16", d, desc_a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N128_SS_NEGA("bf16", d, desc_a, desc_b);
+  }
+}
+
 // m64n128k16, both operands in shared memory, B MN-major, A K-major (TA 0) or MN-major (TA 1;
 // an immediate operand).
 #define FLASHKIT_WGMMA_N128_SS_TB(TY, d, desc_a, desc_b, TA)                                      \

@@ -103,26 +103,32 @@
 #ifndef FLASHKIT_BWD_PP_STSM_DS
 #define FLASHKIT_BWD_PP_STSM_DS 1
 #endif
-// 1 = D 64's 128-row kernels (kRowSplit) read lse already as the exp2 offset, lse * log2(e) (+inf for lse = -inf):
-// warpgroup 0 rewrites a stage's 128 values in place once per row block (one thread a row, after the stage's full
-// wait: row block it + 1 in step it while its dQ product runs; the gate A barriers order the stores before both
-// warpgroups' P loops), so that neither P loop multiplies its 32 values a step, nor (masked copy) tests them for
-// -inf (bwd.md, "D 64's step loop: lse * log2(e) once per row block, the mask as column bounds"). 0 = the multiply
-// (and test) at each use (SASS identical to the build before the switch). The 128-row kernels only (D 96 / 128
-// unchanged either way); default 0 until measured.
+// Three switches for D 64's 128-row kernels (kRowSplit) only, fewer instructions a step (bwd.md, "D 64's step loop:
+// fewer instructions"); each 0 = the SASS of the build before it; D 96 / 128 unchanged either way; default 0 until
+// measured.
+// 1 = the P loops read lse already as the exp2 offset, lse * log2(e) (+inf for lse = -inf): warpgroup 0 rewrites a
+// stage's 128 values in place once per row block (one thread a row, after the stage's full wait: row block it + 1
+// in step it while its dQ product runs; the gate A barriers order the stores before both warpgroups' P loops), so
+// that neither P loop multiplies its 32 values a step, nor (masked copy) tests them for -inf. 0 = the multiply (and
+// test) at each use.
 #ifndef FLASHKIT_BWD_PP_LSE2
 #define FLASHKIT_BWD_PP_LSE2 0
 #endif
-// 1 = D 64's 128-row kernels (kRowSplit) test the mask of a masked tile (the P loop's masked copy) against per-key
-// bounds on the tile's columns, made once a step from Mask's fields: key k is visible to row m0 + 2t + c iff
-// lo(k) <= c <= hi(k), with c = 8 j + e % 2 a constant of the unrolled loop, so that an element costs two compares
-// and a select (ptxas shares some compares) instead of Mask::visible's sums, compares and branches: the masked copy
-// ~980 -> ~430 instructions (bwd.md, "D 64's step loop: lse * log2(e) once per row block, the mask as column
-// bounds"). Only masked tiles run it (causal diagonal, window edges, the key block across seqlen_k). 0 =
-// Mask::visible per element (SASS identical to the build before the switch). The 128-row kernels only (D 96 / 128
-// unchanged either way); default 0 until measured.
+// 1 = the masked tiles' P loop (causal diagonal, window edges, the key block across seqlen_k) tests each element
+// against per-key bounds on the tile's columns, made once a step from Mask's fields: key k is visible to row
+// m0 + 2t + c iff lo(k) <= c <= hi(k), c = 8 j + e % 2 a constant of the unrolled loop, so that an element costs two
+// compares and a select (ptxas shares some compares), no branch: the masked copy ~980 -> ~430 instructions. 0 =
+// Mask::visible per element (its sums, compares and a branch).
 #ifndef FLASHKIT_BWD_PP_MASK_THR
 #define FLASHKIT_BWD_PP_MASK_THR 0
+#endif
+// 1 = dP^T's accumulator starts at delta (each thread its 32 values, read after the stage's full wait, before gate A)
+// and the dP^T wgmmas run with A = V negated (imm-scale-a -1), so that it lands as delta - dP and dS = -(P * that):
+// the dS loop (between dP^T and the dS^T store, the phase that decides when gate B opens) loses its 16 delta LDS.64
+// and 64 FADD, for 16 LDS.64 + 32 MOV in front of gate A. Not the same bits (delta enters the tensor core's sum
+// instead of one FADD after it). 0 = the FADD.
+#ifndef FLASHKIT_BWD_PP_DP_DELTA
+#define FLASHKIT_BWD_PP_DP_DELTA 0
 #endif
 namespace flashkit::bwd_sm90 {
 
@@ -236,6 +242,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr bool kLse2 = kRowSplit && FLASHKIT_BWD_PP_LSE2 != 0;
   // the masked P loop's per-key column bounds (FLASHKIT_BWD_PP_MASK_THR; the 128-row kernels only)
   constexpr bool kMaskThr = kRowSplit && FLASHKIT_BWD_PP_MASK_THR != 0;
+  // dP^T accumulated from delta with V negated (FLASHKIT_BWD_PP_DP_DELTA; the 128-row kernels only)
+  constexpr bool kDpDelta = kRowSplit && FLASHKIT_BWD_PP_DP_DELTA != 0;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
   static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
                 "the producer warpgroup: the TMA reduce-add kernels (fast and fixed point)");
@@ -715,6 +723,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     const uint64_t desc_q_mn = prims::smem_desc_sw128(q_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
     const uint64_t desc_do_mn = prims::smem_desc_sw128(do_addr + stage * QTile::kBytes, QTile::kBlockBytes, 1024);
 
+    if constexpr (kDpDelta) {  // dP^T's accumulator = delta of its column (query row), both key rows (e / 2)
+      const float* delta_a = sDelta + stage * kBlockM + 2 * lane_ix().t;
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j) {
+        const float2 dl = *reinterpret_cast<const float2*>(delta_a + j * 8);
+        dp[j][0] = dp[j][2] = dl.x;
+        dp[j][1] = dp[j][3] = dl.y;
+      }
+      prims::fence_operands(dp);  // (in place before gate A's wgmma.fence)
+    }
     // Gate A: S^T and dP^T (64 keys x 64 rows; the first k-steps overwrite).
     gate_open();
     tr(it, 2);
@@ -724,8 +742,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
         prims::wgmma_m64n128k16_ss<T>(s, desc_kw + ((ks * 32) >> 4), desc_q + ((ks * 32) >> 4), ks > 0);
       prims::wgmma_commit();
 #pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks)
-        prims::wgmma_m64n128k16_ss<T>(dp, desc_vw + ((ks * 32) >> 4), desc_do + ((ks * 32) >> 4), ks > 0);
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        if constexpr (kDpDelta) {  // delta - dP^T
+          prims::wgmma_m64n128k16_ss_nega<T>(dp, desc_vw + ((ks * 32) >> 4), desc_do + ((ks * 32) >> 4));
+        } else {
+          prims::wgmma_m64n128k16_ss<T>(dp, desc_vw + ((ks * 32) >> 4), desc_do + ((ks * 32) >> 4), ks > 0);
+        }
+      }
       prims::wgmma_commit();
     } else {
       prims::wgmma_m64n64k16_ss_first<T, false, false>(s, desc_kw, desc_q);
@@ -857,7 +880,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
     tr(it, 4);
-    if constexpr (kRowSplit) {
+    if constexpr (kDpDelta) {  // dp holds delta - dP: dS = P (dP - delta) = -(P dp)
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[j][e] = -(s[j][e] * dp[j][e]);
+    } else if constexpr (kRowSplit) {
 #pragma unroll
       for (int j = 0; j < kRowTiles; ++j) {
         const float2 dl = *reinterpret_cast<const float2*>(delta_s + j * 8 + 2 * t_s);
