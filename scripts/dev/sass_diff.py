@@ -1,5 +1,5 @@
 """Per-function SASS comparison of two builds (cubins, .so files or objects): which functions of NEW have the same
-instructions as in OLD, which differ, which are new (offsets and encodings ignored).
+instructions as in OLD, which differ, which are new (offsets and whitespace ignored).
 
     python3 scripts/dev/sass_diff.py OLD NEW [--rename FROM=TO ...] [--cuobjdump PATH]
 
@@ -32,7 +32,9 @@ def functions(path, cuobjdump):
                 funcs[cur] = (hashlib.md5("".join(buf).encode()).hexdigest(), len(buf))
             cur, buf = m.group(1), []
         elif cur and _INST.match(line):
-            buf.append(re.sub(r"/\*[0-9a-f]*\*/", "", line))
+            # (whitespace collapsed: cuobjdump pads each line to the file's widest, so one changed function could
+            # make every other one of the file look different)
+            buf.append(" ".join(re.sub(r"/\*[0-9a-f]*\*/", "", line).split()))
     if cur:
         funcs[cur] = (hashlib.md5("".join(buf).encode()).hexdigest(), len(buf))
     return funcs

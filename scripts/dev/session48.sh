@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Device call prepared in the forty-eighth session (2026-11-29, compile only) for the next one, H200 (or H100).
-# D 64's 128-row backward step loop with fewer instructions (bwd.md, "lse * log2(e) once per row block, and the masked
-# tile's mask as two bounds"; kernel_pp.cuh, both macros default 0, reaching only the 128-row kRowSplit kernels):
+# D 64's 128-row backward step loop with fewer instructions (bwd.md, "D 64's step loop: fewer instructions";
+# kernel_pp.cuh, three macros, default 0, reaching only the 128-row kRowSplit kernels):
 #   FLASHKIT_BWD_PP_LSE2 1      warpgroup 0 rewrites the stage's lse as lse * log2(e) (-inf -> +inf) once per row
 #                               block; the P loops lose their 32 FMUL a step (the masked copy also 32 FSETP + 32 FSEL)
-#   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against two per-key column bounds (2 compares and a
+#   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against per-key column bounds (compares and a
 #                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer)
+#   FLASHKIT_BWD_PP_DP_DELTA 1  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
+#                               loses its 16 delta LDS.64 and 64 FADD (~80 of its ~260 instructions)
 # The six hd64 / 96 / 128 bf16 / fp16 instantiation files built both ways (pip --target, once each: base = the tree,
-# new = both macros 1; ARMS="base new lse" adds an arm with FLASHKIT_BWD_PP_LSE2 only); on the new build the D 64 / 96
-# / 128 backward and family tests, memcheck / racecheck / synccheck of sanitize_bwd.py --quick --dims 64 96 128; then
-# ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 / 128 backward, fast and deterministic (D 128: the control,
-# its SASS is the same in both builds). ~8 min.
+# new = the three macros 1; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each); on the new
+# build the D 64 / 96 / 128 backward and family tests, memcheck / racecheck / synccheck of sanitize_bwd.py --quick
+# --dims 64 96 128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 / 128 backward, fast and deterministic
+# (D 128: the control, its SASS is the same in both builds). ~8 min with the two arms.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session48.sh", timeout_s=600)
-# Then: python3 scripts/dev/ab_medians.py <s48>/bench c-base c-new (and c-base c-lse with the third arm).
-# Prediction (bwd.md): D 64 non-causal +0.5..1 % fast, +0.3..0.7 % fixed point (LSE2); causal +1..2 % geomean over
-# S >= 1k, S 512 causal +4..8 % (MASK_THR: the diagonal tiles are 40 % of the tiles at 512, 22 % at 1k, 1.6 % at 16k);
-# D 128 level (the same SASS in both builds); no row below the base's spread.
+# Then: python3 scripts/dev/ab_medians.py <files_at>/s48/bench c-base c-new (and c-base c-lse, c-mthr, c-dpd).
+# Prediction (bwd.md): D 64 +1.5..3 % fast, +1..2 % fixed point on the non-causal rows (mostly DP_DELTA); causal
+# rows that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 level (the same
+# SASS in both builds); no row below the base's spread.
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s48
@@ -23,10 +25,11 @@ O=${OUT:-/tmp}/s48
 watchdog_start "${PACK_AT:-560}"
 install_tree "$TREE"
 D=$TREE/src/kernels/bwd_sm90/inst
-NEW="FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1"
-VARIANTS="base=|new=$NEW"
 ARMS=${ARMS:-base new}
+VARIANTS="base=|new=FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1;FLASHKIT_BWD_PP_DP_DELTA 1"
 [[ " $ARMS " == *" lse "* ]] && VARIANTS="$VARIANTS|lse=FLASHKIT_BWD_PP_LSE2 1"
+[[ " $ARMS " == *" mthr "* ]] && VARIANTS="$VARIANTS|mthr=FLASHKIT_BWD_PP_MASK_THR 1"
+[[ " $ARMS " == *" dpd "* ]] && VARIANTS="$VARIANTS|dpd=FLASHKIT_BWD_PP_DP_DELTA 1"
 inst_variants "$(for t in bf16 fp16; do for d in 64 96 128; do printf '%s ' "$D/bwd_sm90_${t}_hd$d.cu"; done; done)" \
   "$VARIANTS" 400
 (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_new OMP_NUM_THREADS=2 step tests_new 300 python3 -m pytest -q -m gpu \
