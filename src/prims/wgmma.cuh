@@ -183,6 +183,23 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
                : FLASHKIT_WGMMA_D32(d)                                                      \
                : "l"(desc_a), "l"(desc_b), "r"(1))
 
+// d (64 x 64, fp32) += -A * B, both K-major (imm-scale-a -1), always accumulating (the backward's dP^T from a
+// delta-filled accumulator: FLASHKIT_BWD_PP_DP_DELTA 2, kernel_pp.cuh).
+#define FLASHKIT_WGMMA_N64_SS_NEGA(TY, d, desc_a, desc_b)                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \
+               ", %32, %33, p, -1, 1, 0, 0;\n}\n"                                             \
+               : FLASHKIT_WGMMA_D32(d)                                                      \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_nega(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (__is_same(T, __half)) {
+    FLASHKIT_WGMMA_N64_SS_NEGA("f16", d, desc_a, desc_b);
+  } else {
+    FLASHKIT_WGMMA_N64_SS_NEGA("bf16", d, desc_a, desc_b);
+  }
+}
+
 // d (64 x 64, fp32) += A (64 x 16, shared, MN-major: stored [k][m] with m contiguous, e.g.
 // dS^T [key][row] in the backward's dQ = dS K) * B (16 x 64, shared, MN-major). Both
 // transposed by the hardware. Always accumulates.
