@@ -6,18 +6,19 @@
 #                               block; the P loops lose their 32 FMUL a step (the masked copy also 32 FSETP + 32 FSEL)
 #   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against per-key column bounds (compares and a
 #                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer)
-#   FLASHKIT_BWD_PP_DP_DELTA 1  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
-#                               loses its 16 delta LDS.64 and 64 FADD (~80 of its ~260 instructions)
+#   FLASHKIT_BWD_PP_DP_DELTA 2  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
+#                               loses its delta LDS.64 and FADD (D 64's 128 rows: ~80 of ~260 instructions; value 2
+#                               also in the 64-row TMA kernels: D 96 / 128, ~44 of ~155)
 # The six hd64 / 96 / 128 bf16 / fp16 instantiation files built both ways (pip --target, once each: base = the tree,
-# new = the three macros 1; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each); on the new
-# build the D 64 / 96 / 128 backward and family tests, memcheck / racecheck / synccheck of sanitize_bwd.py --quick
-# --dims 64 96 128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 / 128 backward, fast and deterministic
-# (D 128: the control, its SASS is the same in both builds). ~8 min with the two arms.
+# new = the three macros, DP_DELTA at 2; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each: at
+# most one more in a 600 s call); on the new build the D 64 / 96 / 128 backward and family tests, memcheck / racecheck
+# / synccheck of sanitize_bwd.py --quick --dims 64 96 128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 /
+# 128 backward, fast and deterministic (the D 128 rows: DP_DELTA alone, in the 64-row kernel). ~8 min with two arms.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session48.sh", timeout_s=600)
 # Then: python3 scripts/dev/ab_medians.py <files_at>/s48/bench c-base c-new (and c-base c-lse, c-mthr, c-dpd).
-# Prediction (bwd.md): D 64 +1.5..3 % fast, +1..2 % fixed point on the non-causal rows (mostly DP_DELTA); causal
-# rows that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 level (the same
-# SASS in both builds); no row below the base's spread.
+# Prediction (bwd.md): D 64 +2..4 % fast, +1..2 % fixed point on the non-causal rows (mostly DP_DELTA); causal rows
+# that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 0..+1 %; no row below
+# the base's spread.
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s48
@@ -26,10 +27,10 @@ watchdog_start "${PACK_AT:-560}"
 install_tree "$TREE"
 D=$TREE/src/kernels/bwd_sm90/inst
 ARMS=${ARMS:-base new}
-VARIANTS="base=|new=FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1;FLASHKIT_BWD_PP_DP_DELTA 1"
+VARIANTS="base=|new=FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1;FLASHKIT_BWD_PP_DP_DELTA 2"
 [[ " $ARMS " == *" lse "* ]] && VARIANTS="$VARIANTS|lse=FLASHKIT_BWD_PP_LSE2 1"
 [[ " $ARMS " == *" mthr "* ]] && VARIANTS="$VARIANTS|mthr=FLASHKIT_BWD_PP_MASK_THR 1"
-[[ " $ARMS " == *" dpd "* ]] && VARIANTS="$VARIANTS|dpd=FLASHKIT_BWD_PP_DP_DELTA 1"
+[[ " $ARMS " == *" dpd "* ]] && VARIANTS="$VARIANTS|dpd=FLASHKIT_BWD_PP_DP_DELTA 2"
 inst_variants "$(for t in bf16 fp16; do for d in 64 96 128; do printf '%s ' "$D/bwd_sm90_${t}_hd$d.cu"; done; done)" \
   "$VARIANTS" 400
 (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_new OMP_NUM_THREADS=2 step tests_new 300 python3 -m pytest -q -m gpu \
