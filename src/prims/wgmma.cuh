@@ -184,7 +184,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_tnspb<__nv_bfloat16>(float (&
                : "l"(desc_a), "l"(desc_b), "r"(1))
 
 // d (64 x 64, fp32) += -A * B, both K-major (imm-scale-a -1), always accumulating (the backward's dP^T from a
-// delta-filled accumulator: FLASHKIT_BWD_PP_DP_DELTA 2, kernel_pp.cuh).
+// delta-filled accumulator: FLASHKIT_BWD_PP_DP_DELTA, kernel_pp.cuh).
 #define FLASHKIT_WGMMA_N64_SS_NEGA(TY, d, desc_a, desc_b)                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FLASHKIT_WGMMA_DREGS \

@@ -103,9 +103,9 @@
 #ifndef FLASHKIT_BWD_PP_STSM_DS
 #define FLASHKIT_BWD_PP_STSM_DS 1
 #endif
-// Three switches for D 64's 128-row kernels (kRowSplit), fewer instructions a step (bwd.md, "D 64's step loop: fewer
-// instructions"); each 0 = the SASS of the build before it; at 1 D 96 / 128 are unchanged (FLASHKIT_BWD_PP_DP_DELTA 2
-// reaches them); default 0 until measured.
+// Three switches for fewer instructions in D 64's 128-row step (kRowSplit; bwd.md, "D 64's step loop: fewer
+// instructions"); each 0 = the SASS of the build before it; LSE2 and MASK_THR reach only the 128-row kernels,
+// DP_DELTA every ping-pong kernel without a softcap (D 64 / 96 / 128); default 0 until measured.
 // 1 = the P loops read lse already as the exp2 offset, lse * log2(e) (+inf for lse = -inf): warpgroup 0 rewrites a
 // stage's 128 values in place once per row block (one thread a row, after the stage's full wait: row block it + 1
 // in step it while its dQ product runs; the gate A barriers order the stores before both warpgroups' P loops), so
@@ -122,13 +122,13 @@
 #ifndef FLASHKIT_BWD_PP_MASK_THR
 #define FLASHKIT_BWD_PP_MASK_THR 0
 #endif
-// 1 = dP^T's accumulator starts at delta (each thread its 32 values, read after the stage's full wait, before gate A)
+// 1 = dP^T's accumulator starts at delta (each thread its values, read after the stage's full wait, before gate A)
 // and the dP^T wgmmas run with A = V negated (imm-scale-a -1), so that it lands as delta - dP and dS = -(P * that):
-// the dS loop (between dP^T and the dS^T store, the phase that decides when gate B opens) loses its 16 delta LDS.64
-// and 64 FADD, for 16 LDS.64 + 32 MOV in front of gate A. Not the same bits (delta enters the tensor core's sum
-// instead of one FADD after it). 0 = the FADD. 2 = the same in the 64-row TMA kernels too (D 64's 64-row ones, D 96,
-// D 128; not the cp.async fallback, which spilled 80 / 100 bytes with it, nor the softcap kernels): D 128's dS phase
-// 154 -> 110 instructions.
+// the dS loop (between dP^T and the dS^T store, the phase that decides when gate B opens) loses its delta LDS.64 and
+// FADDs (128 rows: 16 + 64, for 16 LDS.64 + 32 MOV in front of gate A; D 128: dS phase 154 -> 110). Not the same bits
+// as 0 (delta enters the tensor core's sum instead of one FADD after it), so every kernel that can run the same call
+// has it (dK must match bitwise between the TMA and cp.async kernels; the D 128 cp.async one spills 80 / 100 bytes
+// with it); not the softcap kernels. 0 = the FADD.
 #ifndef FLASHKIT_BWD_PP_DP_DELTA
 #define FLASHKIT_BWD_PP_DP_DELTA 0
 #endif
@@ -244,10 +244,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   constexpr bool kLse2 = kRowSplit && FLASHKIT_BWD_PP_LSE2 != 0;
   // the masked P loop's per-key column bounds (FLASHKIT_BWD_PP_MASK_THR; the 128-row kernels only)
   constexpr bool kMaskThr = kRowSplit && FLASHKIT_BWD_PP_MASK_THR != 0;
-  // dP^T accumulated from delta with V negated (FLASHKIT_BWD_PP_DP_DELTA: 1 the 128-row kernels, 2 also the 64-row
-  // TMA kernels without a softcap)
-  constexpr bool kDpDelta =
-      FLASHKIT_BWD_PP_DP_DELTA == 2 ? kTma && !kSoftcap : kRowSplit && FLASHKIT_BWD_PP_DP_DELTA != 0;
+  // dP^T accumulated from delta with V negated (FLASHKIT_BWD_PP_DP_DELTA; every kernel without a softcap)
+  constexpr bool kDpDelta = FLASHKIT_BWD_PP_DP_DELTA != 0 && !kSoftcap;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
   static_assert(!kProducer || (kTma && kDqTma && !kSoftcap && !kSplit && !kDet),
                 "the producer warpgroup: the TMA reduce-add kernels (fast and fixed point)");
