@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Device call prepared in the forty-eighth session (2026-11-29, compile only) for the next one, H200 (or H100).
 # D 64's 128-row backward step loop with fewer instructions (bwd.md, "D 64's step loop: fewer instructions";
-# kernel_pp.cuh, three macros, default 0, reaching only the 128-row kRowSplit kernels):
+# kernel_pp.cuh, three macros, default 0; LSE2 and MASK_THR reach only the 128-row kRowSplit kernels, DP_DELTA every
+# ping-pong kernel without a softcap):
 #   FLASHKIT_BWD_PP_LSE2 1      warpgroup 0 rewrites the stage's lse as lse * log2(e) (-inf -> +inf) once per row
 #                               block; the P loops lose their 32 FMUL a step (the masked copy also 32 FSETP + 32 FSEL)
 #   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against per-key column bounds (compares and a
 #                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer)
-#   FLASHKIT_BWD_PP_DP_DELTA 2  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
-#                               loses its delta LDS.64 and FADD (D 64's 128 rows: ~80 of ~260 instructions; value 2
-#                               also in the 64-row TMA kernels: D 96 / 128, ~44 of ~155)
+#   FLASHKIT_BWD_PP_DP_DELTA 1  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
+#                               loses its delta LDS.64 and FADD (D 64's 128 rows: ~80 of ~260 instructions; D 96 / 128's
+#                               64 rows: ~44 of ~155)
 # The six hd64 / 96 / 128 bf16 / fp16 instantiation files built both ways (pip --target, once each: base = the tree,
-# new = the three macros, DP_DELTA at 2; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each: at
+# new = the three macros; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each: at
 # most one more in a 600 s call); on the new build the D 64 / 96 / 128 backward and family tests, memcheck / racecheck
 # / synccheck of sanitize_bwd.py --quick --dims 64 96 128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 /
 # 128 backward, fast and deterministic (the D 128 rows: DP_DELTA alone, in the 64-row kernel). ~8 min with two arms.
@@ -27,10 +28,10 @@ watchdog_start "${PACK_AT:-560}"
 install_tree "$TREE"
 D=$TREE/src/kernels/bwd_sm90/inst
 ARMS=${ARMS:-base new}
-VARIANTS="base=|new=FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1;FLASHKIT_BWD_PP_DP_DELTA 2"
+VARIANTS="base=|new=FLASHKIT_BWD_PP_LSE2 1;FLASHKIT_BWD_PP_MASK_THR 1;FLASHKIT_BWD_PP_DP_DELTA 1"
 [[ " $ARMS " == *" lse "* ]] && VARIANTS="$VARIANTS|lse=FLASHKIT_BWD_PP_LSE2 1"
 [[ " $ARMS " == *" mthr "* ]] && VARIANTS="$VARIANTS|mthr=FLASHKIT_BWD_PP_MASK_THR 1"
-[[ " $ARMS " == *" dpd "* ]] && VARIANTS="$VARIANTS|dpd=FLASHKIT_BWD_PP_DP_DELTA 2"
+[[ " $ARMS " == *" dpd "* ]] && VARIANTS="$VARIANTS|dpd=FLASHKIT_BWD_PP_DP_DELTA 1"
 inst_variants "$(for t in bf16 fp16; do for d in 64 96 128; do printf '%s ' "$D/bwd_sm90_${t}_hd$d.cu"; done; done)" \
   "$VARIANTS" 400
 (cd "$TREE/tests/python" && PYTHONPATH=/tmp/pkg_new OMP_NUM_THREADS=2 step tests_new 300 python3 -m pytest -q -m gpu \
