@@ -1,9 +1,12 @@
-"""Host check of FLASHKIT_BWD_PP_MASK_THR (kernel_pp.cuh, the 128-row kernels' masked P loop): the per-key column
-bounds c_lo / c_hi against Mask::visible (src/kernels/attention_common/mask.cuh, re-stated here), for every warpgroup,
-warp, lane, tile column and element of random sequence lengths and masks as the API makes them (attention.cpp:
-windows at or past max(S_q, S_k) are none, window_right 0 is causal), row / key blocks at and past both ends.
+"""Host check of FLASHKIT_BWD_PP_MASK_THR (kernel_pp.cuh, the masked P loop of the 128-row kernels (D 64) and of D 96 /
+128's 64-row ones): the per-key column bounds c_lo / c_hi against Mask::visible (src/kernels/attention_common/mask.cuh,
+re-stated here), for every warpgroup, warp, lane, tile column and element of random sequence lengths and masks as the
+API makes them (attention.cpp: windows at or past max(S_q, S_k) are none, window_right 0 is causal), row / key blocks
+at and past both ends. Both block heights: kBlockM 128 (16 n8 tiles, row blocks at multiples of 128) and 64 (8 tiles,
+row blocks at multiples of 64); the thread / element mapping is the same (row m0 + 2t + 8 j + e % 2, key n0 + 64 wg +
+16 warp + g + 8 (e / 2), 128-key blocks).
 
-    python3 scripts/dev/bwd_mask_bounds_check.py [TRIALS]     (default 4000: 65.5 M cases, ~2 min)
+    python3 scripts/dev/bwd_mask_bounds_check.py [TRIALS]     (default 4000: 98 M cases, ~3 min)
 """
 import random
 import sys
@@ -31,10 +34,12 @@ def main(trials):
         causal = right == 0
         wl = random.choice([-1, random.randint(0, big + 3)])
         left = -1 if (wl < 0 or wl >= big) else wl
-        m0 = 128 * random.randint(0, (sq + 127) // 128)
+        m0_128 = 128 * random.randint(0, (sq + 127) // 128)
         n0 = 128 * random.randint(0, (sk + 127) // 128)
+        m0_64 = 64 * random.randint(0, (sq + 63) // 64)
         has_right = causal or right >= 0
-        for key0 in (0, 64):  # warpgroup
+        # the 128-row kernels, the 64-row ones (D 96 / 128)
+        for block_m, m0, key0 in ((bm, m, k) for bm, m in ((128, m0_128), (64, m0_64)) for k in (0, 64)):
             for warp in range(4):
                 for g in range(8):
                     for t in range(4):
@@ -47,14 +52,14 @@ def main(trials):
                             key = key_t + 8 * h
                             c_hi.append(-K_NEVER if key >= sk else
                                         (key - (b + sk - sq - left) if left >= 0 else K_NEVER))
-                        for j in range(16):
+                        for j in range(block_m // 8):
                             for e in range(4):
                                 c, h = j * 8 + e % 2, e // 2
                                 mine = not (c - 8 * h < c_lo or c > c_hi[h])
                                 ref = visible(sq, sk, causal, left, right, b + c, key_t + 8 * h)
                                 if mine != ref:
-                                    sys.exit(f"MISMATCH sq {sq} sk {sk} causal {causal} left {left} right {right} "
-                                             f"m0 {m0} n0 {n0} key {key_t + 8 * h} row {b + c}")
+                                    sys.exit(f"MISMATCH block_m {block_m} sq {sq} sk {sk} causal {causal} left {left} "
+                                             f"right {right} m0 {m0} n0 {n0} key {key_t + 8 * h} row {b + c}")
                                 cases += 1
     print("ok", cases, "cases")
 

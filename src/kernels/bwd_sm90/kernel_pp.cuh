@@ -104,8 +104,9 @@
 #define FLASHKIT_BWD_PP_STSM_DS 1
 #endif
 // Three switches for fewer instructions in D 64's 128-row step (kRowSplit; bwd.md, "D 64's step loop: fewer
-// instructions"); each 0 = the SASS of the build before it; LSE2 and MASK_THR reach only the 128-row kernels,
-// DP_DELTA every ping-pong kernel without a softcap (D 64 / 96 / 128); default 0 until measured.
+// instructions"); each 0 = the SASS of the build before it; LSE2 reaches only the 128-row kernels, MASK_THR those
+// and D 96 / 128's 64-row ones (bwd.md, "MASK_THR in D 96 / 128's 64-row kernels"), DP_DELTA every ping-pong kernel
+// without a softcap (D 64 / 96 / 128); default 0 until measured.
 // 1 = the P loops read lse already as the exp2 offset, lse * log2(e) (+inf for lse = -inf): warpgroup 0 rewrites a
 // stage's 128 values in place once per row block (one thread a row, after the stage's full wait: row block it + 1
 // in step it while its dQ product runs; the gate A barriers order the stores before both warpgroups' P loops), so
@@ -117,8 +118,9 @@
 // 1 = the masked tiles' P loop (causal diagonal, window edges, the key block across seqlen_k) tests each element
 // against per-key bounds on the tile's columns, made once a step from Mask's fields: key k is visible to row
 // m0 + 2t + c iff lo(k) <= c <= hi(k), c = 8 j + e % 2 a constant of the unrolled loop, so that an element costs two
-// compares and a select (ptxas shares some compares), no branch: the masked copy ~980 -> ~430 instructions. 0 =
-// Mask::visible per element (its sums, compares and a branch).
+// compares and a select (ptxas shares some compares), no branch: the masked copy ~980 -> ~430 instructions (D 96 /
+// 128's 64-row kernels, c = 8 j + e % 2 < 64: ~495 -> ~220; not D 64's 64-row kernels, whose SASS at 1 stays that of
+// the 128-row-only build). 0 = Mask::visible per element (its sums, compares and a branch).
 #ifndef FLASHKIT_BWD_PP_MASK_THR
 #define FLASHKIT_BWD_PP_MASK_THR 0
 #endif
@@ -240,10 +242,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_pp_kernel(co
   // dS^T by stmatrix.x4 (the dS^T store below): the producer build's, and the default build's under
   // FLASHKIT_BWD_PP_STSM_DS.
   constexpr bool kStsmDs = kProducer || FLASHKIT_BWD_PP_STSM_DS != 0;
-  // lse * log2(e) made once per row block in shared memory (FLASHKIT_BWD_PP_LSE2; the 128-row kernels only)
+  // lse * log2(e) made once per row block in shared memory (FLASHKIT_BWD_PP_LSE2; the 128-row kernels only: in D 96 /
+  // 128's 64-row ones it saved 48 of the masked copy's ~220 but cost the path without a mask +5, and the D 128 cp.async
+  // fallback 8 more bytes of spills; not kept, bwd.md "MASK_THR in D 96 / 128's 64-row kernels")
   constexpr bool kLse2 = kRowSplit && FLASHKIT_BWD_PP_LSE2 != 0;
-  // the masked P loop's per-key column bounds (FLASHKIT_BWD_PP_MASK_THR; the 128-row kernels only)
-  constexpr bool kMaskThr = kRowSplit && FLASHKIT_BWD_PP_MASK_THR != 0;
+  // the masked P loop's per-key column bounds (FLASHKIT_BWD_PP_MASK_THR; the 128-row kernels and D 96 / 128's 64-row
+  // ones, the cp.async fallback, GQA-split and turns kernels included; not D 64's 64-row ones, whose SASS at 1 stays
+  // the 128-row-only build's)
+  constexpr bool kMaskThr = (kRowSplit || kD > 64) && FLASHKIT_BWD_PP_MASK_THR != 0;
   // dP^T accumulated from delta with V negated (FLASHKIT_BWD_PP_DP_DELTA; every kernel without a softcap)
   constexpr bool kDpDelta = FLASHKIT_BWD_PP_DP_DELTA != 0 && !kSoftcap;
   constexpr int kCThreads = Tr::kConsumerThreads;  // the MMA warpgroups' threads (barrier counts)
