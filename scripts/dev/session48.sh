@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Device call prepared in the forty-eighth session (2026-11-29, compile only) for the next one, H200 (or H100).
 # D 64's 128-row backward step loop with fewer instructions (bwd.md, "D 64's step loop: fewer instructions";
-# kernel_pp.cuh, three macros, default 0; LSE2 and MASK_THR reach only the 128-row kRowSplit kernels, DP_DELTA every
-# ping-pong kernel without a softcap):
+# kernel_pp.cuh, three macros, default 0; LSE2 reaches only the 128-row kRowSplit kernels, MASK_THR those and D 96 /
+# 128's 64-row ones (bwd.md, "MASK_THR in D 96 / 128's 64-row kernels"), DP_DELTA every ping-pong kernel without a
+# softcap):
 #   FLASHKIT_BWD_PP_LSE2 1      warpgroup 0 rewrites the stage's lse as lse * log2(e) (-inf -> +inf) once per row
 #                               block; the P loops lose their 32 FMUL a step (the masked copy also 32 FSETP + 32 FSEL)
 #   FLASHKIT_BWD_PP_MASK_THR 1  the masked copy tests each element against per-key column bounds (compares and a
-#                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer)
+#                               select) instead of Mask::visible's sums, compares and branches (~560 instructions fewer
+#                               at D 64's 128 rows; D 96 / 128's 64 rows: the masked copy ~495 -> ~220)
 #   FLASHKIT_BWD_PP_DP_DELTA 1  dP^T accumulates onto delta with V negated: the dS phase (dP^T -> dS^T store -> gate B)
 #                               loses its delta LDS.64 and FADD (D 64's 128 rows: ~80 of ~260 instructions; D 96 / 128's
 #                               64 rows: ~44 of ~155)
@@ -14,12 +16,14 @@
 # new = the three macros; ARMS="base new lse mthr dpd" adds one arm per macro alone, ~1.5 min each: at
 # most one more in a 600 s call); on the new build the D 64 / 96 / 128 backward and family tests, memcheck / racecheck
 # / synccheck of sanitize_bwd.py --quick --dims 64 96 128; then ROUNDS (2) interleaved rounds of the FA3 sweep's D 64 /
-# 128 backward, fast and deterministic (the D 128 rows: DP_DELTA alone, in the 64-row kernel). ~8 min with two arms.
+# 128 backward, fast and deterministic (the D 128 rows: DP_DELTA and MASK_THR in the 64-row kernel; MASK_THR runs only
+# on masked tiles, so the non-causal rows are DP_DELTA alone). ~8 min with two arms.
 #   run(command="FLASHKIT_COMMIT=<sha> bash scripts/dev/session48.sh", timeout_s=600)
 # Then: python3 scripts/dev/ab_medians.py <files_at>/s48/bench c-base c-new (and c-base c-lse, c-mthr, c-dpd).
 # Prediction (bwd.md): D 64 +2..4 % fast, +1..2 % fixed point on the non-causal rows (mostly DP_DELTA); causal rows
-# that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 0..+1 %; no row below
-# the base's spread.
+# that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 0..+1 % on every row
+# (DP_DELTA), the causal rows MASK_THR's share on top (S 512 +0.5..4 %, 1k +0.3..2 %, 2k +0.2..1.2 %, 4k and up within
+# noise); no row below the base's spread.
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s48
