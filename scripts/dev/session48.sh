@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call prepared in the forty-eighth session (2026-11-29, compile only) for the next one, H200 (or H100).
+# Device call prepared in the forty-fifth session (2026-11-29, compile only; the file is named for the next free number) for the next one, H200 (or H100).
 # D 64's 128-row backward step loop with fewer instructions (bwd.md, "D 64's step loop: fewer instructions";
 # kernel_pp.cuh, three macros, default 0; LSE2 reaches only the 128-row kRowSplit kernels, MASK_THR those and D 96 /
 # 128's 64-row ones (bwd.md, "MASK_THR in D 96 / 128's 64-row kernels"), DP_DELTA every ping-pong kernel without a
