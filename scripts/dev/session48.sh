@@ -24,6 +24,9 @@
 # that plus MASK_THR's share (S 512 +4..8 %, 1k +2..4 %, 2k +1..2.5 %, 4k and up < 1 %); D 128 0..+1 % on every row
 # (DP_DELTA), the causal rows MASK_THR's share on top (S 512 +0.5..4 %, 1k +0.3..2 %, 2k +0.2..1.2 %, 4k and up within
 # noise); no row below the base's spread.
+# Note: FLASHKIT_BWD_PP_MASK_THR also switches D 192 / 256's key-split and pair kernels (ks_fragments.cuh's ks_probs;
+# bwd.md, "MASK_THR in D 256's key-split kernels"), but this script defines it only in the hd64 / 96 / 128 files: D 256
+# (and D 192) need their own A/B (the hd192 / hd256 files with the macro at 1, the FA3 sweep's D 256 rows).
 set -u -o pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 O=${OUT:-/tmp}/s48

@@ -329,7 +329,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) bwd_ks_kernel(co
     const bool masked = cta.mask.tile_needs_mask(cta.n0, kBlockN, m0) ||
                         cta.mask.tile_needs_left_mask(cta.n0, m0 + kBlockM - 1);
     uint32_t tanh_h[4][2];
-    ks_probs<kSoftcap>(s, tanh_h, p, scale_log2, lse0, lse1, masked, cta.mask, m0 + row0, cta.n0 + key0 + 2 * t);
+    ks_probs<kSoftcap, kDqTma>(s, tanh_h, p, scale_log2, lse0, lse1, masked, cta.mask, m0 + row0,
+                               cta.n0 + key0 + 2 * t);
     prims::wgmma_wait<0>();
     prims::fence_operands(dp);
     ks_dscores<kSoftcap>(dp, s, tanh_h, dl0, dl1);

@@ -120,7 +120,9 @@
 // m0 + 2t + c iff lo(k) <= c <= hi(k), c = 8 j + e % 2 a constant of the unrolled loop, so that an element costs two
 // compares and a select (ptxas shares some compares), no branch: the masked copy ~980 -> ~430 instructions (D 96 /
 // 128's 64-row kernels, c = 8 j + e % 2 < 64: ~495 -> ~220; not D 64's 64-row kernels, whose SASS at 1 stays that of
-// the 128-row-only build). 0 = Mask::visible per element (its sums, compares and a branch).
+// the 128-row-only build). 0 = Mask::visible per element (its sums, compares and a branch). The same macro switches
+// D 192 / 256's key-split and pair kernels (ks_fragments.cuh's ks_probs; bwd.md, "MASK_THR in D 256's key-split
+// kernels").
 #ifndef FLASHKIT_BWD_PP_MASK_THR
 #define FLASHKIT_BWD_PP_MASK_THR 0
 #endif

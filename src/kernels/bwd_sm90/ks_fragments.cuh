@@ -20,13 +20,21 @@
 #ifndef FLASHKIT_BWD_KS_EXP_UNSWITCH
 #define FLASHKIT_BWD_KS_EXP_UNSWITCH 1
 #endif
+// kernel_pp.cuh's FLASHKIT_BWD_PP_MASK_THR (defined here too: this header comes first in the launch TU), also for
+// these kernels (bwd.md, "MASK_THR in D 256's key-split kernels"): 1 = ks_probs' masked tiles (without a softcap,
+// unswitched) test each element against per-row bounds on its key column c = 8 j + e % 2, made once a step from
+// Mask's fields, instead of Mask::visible per element. 0 = Mask::visible (SASS identical to the build before).
+#ifndef FLASHKIT_BWD_PP_MASK_THR
+#define FLASHKIT_BWD_PP_MASK_THR 0
+#endif
 
 namespace flashkit::bwd_sm90 {
 
 // S -> P in place: softcap (keeping tanh for dS, half precision, in tanh_h), exp2 against the
 // row's lse (log2 units; +inf gives P = 0), and the mask where the tile needs one. `row` and
-// `key` are the query row and key of fragment element (0, 0).
-template <bool kSoftcap>
+// `key` are the query row and key of fragment element (0, 0). kOpaqueKey: FLASHKIT_BWD_PP_MASK_THR's bounds made from
+// an opaque key (below; false for the key-split kernel without dQ TMA, where that spilled at D 192).
+template <bool kSoftcap, bool kOpaqueKey = true>
 __device__ __forceinline__ void ks_probs(float (&s)[4][4], uint32_t (&tanh_h)[4][2], const BwdParams& p,
                                          float scale_log2, float lse0, float lse1, bool masked,
                                          const attn::Mask& mask, int row, int key) {
@@ -38,6 +46,35 @@ __device__ __forceinline__ void ks_probs(float (&s)[4][4], uint32_t (&tanh_h)[4]
         for (int e = 0; e < 4; ++e) s[j][e] = prims::exp2_approx(s[j][e] * scale_log2 - (e / 2 ? lse1 : lse0));
       return;
     }
+#if FLASHKIT_BWD_PP_MASK_THR
+    // The masked tile: Mask::visible(row + 8 h, key + c) (h = e / 2, c = 8 j + e % 2, 0 .. 25; rows per h, keys per
+    // c, transposed against kernel_pp.cuh's kMaskThr) as bounds on c: key + c <= right_of(row) + 8 h (if has_right)
+    // is c - 8 h <= c_r, key + c < seqlen_k is c <= c_end, key + c >= row + 8 h + seqlen_k - seqlen_q - left (if
+    // left >= 0) is c - 8 h >= c_lo: one bound each for both rows (right_of is linear). kNever lies past every c; the
+    // API keeps windows below the sequence lengths, so nothing overflows (scripts/dev/bwd_mask_bounds_check.py checks
+    // the mapping on the host). (c_hi[h] = min(c_end, c_r + 8 h), as kernel_pp.cuh's, and a bit mask per row spilled
+    // 8 bytes more in the key-split TMA kernel; these three, made from an opaque key, spill less than before; in
+    // D 192's key-split kernel without dQ TMA the opaque key spilled 16 bytes, the plain one none: kOpaqueKey false.)
+    {
+      constexpr int kNever = 1 << 24;
+      if constexpr (kOpaqueKey) {
+        asm volatile("" : "+r"(key));  // (keeps the bounds' sums in this branch: hoisted out of the walk, they spilled)
+      }
+      const int c_end = mask.seqlen_k - 1 - key;
+      const int c_lo = mask.left >= 0 ? row + mask.seqlen_k - mask.seqlen_q - mask.left - key : -kNever;
+      const int c_r = mask.has_right() ? mask.right_of(row) - key : kNever;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = prims::exp2_approx(s[j][e] * scale_log2 - (e / 2 ? lse1 : lse0));
+          const int c = j * 8 + e % 2;  // (a constant once unrolled)
+          if (c - 8 * (e / 2) < c_lo || c - 8 * (e / 2) > c_r || c > c_end) v = 0.f;
+          s[j][e] = v;
+        }
+      return;
+    }
+#endif
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
