@@ -11,6 +11,7 @@
 #include "kernels/bwd_params.h"
 #include "prims/atomic.cuh"
 #include "prims/numeric.cuh"
+#include "prims/opaque.cuh"
 #include "prims/tma.cuh"
 
 // 1 = tiles without a mask take a loop without the per-element test (kernel_pp.cuh's
@@ -58,7 +59,7 @@ __device__ __forceinline__ void ks_probs(float (&s)[4][4], uint32_t (&tanh_h)[4]
     {
       constexpr int kNever = 1 << 24;
       if constexpr (kOpaqueKey) {
-        asm volatile("" : "+r"(key));  // (keeps the bounds' sums in this branch: hoisted out of the walk, they spilled)
+        key = prims::opaque(key);  // (keeps the bounds' sums in this branch: hoisted out of the walk, they spilled)
       }
       const int c_end = mask.seqlen_k - 1 - key;
       const int c_lo = mask.left >= 0 ? row + mask.seqlen_k - mask.seqlen_q - mask.left - key : -kNever;
